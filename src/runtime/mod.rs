@@ -1,0 +1,271 @@
+//! The GPU side: the wgpu device, the buffer pool, the pipeline cache,
+//! launches and reads. Everything here runs on the caller's thread.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wgpu::util::DeviceExt;
+
+use crate::codegen::{Kernel, WORKGROUP_SIZE};
+use crate::error::RequestError;
+
+/// Counters the planner's and the runtime's work is observed through
+/// (`Device::stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub ops_registered: u64,
+    pub flushes: u64,
+    pub kernels_launched: u64,
+    /// Ops that ran inside a kernel together with at least one other op.
+    pub fused_ops: u64,
+    pub buffers_allocated: u64,
+    /// Bytes of the buffers tensors hold now (pooled buffers not counted).
+    pub bytes_in_use: u64,
+    pub pipelines_compiled: u64,
+    pub pipeline_cache_hits: u64,
+    pub failures_held: u64,
+}
+
+/// A buffer a tensor holds, and the pool bucket it returns to.
+#[derive(Debug)]
+pub struct Allocation {
+    pub buffer: wgpu::Buffer,
+    pub bucket: u64,
+}
+
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub limits: wgpu::Limits,
+    pub adapter_info: String,
+    pipelines: HashMap<String, wgpu::ComputePipeline>,
+    /// Free buffers by bucket size. A bucket is the power of two at or above
+    /// the requested size, so a loop whose sizes wobble still reuses.
+    pool: HashMap<u64, Vec<wgpu::Buffer>>,
+}
+
+impl Gpu {
+    pub async fn request() -> Result<Gpu, RequestError> {
+        #[cfg(target_arch = "wasm32")]
+        if !browser_has_webgpu() {
+            return Err(RequestError::NoWebGpu);
+        }
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = if cfg!(target_arch = "wasm32") {
+            wgpu::Backends::BROWSER_WEBGPU
+        } else {
+            wgpu::Backends::VULKAN | wgpu::Backends::METAL
+        };
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| RequestError::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        // The WebGPU defaults, the same on every platform, so a program that
+        // works here works in any browser; `maxBufferSize` is what the
+        // failure reports name.
+        let limits = wgpu::Limits::default();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("webfusion"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| RequestError::DeviceRefused(e.to_string()))?;
+        // wgpu's native default handler panics inside the failing call. Every
+        // GPU call runs inside an error scope, so anything reaching here is a
+        // bug to report, never a reason to abort.
+        device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
+            log(&format!("webfusion: uncaptured GPU error: {error}"));
+        }));
+        Ok(Gpu {
+            device,
+            queue,
+            limits,
+            adapter_info: format!("{} ({:?})", info.name, info.backend),
+            pipelines: HashMap::new(),
+            pool: HashMap::new(),
+        })
+    }
+
+    /// A storage buffer of at least `bytes`, from the pool when one is free.
+    pub fn allocate(&mut self, bytes: u64, stats: &mut Stats) -> Allocation {
+        let bucket = self.bucket(bytes);
+        stats.bytes_in_use += bucket;
+        if let Some(buffer) = self.pool.get_mut(&bucket).and_then(Vec::pop) {
+            return Allocation { buffer, bucket };
+        }
+        stats.buffers_allocated += 1;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bucket,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Allocation { buffer, bucket }
+    }
+
+    /// Returns a tensor's buffer to the pool.
+    pub fn release(&mut self, allocation: Allocation, stats: &mut Stats) {
+        stats.bytes_in_use -= allocation.bucket;
+        self.pool
+            .entry(allocation.bucket)
+            .or_default()
+            .push(allocation.buffer);
+    }
+
+    fn bucket(&self, bytes: u64) -> u64 {
+        let bytes = bytes.max(4);
+        match bytes.checked_next_power_of_two() {
+            Some(p) if p <= self.limits.max_storage_buffer_binding_size => p,
+            _ => bytes.div_ceil(4) * 4,
+        }
+    }
+
+    /// Records `kernel` into `encoder`, compiling its pipeline on first use.
+    pub fn launch(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: &Kernel,
+        buffers: &[&wgpu::Buffer],
+        stats: &mut Stats,
+    ) {
+        let pipeline = match self.pipelines.get(&kernel.wgsl) {
+            Some(p) => {
+                stats.pipeline_cache_hits += 1;
+                p.clone()
+            }
+            None => {
+                stats.pipelines_compiled += 1;
+                let module = self
+                    .device
+                    .create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: None,
+                        source: wgpu::ShaderSource::Wgsl(kernel.wgsl.as_str().into()),
+                    });
+                let pipeline =
+                    self.device
+                        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                            label: None,
+                            layout: None,
+                            module: &module,
+                            entry_point: Some("main"),
+                            compilation_options: Default::default(),
+                            cache: None,
+                        });
+                self.pipelines.insert(kernel.wgsl.clone(), pipeline.clone());
+                pipeline
+            }
+        };
+        let params = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytemuck::cast_slice(&kernel.params),
+                usage: wgpu::BufferUsages::UNIFORM,
+            });
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: params.as_entire_binding(),
+        }];
+        for (i, buffer) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: buffer.as_entire_binding(),
+            });
+        }
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let (x, y) = self.workgroups(kernel.threads);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+        stats.kernels_launched += 1;
+    }
+
+    /// A 2-D grid covering `threads`: each dimension stays within
+    /// `maxComputeWorkgroupsPerDimension`, and the kernels fold `y` back into a
+    /// linear index.
+    fn workgroups(&self, threads: u64) -> (u32, u32) {
+        let groups = threads.div_ceil(WORKGROUP_SIZE as u64).max(1);
+        let max = self.limits.max_compute_workgroups_per_dimension as u64;
+        if groups <= max {
+            (groups as u32, 1)
+        } else {
+            (max as u32, groups.div_ceil(max) as u32)
+        }
+    }
+
+    /// Copies the first `bytes` of `buffer` back to the host. The returned
+    /// future owns everything it needs, so no device borrow is held while it
+    /// waits.
+    pub fn read(
+        &self,
+        buffer: &wgpu::Buffer,
+        bytes: u64,
+    ) -> impl std::future::Future<Output = Result<Vec<f32>, String>> + use<> {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("webfusion read"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        self.queue.submit([encoder.finish()]);
+        let (sender, receiver) = futures_channel::oneshot::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |result| {
+            let _ = sender.send(result);
+        });
+        // Natively the map completes only when the device is polled; in the
+        // browser this is a no-op and the callback comes from the event loop.
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        async move {
+            polled.map_err(|e| format!("waiting for the GPU failed: {e}"))?;
+            match receiver.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(format!("mapping the result failed: {e}")),
+                Err(_) => return Err("the GPU dropped the read before it finished".to_string()),
+            }
+            let values = {
+                let view = staging
+                    .get_mapped_range(..)
+                    .map_err(|e| format!("mapping the result failed: {e}"))?;
+                bytemuck::pod_collect_to_vec::<u8, f32>(&view)
+            };
+            staging.unmap();
+            Ok(values)
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn browser_has_webgpu() -> bool {
+    let global = js_sys::global();
+    js_sys::Reflect::get(&global, &"navigator".into())
+        .ok()
+        .filter(|n| !n.is_undefined() && !n.is_null())
+        .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()).ok())
+        .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
+}
+
+fn log(message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    web_sys::console::warn_1(&message.into());
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{message}");
+}

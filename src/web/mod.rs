@@ -1,0 +1,415 @@
+//! The JS API: `Device` and `Tensor` classes over the Rust API, Promises for
+//! reads, and JS errors carrying the same structure as the Rust ones.
+//!
+//! Every argument from JS is checked here or in `tensor`: malformed input
+//! becomes a thrown `TypeError`/`RangeError`/`Error`, never a panic (a panic
+//! would kill the module for the whole page).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Weak;
+
+use js_sys::{Array, Float32Array, Object, Reflect};
+use wasm_bindgen::prelude::*;
+
+use crate::device::{Device, DeviceOptions};
+use crate::error::{ErrorClass, RegistrationError};
+use crate::tensor::{Handle, Operand, Tensor};
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+thread_local! {
+    /// The tensors JS holds, by id, so an operand passed from JS can be found
+    /// without taking it over (wasm-bindgen's by-value conversion would
+    /// invalidate the caller's object). Weak: JS objects own their tensors.
+    static LIVE: RefCell<HashMap<u64, Weak<Handle>>> = RefCell::new(HashMap::new());
+}
+
+/// A GPU device.
+#[wasm_bindgen(js_name = Device)]
+pub struct JsDevice {
+    inner: Device,
+}
+
+/// A tensor; its values are computed when read.
+#[wasm_bindgen(js_name = Tensor)]
+pub struct JsTensor {
+    /// `None` once disposed.
+    inner: Option<Tensor>,
+    id: u64,
+}
+
+fn js_error(err: &RegistrationError) -> JsValue {
+    let message = err.to_string();
+    let error: JsValue = match err.class {
+        ErrorClass::Type => js_sys::TypeError::new(&message).into(),
+        ErrorClass::Range => js_sys::RangeError::new(&message).into(),
+        ErrorClass::Other => js_sys::Error::new(&message).into(),
+    };
+    let _ = Reflect::set(&error, &"op".into(), &err.op.into());
+    error
+}
+
+fn type_error(op: &'static str, reason: String) -> JsValue {
+    js_error(&RegistrationError::new(op, ErrorClass::Type, reason))
+}
+
+fn wrap(tensor: Tensor) -> JsTensor {
+    let id = tensor.id().0;
+    LIVE.with(|live| live.borrow_mut().insert(id, tensor.downgrade()));
+    JsTensor {
+        inner: Some(tensor),
+        id,
+    }
+}
+
+/// A number read from an options object, if present.
+fn option_f64(options: &JsValue, key: &str) -> Option<f64> {
+    Reflect::get(options, &key.into())
+        .ok()
+        .and_then(|v| v.as_f64())
+}
+
+/// A shape passed from JS: an array of non-negative integers.
+fn shape_arg(op: &'static str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
+    if !Array::is_array(value) {
+        return Err(type_error(
+            op,
+            "shape must be an array of numbers".to_string(),
+        ));
+    }
+    let mut dims = Vec::new();
+    for d in Array::from(value).iter() {
+        match d.as_f64() {
+            Some(d) => dims.push(d),
+            None => {
+                return Err(type_error(
+                    op,
+                    format!("shape must hold numbers, got {d:?}"),
+                ));
+            }
+        }
+    }
+    crate::tensor::shape::dims_from_f64(op, "shape", &dims).map_err(|e| js_error(&e))
+}
+
+/// Flattens `tensor(values)`'s values: a `Float32Array`, a flat array, or
+/// nested arrays whose nesting gives the shape.
+fn values_arg(value: &JsValue) -> Result<(Vec<f32>, Vec<usize>), JsValue> {
+    if let Some(typed) = value.dyn_ref::<Float32Array>() {
+        let values = typed.to_vec();
+        let len = values.len();
+        return Ok((values, vec![len]));
+    }
+    if let Some(n) = value.as_f64() {
+        return Ok((vec![n as f32], vec![]));
+    }
+    if !Array::is_array(value) {
+        return Err(type_error(
+            "tensor",
+            "values must be a number, an array or a Float32Array".to_string(),
+        ));
+    }
+    // The shape is read off the first element at each depth; every other
+    // element must then match it.
+    let mut shape = Vec::new();
+    let mut probe = value.clone();
+    while Array::is_array(&probe) {
+        let array = Array::from(&probe);
+        shape.push(array.length() as usize);
+        if array.length() == 0 {
+            break;
+        }
+        probe = array.get(0);
+    }
+    let mut values = Vec::new();
+    flatten(value, &shape, &mut values)?;
+    Ok((values, shape))
+}
+
+/// Appends `value`'s numbers to `out`, checking it has exactly `shape`.
+fn flatten(value: &JsValue, shape: &[usize], out: &mut Vec<f32>) -> Result<(), JsValue> {
+    match shape.split_first() {
+        Some((&len, rest))
+            if Array::is_array(value) && Array::from(value).length() as usize == len =>
+        {
+            for item in Array::from(value).iter() {
+                flatten(&item, rest, out)?;
+            }
+            Ok(())
+        }
+        None if value.as_f64().is_some() => {
+            out.push(value.as_f64().unwrap_or_default() as f32);
+            Ok(())
+        }
+        None if !Array::is_array(value) => Err(type_error(
+            "tensor",
+            format!("values must be numbers, got {value:?}"),
+        )),
+        _ => Err(js_error(&RegistrationError::new(
+            "tensor",
+            ErrorClass::Range,
+            "nested arrays must be rectangular (every row the same length and depth)",
+        ))),
+    }
+}
+
+#[wasm_bindgen(js_class = Device)]
+impl JsDevice {
+    /// Opens a GPU device. Rejects with an `Error` saying what is missing
+    /// when WebGPU or an adapter is not available.
+    pub async fn request(options: Option<Object>) -> Result<JsDevice, JsValue> {
+        let mut opts = DeviceOptions::default();
+        if let Some(options) = options.as_ref() {
+            if let Some(capacity) = option_f64(options, "capacity") {
+                if !(capacity >= 1.0 && capacity.fract() == 0.0) {
+                    return Err(js_sys::RangeError::new(&format!(
+                        "Device.request: capacity must be a positive integer, got {capacity}"
+                    ))
+                    .into());
+                }
+                opts.capacity = capacity as usize;
+            }
+        }
+        match Device::request(opts).await {
+            Ok(inner) => Ok(JsDevice { inner }),
+            Err(e) => Err(js_sys::Error::new(&format!("Device.request: {e}")).into()),
+        }
+    }
+
+    /// `tensor(values, shape?)`: values as a number, (nested) array or
+    /// `Float32Array`; the shape is inferred from nesting when omitted.
+    pub fn tensor(&self, values: JsValue, shape: JsValue) -> Result<JsTensor, JsValue> {
+        let (values, inferred) = values_arg(&values)?;
+        let shape = if shape.is_undefined() || shape.is_null() {
+            inferred
+        } else {
+            shape_arg("tensor", &shape)?
+        };
+        self.inner
+            .tensor(&values, Some(&shape))
+            .map(wrap)
+            .map_err(|e| js_error(&e))
+    }
+
+    pub fn zeros(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
+        let shape = shape_arg("zeros", &shape)?;
+        self.inner.zeros(&shape).map(wrap).map_err(|e| js_error(&e))
+    }
+
+    pub fn ones(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
+        let shape = shape_arg("ones", &shape)?;
+        self.inner.ones(&shape).map(wrap).map_err(|e| js_error(&e))
+    }
+
+    pub fn full(&self, shape: JsValue, value: f64) -> Result<JsTensor, JsValue> {
+        let shape = shape_arg("full", &shape)?;
+        self.inner
+            .full(&shape, value as f32)
+            .map(wrap)
+            .map_err(|e| js_error(&e))
+    }
+
+    /// Runs everything queued; resolves when it is done.
+    pub fn sync(&self) -> js_sys::Promise {
+        self.inner.sync();
+        js_sys::Promise::resolve(&JsValue::UNDEFINED)
+    }
+
+    /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
+    /// bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
+    pub fn stats(&self) -> Object {
+        let s = self.inner.stats();
+        let object = Object::new();
+        for (key, value) in [
+            ("opsRegistered", s.ops_registered),
+            ("flushes", s.flushes),
+            ("kernelsLaunched", s.kernels_launched),
+            ("fusedOps", s.fused_ops),
+            ("buffersAllocated", s.buffers_allocated),
+            ("bytesInUse", s.bytes_in_use),
+            ("pipelinesCompiled", s.pipelines_compiled),
+            ("pipelineCacheHits", s.pipeline_cache_hits),
+            ("failuresHeld", s.failures_held),
+        ] {
+            let _ = Reflect::set(&object, &key.into(), &(value as f64).into());
+        }
+        object
+    }
+}
+
+impl JsTensor {
+    fn tensor(&self, op: &'static str) -> Result<&Tensor, JsValue> {
+        self.inner.as_ref().ok_or_else(|| {
+            js_error(&RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!("tensor #{} was disposed", self.id),
+            ))
+        })
+    }
+
+    /// The other operand of a binary op: a number, or a live `Tensor`.
+    fn operand(op: &'static str, value: &JsValue) -> Result<OperandArg, JsValue> {
+        if let Some(n) = value.as_f64() {
+            return Ok(OperandArg::Scalar(n as f32));
+        }
+        let not_a_tensor =
+            || type_error(op, format!("expected a Tensor or a number, got {value:?}"));
+        let is_tensor = Reflect::get(value, &"constructor".into())
+            .ok()
+            .and_then(|c| Reflect::get(&c, &"name".into()).ok())
+            .and_then(|n| n.as_string())
+            .is_some_and(|n| n == "Tensor");
+        if !is_tensor {
+            return Err(not_a_tensor());
+        }
+        let id = Reflect::get(value, &"id".into())
+            .ok()
+            .and_then(|v| v.as_f64())
+            .ok_or_else(not_a_tensor)?;
+        let found = LIVE.with(|live| live.borrow().get(&(id as u64)).and_then(Weak::upgrade));
+        match found {
+            Some(handle) => Ok(OperandArg::Tensor(Tensor::from_handle(handle))),
+            None => Err(js_error(&RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!("operand tensor #{id} was disposed"),
+            ))),
+        }
+    }
+
+    fn binary(
+        &self,
+        op: &'static str,
+        other: &JsValue,
+        f: impl FnOnce(&Tensor, Operand<'_>) -> Result<Tensor, RegistrationError>,
+    ) -> Result<JsTensor, JsValue> {
+        let this = self.tensor(op)?;
+        let result = match Self::operand(op, other)? {
+            OperandArg::Scalar(v) => f(this, Operand::Scalar(v)),
+            OperandArg::Tensor(t) => f(this, Operand::Tensor(&t)),
+        };
+        result.map(wrap).map_err(|e| js_error(&e))
+    }
+}
+
+enum OperandArg {
+    Scalar(f32),
+    Tensor(Tensor),
+}
+
+#[wasm_bindgen(js_class = Tensor)]
+impl JsTensor {
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> f64 {
+        self.id as f64
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn shape(&self) -> Result<Array, JsValue> {
+        let t = self.tensor("shape")?;
+        Ok(t.shape().iter().map(|&d| JsValue::from(d as f64)).collect())
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> Result<f64, JsValue> {
+        Ok(self.tensor("size")?.size() as f64)
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn rank(&self) -> Result<f64, JsValue> {
+        Ok(self.tensor("rank")?.rank() as f64)
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> String {
+        "float32".to_string()
+    }
+
+    /// `Promise<Float32Array>` of the values, row-major.
+    pub fn data(&self) -> Result<js_sys::Promise, JsValue> {
+        let tensor = self.tensor("data")?.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.to_vec().await {
+                Ok(values) => Ok(Float32Array::from(values.as_slice()).into()),
+                Err(e) => Err(js_sys::Error::new(&e.to_string()).into()),
+            }
+        }))
+    }
+
+    /// `Promise` of the values as nested arrays (a number for a scalar).
+    pub fn array(&self) -> Result<js_sys::Promise, JsValue> {
+        let tensor = self.tensor("array")?.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.to_vec().await {
+                Ok(values) => Ok(nest(&values, tensor.shape())),
+                Err(e) => Err(js_sys::Error::new(&e.to_string()).into()),
+            }
+        }))
+    }
+
+    /// Releases the tensor's memory now; using it afterwards throws.
+    pub fn dispose(&mut self) {
+        self.inner = None;
+        LIVE.with(|live| live.borrow_mut().remove(&self.id));
+    }
+}
+
+/// `values` (row-major) as nested JS arrays of `shape`.
+fn nest(values: &[f32], shape: &[usize]) -> JsValue {
+    match shape.split_first() {
+        None => JsValue::from(values.first().copied().unwrap_or(0.0) as f64),
+        Some((&outer, rest)) => {
+            let inner: usize = rest.iter().product();
+            (0..outer)
+                .map(|i| nest(&values[i * inner..(i + 1) * inner], rest))
+                .collect::<Array>()
+                .into()
+        }
+    }
+}
+
+macro_rules! js_binary_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[wasm_bindgen(js_name = $js)]
+                pub fn $name(&self, other: JsValue) -> Result<JsTensor, JsValue> {
+                    self.binary($js, &other, |a, b| a.$name(b))
+                }
+            )*
+        }
+    };
+}
+
+js_binary_ops! {
+    "add" => add, "sub" => sub, "mul" => mul, "div" => div, "pow" => pow,
+    "maximum" => maximum, "minimum" => minimum, "equal" => equal,
+    "greater" => greater, "greaterEqual" => greater_equal,
+    "less" => less, "lessEqual" => less_equal,
+}
+
+macro_rules! js_unary_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[wasm_bindgen(js_name = $js)]
+                pub fn $name(&self) -> Result<JsTensor, JsValue> {
+                    Ok(wrap(self.tensor($js)?.$name()))
+                }
+            )*
+        }
+    };
+}
+
+js_unary_ops! {
+    "neg" => neg, "abs" => abs, "exp" => exp, "log" => log, "sqrt" => sqrt,
+    "rsqrt" => rsqrt, "square" => square, "relu" => relu, "gelu" => gelu,
+    "sigmoid" => sigmoid, "tanh" => tanh, "sin" => sin, "cos" => cos,
+}

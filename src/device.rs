@@ -183,10 +183,10 @@ impl DeviceState {
 
     /// Plans and runs everything queued, in one submit.
     pub fn flush(&mut self) {
-        let ops = self.queue.take();
-        if ops.is_empty() {
+        if self.queue.is_empty() {
             return;
         }
+        let ops = self.queue.take();
         self.stats.flushes += 1;
         let max_storage = self.gpu.limits.max_storage_buffers_per_shader_stage as usize;
         let blocks = fusion::plan(

@@ -126,7 +126,7 @@ pub fn elementwise(
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
 
-    while params.len() % 4 != 0 {
+    while !params.len().is_multiple_of(4) {
         params.push(0);
     }
     let wgsl = format!(

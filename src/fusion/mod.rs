@@ -37,18 +37,6 @@ pub struct ElementwiseBlock {
     pub shape: Vec<usize>,
 }
 
-impl Block {
-    /// The block's name in reports: its ops joined by `+` (`zeros+add`).
-    pub fn name(&self, ops: &[OpIr]) -> String {
-        let indices: &[usize] = match self {
-            Block::Upload { op } => std::slice::from_ref(op),
-            Block::Elementwise(block) => &block.ops,
-        };
-        let names: Vec<&str> = indices.iter().map(|&i| ops[i].kind.name()).collect();
-        names.join("+")
-    }
-}
-
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
 /// handle still refers to a tensor.
 pub fn plan(

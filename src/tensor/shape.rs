@@ -68,28 +68,6 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// A shape given from JS or Rust as numbers: each must be a finite,
-/// non-negative integer. `what` names the argument in the error.
-pub fn dims_from_f64(
-    op: &'static str,
-    what: &str,
-    dims: &[f64],
-) -> Result<Vec<usize>, RegistrationError> {
-    dims.iter()
-        .map(|&d| {
-            if d.is_finite() && d >= 0.0 && d.fract() == 0.0 && d <= u32::MAX as f64 {
-                Ok(d as usize)
-            } else {
-                Err(RegistrationError::new(
-                    op,
-                    ErrorClass::Range,
-                    format!("{what} must hold non-negative integers, got {d}"),
-                ))
-            }
-        })
-        .collect()
-}
-
 /// The element count of `shape`, refusing shapes whose count overflows (a
 /// shape like `[2**40, 2**40]` is legal to ask for; it must fail as too big,
 /// not wrap around).
@@ -136,14 +114,5 @@ mod tests {
     fn a_broadcast_dim_reads_with_stride_zero() {
         assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
         assert_eq!(broadcast_strides(&[2, 3], &[2, 3]), vec![3, 1]);
-    }
-
-    #[test]
-    fn dims_must_be_non_negative_integers() {
-        assert!(dims_from_f64("zeros", "shape", &[2.0, 3.0]).is_ok());
-        for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY] {
-            let err = dims_from_f64("zeros", "shape", &[bad]).unwrap_err();
-            assert_eq!(err.class, ErrorClass::Range, "{bad}");
-        }
     }
 }

@@ -73,6 +73,28 @@ fn option_f64(options: &JsValue, key: &str) -> Option<f64> {
         .and_then(|v| v.as_f64())
 }
 
+/// Dims given from JS as numbers: each must be a finite,
+/// non-negative integer. `what` names the argument in the error.
+fn dims_from_f64(
+    op: &'static str,
+    what: &str,
+    dims: &[f64],
+) -> Result<Vec<usize>, RegistrationError> {
+    dims.iter()
+        .map(|&d| {
+            if d.is_finite() && d >= 0.0 && d.fract() == 0.0 && d <= u32::MAX as f64 {
+                Ok(d as usize)
+            } else {
+                Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Range,
+                    format!("{what} must hold non-negative integers, got {d}"),
+                ))
+            }
+        })
+        .collect()
+}
+
 /// A shape passed from JS: an array of non-negative integers.
 fn shape_arg(op: &'static str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
     if !Array::is_array(value) {
@@ -93,7 +115,7 @@ fn shape_arg(op: &'static str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
             }
         }
     }
-    crate::tensor::shape::dims_from_f64(op, "shape", &dims).map_err(|e| js_error(&e))
+    dims_from_f64(op, "shape", &dims).map_err(|e| js_error(&e))
 }
 
 /// Flattens `tensor(values)`'s values: a `Float32Array`, a flat array, or
@@ -163,16 +185,14 @@ impl JsDevice {
     /// when WebGPU or an adapter is not available.
     pub async fn request(options: Option<Object>) -> Result<JsDevice, JsValue> {
         let mut opts = DeviceOptions::default();
-        if let Some(options) = options.as_ref() {
-            if let Some(capacity) = option_f64(options, "capacity") {
-                if !(capacity >= 1.0 && capacity.fract() == 0.0) {
-                    return Err(js_sys::RangeError::new(&format!(
-                        "Device.request: capacity must be a positive integer, got {capacity}"
-                    ))
-                    .into());
-                }
-                opts.capacity = capacity as usize;
+        if let Some(capacity) = options.as_ref().and_then(|o| option_f64(o, "capacity")) {
+            if !(capacity >= 1.0 && capacity.fract() == 0.0) {
+                return Err(js_sys::RangeError::new(&format!(
+                    "Device.request: capacity must be a positive integer, got {capacity}"
+                ))
+                .into());
             }
+            opts.capacity = capacity as usize;
         }
         match Device::request(opts).await {
             Ok(inner) => Ok(JsDevice { inner }),

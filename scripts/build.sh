@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the release npm package into pkg/: the wasm module, its JS glue and
+# TypeScript types, shrunk with binaryen's wasm-opt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+cargo build --release --lib --target wasm32-unknown-unknown
+rm -rf pkg
+wasm-bindgen --target web --out-dir pkg target/wasm32-unknown-unknown/release/webfusion.wasm
+before=$(stat -c %s pkg/webfusion_bg.wasm)
+# The features rustc's wasm32 target emits by default.
+node_modules/.bin/wasm-opt -Oz \
+  --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  pkg/webfusion_bg.wasm -o pkg/webfusion_bg.wasm
+after=$(stat -c %s pkg/webfusion_bg.wasm)
+echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after"

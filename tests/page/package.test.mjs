@@ -1,0 +1,64 @@
+// The npm package as a user gets it: packed, installed into a scratch
+// project, and imported there by its name.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { launch, repo, serveFixture, urlOf } from './browser.mjs';
+
+let browser;
+let server;
+let consumer;
+let packed;
+before(async () => {
+  consumer = mkdtempSync(join(tmpdir(), 'webfusion-consumer-'));
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', consumer], { cwd: repo });
+  packed = JSON.parse(out)[0];
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', `./${packed.filename}`], { cwd: consumer });
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+  if (consumer) rmSync(consumer, { recursive: true, force: true });
+});
+
+test('the packed package ships the module, its glue and its types, and nothing else', () => {
+  const files = packed.files.map((f) => f.path).sort();
+  assert.deepEqual(files, [
+    'README.md',
+    'package.json',
+    'pkg/webfusion.d.ts',
+    'pkg/webfusion.js',
+    'pkg/webfusion_bg.wasm',
+    'pkg/webfusion_bg.wasm.d.ts',
+  ]);
+});
+
+test('a consumer imports the installed package by name and reads a tensor', async () => {
+  const installed = join(consumer, 'node_modules/webfusion');
+  const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'));
+  // The import map is built from the package's own `exports`, as a bundler would resolve it.
+  const entry = manifest.exports['.'].import.replace(/^\.\//, '');
+  writeFileSync(
+    join(consumer, 'index.html'),
+    `<!doctype html><meta charset="utf-8">
+<script type="importmap">{ "imports": { "webfusion": "/node_modules/webfusion/${entry}" } }</script>
+<script type="module">
+  import init, { Device } from 'webfusion';
+  await init();
+  const gpu = await Device.request();
+  const t = gpu.tensor([[1, 2], [3, 4]]).mul(gpu.tensor([10, 100]));
+  document.title = Array.from(await t.data()).join(',') + ' ' + JSON.stringify(t.shape);
+</script>`,
+  );
+  server = await serveFixture({ '/': consumer });
+  const page = await browser.newPage();
+  await page.goto(urlOf(server));
+  await page.waitForFunction(() => document.title !== '', null, { timeout: 60_000 });
+  assert.equal(await page.title(), '10,200,30,400 [2,2]');
+  await page.close();
+});

@@ -2,18 +2,25 @@
 //! kernels can be read and tested without one.
 //!
 //! The text depends only on the block's structure (ops, ranks, which inputs
-//! broadcast): every size is a uniform. That makes the text itself the kernel
-//! cache's key, and a loop that repeats the same ops on new data compiles each
-//! kernel once.
+//! broadcast or are strided): every size, stride and scalar is a uniform word.
+//! That makes the text itself the kernel cache's key, and a loop that repeats
+//! the same ops on new data compiles each kernel once.
+//!
+//! Every kernel numbers its workgroups linearly (`wid.x + wid.y * groups.x`)
+//! so the runtime can fold any count into a 2-D grid that stays within
+//! `maxComputeWorkgroupsPerDimension`; a workgroup past the end returns.
 
 use std::fmt::Write;
 
 use crate::fusion::ElementwiseBlock;
-use crate::ir::{BinaryOp, OpIr, OpKind, TensorId, UnaryOp};
+use crate::ir::layout::Layout;
+use crate::ir::{BinaryOp, OpIr, OpKind, ReduceOp, TensorId, UnaryOp};
 use crate::tensor::shape;
 
-/// Threads per workgroup of every generated kernel.
+/// Threads per workgroup of the elementwise, copy and reduction kernels.
 pub const WORKGROUP_SIZE: u32 = 256;
+/// The matmul kernel's output tile edge (a 16x16 workgroup).
+const TILE: usize = 16;
 
 /// A kernel ready to compile and launch.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,136 +28,352 @@ pub struct Kernel {
     pub wgsl: String,
     /// The uniform words, padded to whole `vec4<u32>`s.
     pub params: Vec<u32>,
-    /// Threads to launch, one per output element.
-    pub threads: u64,
+    /// Workgroups to launch, numbered linearly.
+    pub workgroups: u64,
 }
 
-/// The kernel of an elementwise block. `shape_of` gives the shape of an input
-/// read from memory.
-pub fn elementwise(
-    block: &ElementwiseBlock,
-    ops: &[OpIr],
-    shape_of: impl Fn(TensorId) -> Vec<usize>,
-) -> Kernel {
-    let rank = block.shape.len();
-    let mut params: Vec<u32> = vec![shape::numel(&block.shape) as u32];
-    params.extend(block.shape.iter().map(|&d| d as u32));
+/// How a kernel reads one input: its shape and where its elements sit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Access {
+    pub shape: Vec<usize>,
+    pub layout: Layout,
+}
 
-    let mut decls = String::new();
-    let mut body = String::new();
-    let mut binding = 1;
+impl Access {
+    fn is_direct(&self, out: &[usize]) -> bool {
+        self.shape == out && self.layout.offset == 0 && self.layout.is_contiguous(&self.shape)
+    }
+}
 
-    // Coordinates of this thread's output element, innermost dim last.
-    let any_broadcast = block.inputs.iter().any(|&t| shape_of(t) != block.shape);
-    if any_broadcast {
-        body.push_str("    var rem = idx;\n");
-        for d in (0..rank).rev() {
-            let _ = writeln!(
-                body,
-                "    let c{d} = rem % param({}u); rem = rem / param({}u);",
-                1 + d,
-                1 + d
-            );
-        }
+/// The uniform words of one launch, appended as the text is generated.
+#[derive(Default)]
+struct Params(Vec<u32>);
+
+impl Params {
+    /// Appends `value`, returning the WGSL expression that reads it.
+    fn push(&mut self, value: usize) -> String {
+        self.0.push(value as u32);
+        format!("param({}u)", self.0.len() - 1)
     }
 
-    for (j, &input) in block.inputs.iter().enumerate() {
+    fn push_f32(&mut self, value: f32) -> String {
+        self.0.push(value.to_bits());
+        format!("bitcast<f32>(param({}u))", self.0.len() - 1)
+    }
+
+    fn finish(mut self) -> Vec<u32> {
+        while !self.0.len().is_multiple_of(4) {
+            self.0.push(0);
+        }
+        self.0
+    }
+}
+
+/// Declares the coordinates `c0..` of flat position `flat` in `shape`
+/// (innermost dim last).
+fn coords(body: &mut String, params: &mut Params, flat: &str, prefix: &str, shape: &[usize]) {
+    let _ = writeln!(body, "    var {prefix}rem = {flat};");
+    for d in (0..shape.len()).rev() {
+        let dim = params.push(shape[d]);
         let _ = writeln!(
-            decls,
-            "@group(0) @binding({binding}) var<storage, read> in{j}: array<f32>;"
+            body,
+            "    let {prefix}{d} = {prefix}rem % {dim}; {prefix}rem = {prefix}rem / {dim};"
         );
-        binding += 1;
-        let input_shape = shape_of(input);
-        if input_shape == block.shape {
-            let _ = writeln!(body, "    let x{j} = in{j}[idx];");
+    }
+}
+
+/// The element index of `access` read at coordinates `c0..` of `out`.
+fn strided_index(params: &mut Params, access: &Access, out: &[usize], prefix: &str) -> String {
+    let strides = access.layout.strides_for(&access.shape, out);
+    let mut terms = vec![params.push(access.layout.offset)];
+    for (d, &s) in strides.iter().enumerate() {
+        terms.push(format!("{prefix}{d} * {}", params.push(s)));
+    }
+    terms.join(" + ")
+}
+
+fn shader(params: &[u32], decls: &str, workgroup: &str, body: &str) -> String {
+    format!(
+        "{PRELUDE}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
+         fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
+         @compute @workgroup_size({workgroup})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   let wg = wid.x + wid.y * groups.x;\n{body}}}\n",
+        words = params.len() / 4,
+    )
+}
+
+/// The kernel of an elementwise block. `access_of` says how to read each of
+/// the block's inputs.
+pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], access_of: impl Fn(TensorId) -> Access) -> Kernel {
+    let out = &block.shape;
+    let numel = shape::numel(out);
+    let mut params = Params::default();
+    let n = params.push(numel);
+    let mut decls = String::new();
+    let mut body = format!(
+        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n"
+    );
+
+    let accesses: Vec<Access> = block.inputs.iter().map(|&t| access_of(t)).collect();
+    if accesses.iter().any(|a| !a.is_direct(out)) {
+        coords(&mut body, &mut params, "idx", "c", out);
+    }
+    for (j, access) in accesses.iter().enumerate() {
+        let _ = writeln!(decls, "@group(0) @binding({}) var<storage, read> in{j}: array<f32>;", j + 1);
+        let index = if access.is_direct(out) {
+            "idx".to_string()
         } else {
-            let strides = shape::broadcast_strides(&input_shape, &block.shape);
-            let base = params.len();
-            params.extend(strides.iter().map(|&s| s as u32));
-            let terms: Vec<String> = (0..rank)
-                .map(|d| format!("c{d} * param({}u)", base + d))
-                .collect();
-            let index = if terms.is_empty() {
-                "0u".to_string()
-            } else {
-                terms.join(" + ")
-            };
-            let _ = writeln!(body, "    let x{j} = in{j}[{index}];");
-        }
+            strided_index(&mut params, access, out, "c")
+        };
+        let _ = writeln!(body, "    let x{j} = in{j}[{index}];");
     }
 
-    // Each op's value, named v{op index}; operands resolved to a loaded input
+    // Each op's value, named v{op index}; operands resolve to a loaded input
     // or an earlier value of this block.
     let value_of = |t: TensorId| -> String {
-        if let Some(j) = block.inputs.iter().position(|&i| i == t) {
-            format!("x{j}")
-        } else {
-            let producer = block
-                .ops
-                .iter()
-                .find(|&&i| ops[i].output == t)
-                .copied()
-                .unwrap_or(0);
-            format!("v{producer}")
+        match block.inputs.iter().position(|&i| i == t) {
+            Some(j) => format!("x{j}"),
+            None => {
+                let producer = block.ops.iter().find(|&&i| ops[i].output == t);
+                format!("v{}", producer.copied().unwrap_or_default())
+            }
         }
     };
     for &i in &block.ops {
         let op = &ops[i];
+        let arg = |k: usize| value_of(op.inputs[k]);
         let expr = match &op.kind {
-            OpKind::Fill(v) => scalar_param(&mut params, *v),
-            OpKind::Unary(u) => unary(*u, &value_of(op.inputs[0])),
-            OpKind::Binary(b) => binary(*b, &value_of(op.inputs[0]), &value_of(op.inputs[1])),
-            OpKind::BinaryScalar {
-                op: b,
-                scalar,
-                scalar_first,
-            } => {
-                let (x, s) = (value_of(op.inputs[0]), scalar_param(&mut params, *scalar));
-                if *scalar_first {
-                    binary(*b, &s, &x)
-                } else {
-                    binary(*b, &x, &s)
-                }
+            OpKind::Fill(v) => params.push_f32(*v),
+            OpKind::Arange { start, step } => {
+                let (start, step) = (params.push_f32(*start), params.push_f32(*step));
+                format!("({start} + f32(idx) * {step})")
             }
-            // The planner never puts an upload in an elementwise block.
-            OpKind::Upload(_) => "0.0".to_string(),
+            OpKind::Unary(u) => unary(*u, &arg(0)),
+            OpKind::Binary(b) => binary(*b, &arg(0), &arg(1)),
+            OpKind::BinaryScalar { op: b, scalar, scalar_first } => {
+                let s = params.push_f32(*scalar);
+                if *scalar_first { binary(*b, &s, &arg(0)) } else { binary(*b, &arg(0), &s) }
+            }
+            OpKind::Clamp { min, max } => {
+                let (lo, hi) = (params.push_f32(*min), params.push_f32(*max));
+                format!("min(max({}, {lo}), {hi})", arg(0))
+            }
+            OpKind::Where => format!("select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
+            // The planner puts only elementwise ops in this block.
+            _ => "0.0".to_string(),
         };
         let _ = writeln!(body, "    let v{i} = {expr};");
     }
     for (k, &output) in block.outputs.iter().enumerate() {
-        let _ = writeln!(
-            decls,
-            "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<f32>;"
-        );
-        binding += 1;
+        let binding = block.inputs.len() + k + 1;
+        let _ = writeln!(decls, "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<f32>;");
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
 
-    while !params.len().is_multiple_of(4) {
-        params.push(0);
-    }
-    let wgsl = format!(
-        "{PRELUDE}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
-         fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
-         @compute @workgroup_size({WORKGROUP_SIZE})\n\
-         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
-         \x20   let idx = gid.x + gid.y * groups.x * {WORKGROUP_SIZE}u;\n\
-         \x20   if (idx >= param(0u)) {{ return; }}\n{body}}}\n",
-        words = params.len() / 4,
-    );
+    let params = params.finish();
     Kernel {
-        wgsl,
-        threads: shape::numel(&block.shape) as u64,
+        wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),
         params,
+        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
+    }
+}
+
+/// Copies `src` (of `shape`) into the positions `dst` names: materialises a
+/// view, or places one input of a `cat`.
+pub fn copy(src: &Access, dst: &Layout) -> Kernel {
+    let shape = &src.shape;
+    let numel = shape::numel(shape);
+    let mut params = Params::default();
+    let n = params.push(numel);
+    let mut body = format!(
+        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n"
+    );
+    coords(&mut body, &mut params, "idx", "c", shape);
+    let from = strided_index(&mut params, src, shape, "c");
+    let to = strided_index(
+        &mut params,
+        &Access {
+            shape: shape.clone(),
+            layout: dst.clone(),
+        },
+        shape,
+        "c",
+    );
+    let _ = writeln!(body, "    out0[{to}] = in0[{from}];");
+    let decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
+                 @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n";
+    let params = params.finish();
+    Kernel {
+        wgsl: shader(&params, decls, &WORKGROUP_SIZE.to_string(), &body),
+        params,
+        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
+    }
+}
+
+/// One workgroup per output value: its threads stride over the reduced
+/// elements, then combine their partial results in shared memory.
+///
+/// `argmax` is a reduction over one axis carrying the index with the value;
+/// `op` is then ignored.
+pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool) -> Kernel {
+    let kept: Vec<usize> = (0..input.shape.len()).filter(|d| !axes.contains(d)).collect();
+    let kept_shape: Vec<usize> = kept.iter().map(|&d| input.shape[d]).collect();
+    let red_shape: Vec<usize> = axes.iter().map(|&d| input.shape[d]).collect();
+    let n_out = shape::numel(&kept_shape);
+    let n_red = shape::numel(&red_shape);
+
+    let mut params = Params::default();
+    let n = params.push(n_out);
+    let count = params.push(n_red);
+    let offset = params.push(input.layout.offset);
+    let mut body = format!(
+        "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
+         \x20   if (wg >= {n}) {{ return; }}\n    var base = {offset};\n"
+    );
+    coords(&mut body, &mut params, "wg", "k", &kept_shape);
+    for (i, &d) in kept.iter().enumerate() {
+        let stride = params.push(input.layout.strides[d]);
+        let _ = writeln!(body, "    base = base + k{i} * {stride};");
+    }
+    let (init, combine, finish) = if argmax {
+        (
+            "ninf()",
+            "if (x > acc || (x == acc && r < best)) { acc = x; best = r; }",
+            "f32(best)",
+        )
+    } else {
+        match op {
+            ReduceOp::Sum => ("0.0", "acc = acc + x;", "acc"),
+            ReduceOp::Mean => ("0.0", "acc = acc + x;", "acc / f32(COUNT)"),
+            ReduceOp::Max => ("ninf()", "acc = max(acc, x);", "acc"),
+            ReduceOp::Min => ("-ninf()", "acc = min(acc, x);", "acc"),
+        }
+    };
+    let finish = finish.replace("COUNT", &count);
+    let _ = writeln!(
+        body,
+        "    var acc = {init};\n    var best = 0xffffffffu;\n    for (var r = lid; r < {count}; r = r + {WORKGROUP_SIZE}u) {{\n\
+         \x20       var at = base;\n        var rrem = r;"
+    );
+    for (i, &d) in axes.iter().enumerate().rev() {
+        let (dim, stride) = (params.push(input.shape[d]), params.push(input.layout.strides[d]));
+        let _ = writeln!(
+            body,
+            "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim}; // reduced dim {i}"
+        );
+    }
+    let _ = writeln!(
+        body,
+        "        let x = in0[at];\n        {combine}\n    }}\n    part[lid] = acc;\n    part_index[lid] = best;\n    workgroupBarrier();\n\
+         \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
+         \x20       if (lid < s) {{\n\
+         \x20           let x = part[lid + s];\n            let r = part_index[lid + s];\n\
+         \x20           var acc = part[lid];\n            var best = part_index[lid];\n\
+         \x20           {combine}\n\
+         \x20           part[lid] = acc;\n            part_index[lid] = best;\n\
+         \x20       }}\n        workgroupBarrier();\n    }}\n\
+         \x20   if (lid == 0u) {{\n        let acc = part[0];\n        let best = part_index[0];\n        out0[wg] = {finish};\n    }}",
+        half = WORKGROUP_SIZE / 2,
+    );
+    let decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\
+         var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;\n\
+         var<workgroup> part_index: array<u32, {WORKGROUP_SIZE}>;\n"
+    );
+    let params = params.finish();
+    Kernel {
+        wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),
+        params,
+        workgroups: n_out as u64,
+    }
+}
+
+/// Batched `a @ b` with broadcast batch dims, in 16x16 output tiles staged
+/// through shared memory. Operands are read through their layouts, so a
+/// transposed operand is never copied. Writes `[batch.., m, n]` row-major.
+pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
+    let rank = out_shape.len();
+    let batch_shape = &out_shape[..rank - 2];
+    let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
+    let k = a.shape[a.shape.len() - 1];
+    let (tiles_m, tiles_n) = (m.div_ceil(TILE), n.div_ceil(TILE));
+    let batches = shape::numel(batch_shape);
+
+    let mut params = Params::default();
+    let p_m = params.push(m);
+    let p_n = params.push(n);
+    let p_k = params.push(k);
+    let p_tm = params.push(tiles_m);
+    let p_tn = params.push(tiles_n);
+    let p_batches = params.push(batches);
+    let mut body = format!(
+        "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
+         \x20   let tile_n = wg % {p_tn};\n    let tile_m = (wg / {p_tn}) % {p_tm};\n    let batch = wg / ({p_tn} * {p_tm});\n\
+         \x20   if (batch >= {p_batches}) {{ return; }}\n\
+         \x20   let ly = lid / {TILE}u;\n    let lx = lid % {TILE}u;\n\
+         \x20   let row = tile_m * {TILE}u + ly;\n    let col = tile_n * {TILE}u + lx;\n"
+    );
+    coords(&mut body, &mut params, "batch", "b", batch_shape);
+    let operand = |params: &mut Params, access: &Access, name: &str| {
+        // The batch dims of this operand, read at the output's batch position.
+        let r = access.shape.len();
+        let batch = Access {
+            shape: access.shape[..r - 2].to_vec(),
+            layout: Layout {
+                offset: access.layout.offset,
+                strides: access.layout.strides[..r - 2].to_vec(),
+            },
+        };
+        let base = strided_index(params, &batch, batch_shape, "b");
+        let (rows, cols) = (params.push(access.layout.strides[r - 2]), params.push(access.layout.strides[r - 1]));
+        format!("    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n")
+    };
+    body += &operand(&mut params, a, "a");
+    body += &operand(&mut params, b, "b");
+    let _ = write!(
+        body,
+        "    var acc = 0.0;\n\
+         \x20   for (var t = 0u; t < {p_k}; t = t + {TILE}u) {{\n\
+         \x20       let ak = t + lx;\n\
+         \x20       ta[ly][lx] = select(0.0, in0[a_base + row * a_rows + ak * a_cols], row < {p_m} && ak < {p_k});\n\
+         \x20       let bk = t + ly;\n\
+         \x20       tb[ly][lx] = select(0.0, in1[b_base + bk * b_rows + col * b_cols], bk < {p_k} && col < {p_n});\n\
+         \x20       workgroupBarrier();\n\
+         \x20       for (var i = 0u; i < {TILE}u; i = i + 1u) {{\n\
+         \x20           acc = acc + ta[ly][i] * tb[i][lx];\n\
+         \x20       }}\n\
+         \x20       workgroupBarrier();\n\
+         \x20   }}\n\
+         \x20   if (row < {p_m} && col < {p_n}) {{\n\
+         \x20       out0[(batch * {p_m} + row) * {p_n} + col] = acc;\n\
+         \x20   }}\n"
+    );
+    let decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read> in1: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> out0: array<f32>;\n\
+         var<workgroup> ta: array<array<f32, {TILE}>, {TILE}>;\n\
+         var<workgroup> tb: array<array<f32, {TILE}>, {TILE}>;\n"
+    );
+    let params = params.finish();
+    Kernel {
+        wgsl: shader(&params, &decls, &(TILE * TILE).to_string(), &body),
+        params,
+        workgroups: (batches * tiles_m * tiles_n) as u64,
     }
 }
 
 /// Helpers every kernel may call. WGSL's own `pow` is undefined for a negative
 /// base and its `tanh` overflows to NaN on some drivers for large inputs;
-/// these follow NumPy instead. NaN comes from a variable because WGSL
-/// rejects a NaN constant expression.
+/// these follow NumPy instead. NaN and infinity come from variables because
+/// WGSL rejects non-finite constant expressions.
 const PRELUDE: &str = "\
 var<private> wf_nan_bits: u32 = 0x7fc00000u;
+var<private> wf_inf_bits: u32 = 0x7f800000u;
+fn ninf() -> f32 { return -bitcast<f32>(wf_inf_bits); }
 fn wf_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
 fn wf_pow(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
@@ -162,14 +385,6 @@ fn wf_pow(a: f32, b: f32) -> f32 {
 
 ";
 
-/// A scalar operand, passed as a uniform word: a loop whose learning rate
-/// changes reuses its kernel, and NaN or infinity (which WGSL constant
-/// expressions reject) pass through unchanged.
-fn scalar_param(params: &mut Vec<u32>, v: f32) -> String {
-    params.push(v.to_bits());
-    format!("bitcast<f32>(param({}u))", params.len() - 1)
-}
-
 fn unary(op: UnaryOp, x: &str) -> String {
     match op {
         UnaryOp::Neg => format!("-({x})"),
@@ -180,10 +395,9 @@ fn unary(op: UnaryOp, x: &str) -> String {
         UnaryOp::Rsqrt => format!("inverseSqrt({x})"),
         UnaryOp::Square => format!("({x} * {x})"),
         UnaryOp::Relu => format!("max({x}, 0.0)"),
-        // The tanh approximation (as in PyTorch's `gelu(approximate='tanh')`).
-        UnaryOp::Gelu => format!(
-            "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
-        ),
+        UnaryOp::Gelu => {
+            format!("(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))")
+        }
         UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-({x}))))"),
         UnaryOp::Tanh => format!("wf_tanh({x})"),
         UnaryOp::Sin => format!("sin({x})"),
@@ -213,33 +427,34 @@ fn binary(op: BinaryOp, a: &str, b: &str) -> String {
 mod tests {
     use super::*;
 
-    fn block_of(ops: &[OpIr], shape: &[usize]) -> ElementwiseBlock {
-        ElementwiseBlock {
-            ops: (1..ops.len()).collect(),
-            inputs: vec![TensorId(1)],
-            outputs: vec![ops[ops.len() - 1].output],
+    fn contiguous(shape: &[usize]) -> Access {
+        Access {
             shape: shape.to_vec(),
+            layout: Layout::contiguous(shape),
         }
+    }
+
+    fn exp_block(n: usize) -> (ElementwiseBlock, Vec<OpIr>) {
+        let ops = vec![OpIr {
+            kind: OpKind::Unary(UnaryOp::Exp),
+            inputs: vec![TensorId(1)],
+            output: TensorId(2),
+            shape: vec![n],
+        }];
+        let block = ElementwiseBlock {
+            ops: vec![0],
+            inputs: vec![TensorId(1)],
+            outputs: vec![TensorId(2)],
+            shape: vec![n],
+        };
+        (block, ops)
     }
 
     #[test]
     fn the_kernel_text_does_not_depend_on_sizes() {
         let make = |n: usize| {
-            let ops = vec![
-                OpIr {
-                    kind: OpKind::Fill(0.0),
-                    inputs: vec![],
-                    output: TensorId(1),
-                    shape: vec![n],
-                },
-                OpIr {
-                    kind: OpKind::Unary(UnaryOp::Exp),
-                    inputs: vec![TensorId(1)],
-                    output: TensorId(2),
-                    shape: vec![n],
-                },
-            ];
-            elementwise(&block_of(&ops, &[n]), &ops, |_| vec![n])
+            let (block, ops) = exp_block(n);
+            elementwise(&block, &ops, |_| contiguous(&[n]))
         };
         let (small, large) = (make(3), make(3_000_000));
         assert_eq!(small.wgsl, large.wgsl);
@@ -247,27 +462,31 @@ mod tests {
     }
 
     #[test]
-    fn a_broadcast_input_is_loaded_through_its_strides() {
-        let ops = vec![
-            OpIr {
-                kind: OpKind::Fill(0.0),
-                inputs: vec![],
-                output: TensorId(1),
-                shape: vec![3],
+    fn a_strided_input_is_loaded_through_its_layout() {
+        let (block, ops) = exp_block(6);
+        let mut block = block;
+        block.shape = vec![2, 3];
+        let transposed = Access {
+            shape: vec![2, 3],
+            layout: Layout {
+                offset: 0,
+                strides: vec![1, 2],
             },
-            OpIr {
-                kind: OpKind::BinaryScalar {
-                    op: BinaryOp::Mul,
-                    scalar: 2.0,
-                    scalar_first: false,
-                },
-                inputs: vec![TensorId(1)],
-                output: TensorId(2),
-                shape: vec![2, 3],
-            },
-        ];
-        let kernel = elementwise(&block_of(&ops, &[2, 3]), &ops, |_| vec![3]);
+        };
+        let kernel = elementwise(&block, &ops, |_| transposed.clone());
         assert!(kernel.wgsl.contains("c0 * param"), "{}", kernel.wgsl);
-        assert_eq!(&kernel.params[..5], &[6, 2, 3, 0, 1]);
+        assert_ne!(kernel.wgsl, elementwise(&block, &ops, |_| contiguous(&[2, 3])).wgsl);
+    }
+
+    #[test]
+    fn a_reduction_launches_one_workgroup_per_output_value() {
+        let kernel = reduce(&contiguous(&[4, 5, 6]), &[1], ReduceOp::Sum, false);
+        assert_eq!(kernel.workgroups, 24);
+    }
+
+    #[test]
+    fn matmul_launches_one_workgroup_per_output_tile_and_batch() {
+        let kernel = matmul(&contiguous(&[3, 40, 8]), &contiguous(&[8, 20]), &[3, 40, 20]);
+        assert_eq!(kernel.workgroups, 3 * 3 * 2);
     }
 }

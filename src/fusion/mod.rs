@@ -2,8 +2,10 @@
 //! one host upload).
 //!
 //! Invariants kept here, which codegen and the runtime rely on:
-//! - Blocks are in queue order, so every block's inputs were written by an
-//!   earlier block of this flush or an earlier flush.
+//! - Every block's inputs were written by an earlier block of this flush or
+//!   by an earlier flush: blocks keep queue order, except that an op met
+//!   while a group is open runs right after that group, and nothing that
+//!   reads it may join the group.
 //! - Every op of an elementwise block has the block's shape, so each op's
 //!   value at an output position is computed from the same position; inputs
 //!   from outside the block are loaded through broadcast index maps.
@@ -20,10 +22,11 @@ use crate::ir::{OpIr, OpKind, TensorId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// Host values copied into the output's buffer; no kernel.
-    Upload { op: usize },
     /// Elementwise ops fused into one kernel.
     Elementwise(ElementwiseBlock),
+    /// One op that is not elementwise: a host upload, a view (no kernel), a
+    /// reduction, a matmul or a cat (kernels of their own).
+    Single(usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,23 +51,31 @@ pub fn plan(
     let live = liveness(ops, &consumers, &held);
     let mut blocks = Vec::new();
     let mut group: Option<ElementwiseBlock> = None;
+    // Ops that are not elementwise, met while a group was open. They run
+    // right after the group (they may read what it writes), so an op reading
+    // one of their outputs cannot join the group.
+    let mut pending: Vec<usize> = Vec::new();
 
     for (i, op) in ops.iter().enumerate() {
         if !live[i] {
             continue;
         }
-        if let OpKind::Upload(_) = op.kind {
-            // An upload is queued before the flush's kernels run, and writes a
-            // fresh buffer nothing else writes: it need not close a group.
-            blocks.push(Block::Upload { op: i });
+        if !op.kind.is_elementwise() {
+            if group.is_some() {
+                pending.push(i);
+            } else {
+                blocks.push(Block::Single(i));
+            }
             continue;
         }
         let joined = group.as_mut().is_some_and(|g| {
-            g.shape == op.shape && {
-                let mut trial = g.ops.clone();
-                trial.push(i);
-                bindings(ops, &trial, &consumers, &live, &held) <= max_storage_buffers
-            }
+            g.shape == op.shape
+                && !op.inputs.iter().any(|t| pending.iter().any(|&p| ops[p].output == *t))
+                && {
+                    let mut trial = g.ops.clone();
+                    trial.push(i);
+                    bindings(ops, &trial, &consumers, &live, &held) <= max_storage_buffers
+                }
         });
         if joined {
             if let Some(g) = group.as_mut() {
@@ -72,10 +83,9 @@ pub fn plan(
             }
         } else {
             if let Some(done) = group.take() {
-                blocks.push(Block::Elementwise(finish(
-                    ops, done, &consumers, &live, &held,
-                )));
+                blocks.push(Block::Elementwise(finish(ops, done, &consumers, &live, &held)));
             }
+            blocks.extend(pending.drain(..).map(Block::Single));
             group = Some(ElementwiseBlock {
                 ops: vec![i],
                 inputs: Vec::new(),
@@ -85,10 +95,9 @@ pub fn plan(
         }
     }
     if let Some(done) = group.take() {
-        blocks.push(Block::Elementwise(finish(
-            ops, done, &consumers, &live, &held,
-        )));
+        blocks.push(Block::Elementwise(finish(ops, done, &consumers, &live, &held)));
     }
+    blocks.extend(pending.drain(..).map(Block::Single));
     blocks
 }
 

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::rc::Rc;
 
+pub mod layout;
+
 /// A tensor's name on its device, and in reports (`tensor #5`).
 ///
 /// Drawn from one counter per thread, so ids are unique across devices as
@@ -107,15 +109,82 @@ impl BinaryOp {
     }
 }
 
-/// What an op computes. Every kind here is elementwise over its output: the
-/// value at one output position depends only on the inputs at the positions
-/// broadcasting maps it to. That is the property the planner fuses on.
+/// How a reduction combines the values along its axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+/// A seeded distribution for `randomUniform`/`randomNormal`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Distribution {
+    Uniform { min: f32, max: f32 },
+    Normal { mean: f32, std: f32 },
+}
+
+/// A view: a new shape over the same memory, read through an index map.
+/// Applied to the input's layout when the flush reaches it, since the input
+/// may itself be a view whose layout exists only then.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ViewOp {
+    /// Dims reordered: output dim `i` is input dim `perm[i]`.
+    Transpose(Vec<usize>),
+    /// A box starting at `begin`; the output shape is its size.
+    Slice(Vec<usize>),
+    /// Broadcast to the output shape: broadcast dims read with stride 0.
+    Broadcast,
+    /// The same elements in a new shape. Aliases contiguous memory; a
+    /// non-contiguous input is copied first.
+    Reshape,
+    /// A dim of size 1 inserted at `axis`.
+    ExpandDims(usize),
+    /// The listed dims (all of size 1) removed.
+    Squeeze(Vec<usize>),
+}
+
+impl ViewOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ViewOp::Transpose(_) => "transpose",
+            ViewOp::Slice(_) => "slice",
+            ViewOp::Broadcast => "broadcastTo",
+            ViewOp::Reshape => "reshape",
+            ViewOp::ExpandDims(_) => "expandDims",
+            ViewOp::Squeeze(_) => "squeeze",
+        }
+    }
+}
+
+/// What an op computes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpKind {
-    /// Host values copied into a new buffer (`tensor(values)`).
+    // Host sources: values made on the CPU and copied into a new buffer.
+    /// Values given by the caller (`tensor(values)`).
     Upload(Rc<[f32]>),
+    /// Seeded random values, made on the host so the same seed gives the
+    /// same bits on every device and in both worlds.
+    Random { dist: Distribution, seed: u64 },
+
+    // Elementwise: the value at one output position depends only on the
+    // inputs at the positions broadcasting maps it to. The planner fuses these.
     /// A constant (`zeros`, `ones`, `full`).
     Fill(f32),
+    /// `start + i * step` at flat position `i`.
+    Arange { start: f32, step: f32 },
     Unary(UnaryOp),
     /// `inputs[0] op inputs[1]`.
     Binary(BinaryOp),
@@ -125,6 +194,23 @@ pub enum OpKind {
         scalar: f32,
         scalar_first: bool,
     },
+    Clamp { min: f32, max: f32 },
+    /// `inputs[0] != 0 ? inputs[1] : inputs[2]`.
+    Where,
+
+    /// No kernel: the output aliases the input's memory.
+    View(ViewOp),
+
+    // Kernels of their own.
+    /// Combines the values along `axes` (sorted, distinct); the output holds
+    /// one value per position of the other dims.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    /// The index (as a float) of the largest value along `axis`.
+    Argmax { axis: usize },
+    /// Batched matrix product with broadcast batch dims.
+    Matmul,
+    /// The inputs joined along `axis`.
+    Cat { axis: usize },
 }
 
 impl OpKind {
@@ -132,12 +218,36 @@ impl OpKind {
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Upload(_) => "tensor",
+            OpKind::Random { dist: Distribution::Uniform { .. }, .. } => "randomUniform",
+            OpKind::Random { dist: Distribution::Normal { .. }, .. } => "randomNormal",
             OpKind::Fill(v) if *v == 0.0 => "zeros",
             OpKind::Fill(v) if *v == 1.0 => "ones",
             OpKind::Fill(_) => "full",
+            OpKind::Arange { .. } => "arange",
             OpKind::Unary(op) => op.name(),
             OpKind::Binary(op) | OpKind::BinaryScalar { op, .. } => op.name(),
+            OpKind::Clamp { .. } => "clamp",
+            OpKind::Where => "where",
+            OpKind::View(view) => view.name(),
+            OpKind::Reduce { op, .. } => op.name(),
+            OpKind::Argmax { .. } => "argmax",
+            OpKind::Matmul => "matmul",
+            OpKind::Cat { .. } => "cat",
         }
+    }
+
+    /// Whether the planner may fuse this op into an elementwise kernel.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Fill(_)
+                | OpKind::Arange { .. }
+                | OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::BinaryScalar { .. }
+                | OpKind::Clamp { .. }
+                | OpKind::Where
+        )
     }
 }
 

@@ -1,13 +1,14 @@
 //! The tensor handle and registration: validate the arguments, infer the
 //! output shape, queue the op. Nothing here touches the GPU.
 
+mod ops;
 pub mod shape;
 
 use std::rc::Rc;
 
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError, TensorError};
-use crate::ir::{BinaryOp, OpIr, OpKind, TensorId, UnaryOp};
+use crate::ir::{OpIr, OpKind, TensorId};
 
 /// A tensor on a device. Its shape is known at once; its values are computed
 /// when something reads them. Cloning gives another handle to the same
@@ -93,7 +94,7 @@ impl Device {
 
     /// Queues an op whose arguments were validated, and returns the handle to
     /// its output.
-    fn record(&self, kind: OpKind, inputs: Vec<TensorId>, shape: Vec<usize>) -> Tensor {
+    pub(crate) fn record(&self, kind: OpKind, inputs: Vec<TensorId>, shape: Vec<usize>) -> Tensor {
         let output = TensorId::next();
         self.with_state(|state| {
             state.register(OpIr {
@@ -170,85 +171,4 @@ impl Tensor {
             None => Err(fail("its bytes were never written".to_string())),
         }
     }
-
-    fn unary(&self, op: UnaryOp) -> Tensor {
-        self.device()
-            .record(OpKind::Unary(op), vec![self.id()], self.shape().to_vec())
-    }
-
-    fn binary<'a>(
-        &self,
-        op: BinaryOp,
-        other: impl Into<Operand<'a>>,
-    ) -> Result<Tensor, RegistrationError> {
-        match other.into() {
-            Operand::Scalar(scalar) => Ok(self.device().record(
-                OpKind::BinaryScalar {
-                    op,
-                    scalar,
-                    scalar_first: false,
-                },
-                vec![self.id()],
-                self.shape().to_vec(),
-            )),
-            Operand::Tensor(other) => {
-                self.same_device(op.name(), other)?;
-                let shape = shape::broadcast(op.name(), self.shape(), other.shape())?;
-                Ok(self
-                    .device()
-                    .record(OpKind::Binary(op), vec![self.id(), other.id()], shape))
-            }
-        }
-    }
-
-    fn same_device(&self, op: &'static str, other: &Tensor) -> Result<(), RegistrationError> {
-        if self.device().same(other.device()) {
-            Ok(())
-        } else {
-            Err(RegistrationError::new(
-                op,
-                ErrorClass::Other,
-                format!("{} and {} live on different devices", self.id(), other.id()),
-            ))
-        }
-    }
-}
-
-macro_rules! binary_ops {
-    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
-        impl Tensor {
-            $(
-                $(#[$doc])*
-                pub fn $name<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor, RegistrationError> {
-                    self.binary(BinaryOp::$op, other)
-                }
-            )*
-        }
-    };
-}
-
-binary_ops! {
-    add => Add, sub => Sub, mul => Mul, div => Div, pow => Pow,
-    maximum => Maximum, minimum => Minimum,
-    /// 1 where equal, 0 elsewhere.
-    equal => Equal,
-    greater => Greater, greater_equal => GreaterEqual, less => Less, less_equal => LessEqual,
-}
-
-macro_rules! unary_ops {
-    ($($name:ident => $op:ident),* $(,)?) => {
-        impl Tensor {
-            $(
-                pub fn $name(&self) -> Tensor {
-                    self.unary(UnaryOp::$op)
-                }
-            )*
-        }
-    };
-}
-
-unary_ops! {
-    neg => Neg, abs => Abs, exp => Exp, log => Log, sqrt => Sqrt, rsqrt => Rsqrt,
-    square => Square, relu => Relu, gelu => Gelu, sigmoid => Sigmoid, tanh => Tanh,
-    sin => Sin, cos => Cos,
 }

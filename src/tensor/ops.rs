@@ -1,0 +1,483 @@
+//! Registration of every op: check the arguments, infer the output shape,
+//! queue. An op that fails a check returns an error and queues nothing.
+
+use crate::device::Device;
+use crate::error::{ErrorClass, RegistrationError};
+use crate::ir::{BinaryOp, Distribution, OpKind, ReduceOp, UnaryOp, ViewOp};
+use crate::tensor::shape::{self, display};
+use crate::tensor::{Operand, Tensor};
+
+type Result<T> = std::result::Result<T, RegistrationError>;
+
+fn range(op: &'static str, reason: String) -> RegistrationError {
+    RegistrationError::new(op, ErrorClass::Range, reason)
+}
+
+fn other(op: &'static str, reason: String) -> RegistrationError {
+    RegistrationError::new(op, ErrorClass::Other, reason)
+}
+
+/// `axis` (negative counts from the end) as an index into `rank` dims.
+fn axis_index(op: &'static str, axis: isize, rank: usize) -> Result<usize> {
+    let r = rank as isize;
+    if axis < -r || axis >= r {
+        return Err(range(op, format!("axis {axis} is out of range for rank {rank}")));
+    }
+    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+}
+
+/// Distinct, sorted axes; `None` means all of them.
+fn axes_indices(op: &'static str, axes: Option<&[isize]>, rank: usize) -> Result<Vec<usize>> {
+    let Some(axes) = axes else {
+        return Ok((0..rank).collect());
+    };
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let i = axis_index(op, a, rank)?;
+        if out.contains(&i) {
+            return Err(range(op, format!("axis {a} appears twice in {axes:?}")));
+        }
+        out.push(i);
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Fails unless every tensor lives on `device`, naming both devices' tensors.
+fn same_device(op: &'static str, first: &Tensor, rest: &[&Tensor]) -> Result<()> {
+    for t in rest {
+        if !first.device().same(t.device()) {
+            return Err(other(
+                op,
+                format!(
+                    "{} and {} live on different devices ({} and {}); move one with to()",
+                    first.id(),
+                    t.id(),
+                    first.device().label(),
+                    t.device().label()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Device {
+    /// `start, start + step, ...` up to but excluding `stop`.
+    pub fn arange(&self, start: f32, stop: f32, step: f32) -> Result<Tensor> {
+        if !(start.is_finite() && stop.is_finite() && step.is_finite()) || step == 0.0 {
+            return Err(range(
+                "arange",
+                format!("start, stop and step must be finite and step non-zero, got {start}, {stop}, {step}"),
+            ));
+        }
+        let n = ((stop as f64 - start as f64) / step as f64).ceil().max(0.0);
+        if n > u32::MAX as f64 {
+            return Err(range("arange", format!("{n} elements are too many")));
+        }
+        Ok(self.record(OpKind::Arange { start, step }, vec![], vec![n as usize]))
+    }
+
+    /// Uniform values in `[min, max)`; the same seed gives the same values on
+    /// every device.
+    pub fn random_uniform(&self, shape: &[usize], min: f32, max: f32, seed: u64) -> Result<Tensor> {
+        if !(min.is_finite() && max.is_finite() && min <= max) {
+            return Err(range("randomUniform", format!("needs finite min <= max, got {min}, {max}")));
+        }
+        self.random(shape, Distribution::Uniform { min, max }, seed)
+    }
+
+    /// Normal values; the same seed gives the same values on every device.
+    pub fn random_normal(&self, shape: &[usize], mean: f32, std: f32, seed: u64) -> Result<Tensor> {
+        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+            return Err(range("randomNormal", format!("needs a finite mean and std >= 0, got {mean}, {std}")));
+        }
+        self.random(shape, Distribution::Normal { mean, std }, seed)
+    }
+
+    fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
+        let kind = OpKind::Random { dist, seed };
+        shape::checked_numel(kind.name(), shape)?;
+        Ok(self.record(kind, vec![], shape.to_vec()))
+    }
+
+    /// `a` where `cond` is non-zero, `b` elsewhere, all three broadcast.
+    pub fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        same_device("where", cond, &[a, b])?;
+        let shape = shape::broadcast("where", cond.shape(), a.shape())?;
+        let shape = shape::broadcast("where", &shape, b.shape())?;
+        Ok(self.record(OpKind::Where, vec![cond.id(), a.id(), b.id()], shape))
+    }
+
+    /// The tensors joined along `axis`; every other dim must agree.
+    pub fn cat(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let Some((first, rest)) = tensors.split_first() else {
+            return Err(other("cat", "needs at least one tensor".to_string()));
+        };
+        same_device("cat", first, rest)?;
+        let rank = first.rank();
+        let axis = axis_index("cat", axis, rank)?;
+        let mut shape = first.shape().to_vec();
+        for (i, t) in rest.iter().enumerate() {
+            let fits = t.rank() == rank && (0..rank).all(|d| d == axis || t.shape()[d] == first.shape()[d]);
+            if !fits {
+                return Err(other(
+                    "cat",
+                    format!(
+                        "tensor {} has shape {}, which does not fit {} along axis {axis}",
+                        i + 1,
+                        display(t.shape()),
+                        display(first.shape())
+                    ),
+                ));
+            }
+            shape[axis] += t.shape()[axis];
+        }
+        shape::checked_numel("cat", &shape)?;
+        let inputs = tensors.iter().map(|t| t.id()).collect();
+        Ok(self.record(OpKind::Cat { axis }, inputs, shape))
+    }
+
+    /// The tensors (all of one shape) stacked along a new `axis`.
+    pub fn stack(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        let Some((first, rest)) = tensors.split_first() else {
+            return Err(other("stack", "needs at least one tensor".to_string()));
+        };
+        same_device("stack", first, rest)?;
+        if let Some((i, t)) = rest.iter().enumerate().find(|(_, t)| t.shape() != first.shape()) {
+            return Err(other(
+                "stack",
+                format!(
+                    "tensor {} has shape {}, not {} like the first",
+                    i + 1,
+                    display(t.shape()),
+                    display(first.shape())
+                ),
+            ));
+        }
+        let axis = axis_index("stack", axis, first.rank() + 1)? as isize;
+        let expanded = tensors.iter().map(|t| t.expand_dims(axis)).collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = expanded.iter().collect();
+        self.cat(&refs, axis)
+    }
+}
+
+impl Tensor {
+    fn unary(&self, op: UnaryOp) -> Tensor {
+        self.device()
+            .record(OpKind::Unary(op), vec![self.id()], self.shape().to_vec())
+    }
+
+    fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        match other.into() {
+            Operand::Scalar(scalar) => Ok(self.device().record(
+                OpKind::BinaryScalar {
+                    op,
+                    scalar,
+                    scalar_first: false,
+                },
+                vec![self.id()],
+                self.shape().to_vec(),
+            )),
+            Operand::Tensor(other) => {
+                same_device(op.name(), self, &[other])?;
+                let shape = shape::broadcast(op.name(), self.shape(), other.shape())?;
+                Ok(self
+                    .device()
+                    .record(OpKind::Binary(op), vec![self.id(), other.id()], shape))
+            }
+        }
+    }
+
+    /// Each value limited to `[min, max]`.
+    pub fn clamp(&self, min: f32, max: f32) -> Tensor {
+        self.device()
+            .record(OpKind::Clamp { min, max }, vec![self.id()], self.shape().to_vec())
+    }
+
+    fn reduce(&self, op: ReduceOp, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        let axes = axes_indices(op.name(), axes, self.rank())?;
+        let shape = reduced_shape(self.shape(), &axes, keep_dims);
+        Ok(self
+            .device()
+            .record(OpKind::Reduce { op, axes }, vec![self.id()], shape))
+    }
+
+    /// The sum over `axes` (all when `None`).
+    pub fn sum(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, axes, keep_dims)
+    }
+
+    /// The mean over `axes` (all when `None`).
+    pub fn mean(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, axes, keep_dims)
+    }
+
+    /// The largest value over `axes` (all when `None`).
+    pub fn max(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, axes, keep_dims)
+    }
+
+    /// The smallest value over `axes` (all when `None`).
+    pub fn min(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Min, axes, keep_dims)
+    }
+
+    /// The index of the largest value along `axis`, as a float; the first
+    /// wins on ties. The axis is removed.
+    pub fn argmax(&self, axis: isize) -> Result<Tensor> {
+        let axis = axis_index("argmax", axis, self.rank())?;
+        let shape = reduced_shape(self.shape(), &[axis], false);
+        Ok(self
+            .device()
+            .record(OpKind::Argmax { axis }, vec![self.id()], shape))
+    }
+
+    /// `exp(x - max) / sum(exp(x - max))` along `axis`.
+    pub fn softmax(&self, axis: isize) -> Result<Tensor> {
+        axis_index("softmax", axis, self.rank())?;
+        let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
+        let e = shifted.exp();
+        e.div(&e.sum(Some(&[axis]), true)?)
+    }
+
+    /// `x - max - log(sum(exp(x - max)))` along `axis`.
+    pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
+        axis_index("logSoftmax", axis, self.rank())?;
+        let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
+        shifted.sub(&shifted.exp().sum(Some(&[axis]), true)?.log())
+    }
+
+    /// The matrix product over the last two dims, batched over the others
+    /// (which broadcast).
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        same_device("matmul", self, &[other])?;
+        let (a, b) = (self.shape(), other.shape());
+        if a.len() < 2 || b.len() < 2 {
+            return Err(range(
+                "matmul",
+                format!("operands need rank >= 2, got {} x {}", display(a), display(b)),
+            ));
+        }
+        let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
+        let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+        if k != k2 {
+            return Err(other(
+                "matmul",
+                format!("inner dimensions differ: {} x {}", display(a), display(b)),
+            ));
+        }
+        let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
+        shape.extend([m, n]);
+        shape::checked_numel("matmul", &shape)?;
+        Ok(self
+            .device()
+            .record(OpKind::Matmul, vec![self.id(), other.id()], shape))
+    }
+
+    fn view(&self, view: ViewOp, shape: Vec<usize>) -> Tensor {
+        self.device()
+            .record(OpKind::View(view), vec![self.id()], shape)
+    }
+
+    /// Dims reordered by `perm` (reversed when `None`).
+    pub fn transpose(&self, perm: Option<&[usize]>) -> Result<Tensor> {
+        let rank = self.rank();
+        let perm: Vec<usize> = perm.map_or_else(|| (0..rank).rev().collect(), <[usize]>::to_vec);
+        let mut seen = vec![false; rank];
+        let valid = perm.len() == rank && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+        if !valid {
+            return Err(range(
+                "transpose",
+                format!("perm {perm:?} is not a permutation of the {rank} dims of {}", display(self.shape())),
+            ));
+        }
+        let shape = perm.iter().map(|&p| self.shape()[p]).collect();
+        Ok(self.view(ViewOp::Transpose(perm), shape))
+    }
+
+    /// The same elements in `shape`; one dim may be -1 (inferred).
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let bad = || {
+            range(
+                "reshape",
+                format!(
+                    "cannot reshape {} ({} elements) into {shape:?}",
+                    display(self.shape()),
+                    self.size()
+                ),
+            )
+        };
+        if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
+            return Err(bad());
+        }
+        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let out: Vec<usize> = shape
+            .iter()
+            .map(|&d| match d {
+                -1 if known > 0 && self.size() % known == 0 => Ok(self.size() / known),
+                -1 => Err(bad()),
+                d => Ok(d as usize),
+            })
+            .collect::<Result<_>>()?;
+        if shape::numel(&out) != self.size() {
+            return Err(bad());
+        }
+        Ok(self.view(ViewOp::Reshape, out))
+    }
+
+    /// All elements in one dim.
+    pub fn flatten(&self) -> Tensor {
+        self.view(ViewOp::Reshape, vec![self.size()])
+    }
+
+    /// The box starting at `begin` of `size` (-1: to the end of that dim).
+    pub fn slice(&self, begin: &[usize], size: &[isize]) -> Result<Tensor> {
+        let rank = self.rank();
+        if begin.len() != rank || size.len() != rank {
+            return Err(range(
+                "slice",
+                format!("begin {begin:?} and size {size:?} must each have {rank} entries for {}", display(self.shape())),
+            ));
+        }
+        let mut out = Vec::with_capacity(rank);
+        for d in 0..rank {
+            let dim = self.shape()[d];
+            let len = match size[d] {
+                -1 => dim.checked_sub(begin[d]),
+                s if s >= 0 => Some(s as usize).filter(|&s| begin[d].checked_add(s).is_some_and(|end| end <= dim)),
+                _ => None,
+            };
+            match len {
+                Some(len) if begin[d] <= dim => out.push(len),
+                _ => {
+                    return Err(range(
+                        "slice",
+                        format!("begin {begin:?} size {size:?} reaches outside {}", display(self.shape())),
+                    ));
+                }
+            }
+        }
+        Ok(self.view(ViewOp::Slice(begin.to_vec()), out))
+    }
+
+    /// This tensor broadcast to `shape`.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let fits = shape.len() >= self.rank()
+            && shape::broadcast("broadcastTo", self.shape(), shape).is_ok_and(|b| b == shape);
+        if !fits {
+            return Err(other(
+                "broadcastTo",
+                format!("{} cannot broadcast to {}", display(self.shape()), display(shape)),
+            ));
+        }
+        Ok(self.view(ViewOp::Broadcast, shape.to_vec()))
+    }
+
+    /// A dim of size 1 inserted at `axis` (`-1` appends).
+    pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
+        let axis = axis_index("expandDims", axis, self.rank() + 1)?;
+        let mut shape = self.shape().to_vec();
+        shape.insert(axis, 1);
+        Ok(self.view(ViewOp::ExpandDims(axis), shape))
+    }
+
+    /// The dims of size 1 removed: those listed, or all when `None`.
+    pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
+        let axes = match axes {
+            None => (0..self.rank()).filter(|&d| self.shape()[d] == 1).collect(),
+            Some(_) => axes_indices("squeeze", axes, self.rank())?,
+        };
+        if let Some(&d) = axes.iter().find(|&&d| self.shape()[d] != 1) {
+            return Err(range(
+                "squeeze",
+                format!("dim {d} of {} has size {}, not 1", display(self.shape()), self.shape()[d]),
+            ));
+        }
+        let shape = reduced_shape(self.shape(), &axes, false);
+        Ok(self.view(ViewOp::Squeeze(axes), shape))
+    }
+}
+
+/// `shape` with `axes` removed, or set to 1 when `keep_dims`.
+fn reduced_shape(shape: &[usize], axes: &[usize], keep_dims: bool) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter_map(|(d, &n)| match (axes.contains(&d), keep_dims) {
+            (false, _) => Some(n),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+macro_rules! binary_ops {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                pub fn $name<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+                    self.binary(BinaryOp::$op, other)
+                }
+            )*
+        }
+    };
+}
+
+binary_ops! {
+    add => Add, sub => Sub, mul => Mul, div => Div,
+    /// NumPy's power: a negative base takes integer exponents only (NaN otherwise).
+    pow => Pow,
+    maximum => Maximum, minimum => Minimum,
+    /// 1 where equal, 0 elsewhere; the comparisons below likewise.
+    equal => Equal,
+    greater => Greater, greater_equal => GreaterEqual, less => Less, less_equal => LessEqual,
+}
+
+macro_rules! unary_ops {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> Tensor {
+                    self.unary(UnaryOp::$op)
+                }
+            )*
+        }
+    };
+}
+
+unary_ops! {
+    neg => Neg, abs => Abs, exp => Exp, log => Log, sqrt => Sqrt, rsqrt => Rsqrt,
+    square => Square, relu => Relu,
+    /// The tanh approximation, as PyTorch's `gelu(approximate='tanh')`.
+    gelu => Gelu,
+    sigmoid => Sigmoid, tanh => Tanh, sin => Sin, cos => Cos,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_axis_may_count_from_the_end() {
+        assert_eq!(axis_index("sum", -1, 3).unwrap(), 2);
+        assert_eq!(axis_index("sum", 2, 3).unwrap(), 2);
+        assert!(axis_index("sum", 3, 3).is_err());
+        assert!(axis_index("sum", -4, 3).is_err());
+        assert!(axis_index("sum", 0, 0).is_err());
+    }
+
+    #[test]
+    fn a_repeated_axis_is_refused() {
+        let err = axes_indices("sum", Some(&[1, -1]), 2).unwrap_err();
+        assert_eq!(err.class, ErrorClass::Range);
+    }
+
+    #[test]
+    fn reducing_keeps_or_drops_the_axes() {
+        assert_eq!(reduced_shape(&[2, 3, 4], &[1], true), vec![2, 1, 4]);
+        assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], false), vec![3]);
+    }
+}

@@ -106,22 +106,29 @@ fn shader(params: &[u32], decls: &str, workgroup: &str, body: &str) -> String {
 
 /// The kernel of an elementwise block. `access_of` says how to read each of
 /// the block's inputs.
-pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], access_of: impl Fn(TensorId) -> Access) -> Kernel {
+pub fn elementwise(
+    block: &ElementwiseBlock,
+    ops: &[OpIr],
+    access_of: impl Fn(TensorId) -> Access,
+) -> Kernel {
     let out = &block.shape;
     let numel = shape::numel(out);
     let mut params = Params::default();
     let n = params.push(numel);
     let mut decls = String::new();
-    let mut body = format!(
-        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n"
-    );
+    let mut body =
+        format!("    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n");
 
     let accesses: Vec<Access> = block.inputs.iter().map(|&t| access_of(t)).collect();
     if accesses.iter().any(|a| !a.is_direct(out)) {
         coords(&mut body, &mut params, "idx", "c", out);
     }
     for (j, access) in accesses.iter().enumerate() {
-        let _ = writeln!(decls, "@group(0) @binding({}) var<storage, read> in{j}: array<f32>;", j + 1);
+        let _ = writeln!(
+            decls,
+            "@group(0) @binding({}) var<storage, read> in{j}: array<f32>;",
+            j + 1
+        );
         let index = if access.is_direct(out) {
             "idx".to_string()
         } else {
@@ -152,9 +159,17 @@ pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], access_of: impl Fn(Te
             }
             OpKind::Unary(u) => unary(*u, &arg(0)),
             OpKind::Binary(b) => binary(*b, &arg(0), &arg(1)),
-            OpKind::BinaryScalar { op: b, scalar, scalar_first } => {
+            OpKind::BinaryScalar {
+                op: b,
+                scalar,
+                scalar_first,
+            } => {
                 let s = params.push_f32(*scalar);
-                if *scalar_first { binary(*b, &s, &arg(0)) } else { binary(*b, &arg(0), &s) }
+                if *scalar_first {
+                    binary(*b, &s, &arg(0))
+                } else {
+                    binary(*b, &arg(0), &s)
+                }
             }
             OpKind::Clamp { min, max } => {
                 let (lo, hi) = (params.push_f32(*min), params.push_f32(*max));
@@ -168,7 +183,10 @@ pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], access_of: impl Fn(Te
     }
     for (k, &output) in block.outputs.iter().enumerate() {
         let binding = block.inputs.len() + k + 1;
-        let _ = writeln!(decls, "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<f32>;");
+        let _ = writeln!(
+            decls,
+            "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<f32>;"
+        );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
 
@@ -187,9 +205,8 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     let numel = shape::numel(shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let mut body = format!(
-        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n"
-    );
+    let mut body =
+        format!("    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n");
     coords(&mut body, &mut params, "idx", "c", shape);
     let from = strided_index(&mut params, src, shape, "c");
     let to = strided_index(
@@ -212,61 +229,100 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     }
 }
 
-/// One workgroup per output value: its threads stride over the reduced
-/// elements, then combine their partial results in shared memory.
-///
-/// `argmax` is a reduction over one axis carrying the index with the value;
-/// `op` is then ignored.
-pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool) -> Kernel {
-    let kept: Vec<usize> = (0..input.shape.len()).filter(|d| !axes.contains(d)).collect();
+/// The most elements one reduction workgroup combines. A longer reduction is
+/// split across workgroups and finished by a second launch: a single
+/// workgroup looping over millions of elements leaves the GPU idle (and
+/// lavapipe was seen returning wrong sums for one workgroup looping over 2^24).
+pub const REDUCE_CHUNK: usize = 64 * WORKGROUP_SIZE as usize;
+
+/// Which launch of a reduction a kernel is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The whole reduction in one launch: writes the final values.
+    Whole,
+    /// Partial results over `splits` chunks per output: writes raw partials
+    /// (and, for argmax, their indices into a second output).
+    First { splits: usize },
+    /// Finishes partials laid out `[outputs, splits]`: `total` elements were
+    /// reduced in all (the mean's divisor); argmax reads the partials'
+    /// indices from a second input.
+    Final { total: usize },
+}
+
+/// One workgroup per output value (per chunk of it, in a `First` stage):
+/// its threads stride over the reduced elements, then combine their partial
+/// results in shared memory. `argmax` carries the index with the value
+/// (`op` is then ignored).
+pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage: Stage) -> Kernel {
+    let kept: Vec<usize> = (0..input.shape.len())
+        .filter(|d| !axes.contains(d))
+        .collect();
     let kept_shape: Vec<usize> = kept.iter().map(|&d| input.shape[d]).collect();
     let red_shape: Vec<usize> = axes.iter().map(|&d| input.shape[d]).collect();
     let n_out = shape::numel(&kept_shape);
     let n_red = shape::numel(&red_shape);
+    let splits = match stage {
+        Stage::First { splits } => splits,
+        _ => 1,
+    };
 
     let mut params = Params::default();
-    let n = params.push(n_out);
+    let n = params.push(n_out * splits);
+    let p_splits = params.push(splits);
+    let chunk = params.push(n_red.div_ceil(splits));
     let count = params.push(n_red);
+    let divisor = params.push(match stage {
+        Stage::Final { total } => total,
+        _ => n_red,
+    });
     let offset = params.push(input.layout.offset);
     let mut body = format!(
         "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
-         \x20   if (wg >= {n}) {{ return; }}\n    var base = {offset};\n"
+         \x20   if (wg >= {n}) {{ return; }}\n\
+         \x20   let o = wg / {p_splits};\n    let start = (wg % {p_splits}) * {chunk};\n\
+         \x20   let end = min(start + {chunk}, {count});\n    var base = {offset};\n"
     );
-    coords(&mut body, &mut params, "wg", "k", &kept_shape);
+    coords(&mut body, &mut params, "o", "k", &kept_shape);
     for (i, &d) in kept.iter().enumerate() {
         let stride = params.push(input.layout.strides[d]);
         let _ = writeln!(body, "    base = base + k{i} * {stride};");
     }
-    let (init, combine, finish) = if argmax {
+    let (init, combine) = if argmax {
         (
             "ninf()",
             "if (x > acc || (x == acc && r < best)) { acc = x; best = r; }",
-            "f32(best)",
         )
     } else {
         match op {
-            ReduceOp::Sum => ("0.0", "acc = acc + x;", "acc"),
-            ReduceOp::Mean => ("0.0", "acc = acc + x;", "acc / f32(COUNT)"),
-            ReduceOp::Max => ("ninf()", "acc = max(acc, x);", "acc"),
-            ReduceOp::Min => ("-ninf()", "acc = min(acc, x);", "acc"),
+            ReduceOp::Sum | ReduceOp::Mean => ("0.0", "acc = acc + x;"),
+            ReduceOp::Max => ("ninf()", "acc = max(acc, x);"),
+            ReduceOp::Min => ("-ninf()", "acc = min(acc, x);"),
         }
     };
-    let finish = finish.replace("COUNT", &count);
+    let candidate = match stage {
+        Stage::Final { .. } if argmax => "in1[at]",
+        _ => "i",
+    };
     let _ = writeln!(
         body,
-        "    var acc = {init};\n    var best = 0xffffffffu;\n    for (var r = lid; r < {count}; r = r + {WORKGROUP_SIZE}u) {{\n\
-         \x20       var at = base;\n        var rrem = r;"
+        "    var acc = {init};\n    var best = 0xffffffffu;\n\
+         \x20   for (var i = start + lid; i < end; i = i + {WORKGROUP_SIZE}u) {{\n\
+         \x20       var at = base;\n        var rrem = i;"
     );
-    for (i, &d) in axes.iter().enumerate().rev() {
-        let (dim, stride) = (params.push(input.shape[d]), params.push(input.layout.strides[d]));
+    for &d in axes.iter().rev() {
+        let (dim, stride) = (
+            params.push(input.shape[d]),
+            params.push(input.layout.strides[d]),
+        );
         let _ = writeln!(
             body,
-            "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim}; // reduced dim {i}"
+            "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim};"
         );
     }
     let _ = writeln!(
         body,
-        "        let x = in0[at];\n        {combine}\n    }}\n    part[lid] = acc;\n    part_index[lid] = best;\n    workgroupBarrier();\n\
+        "        let x = in0[at];\n        let r = {candidate};\n        {combine}\n    }}\n\
+         \x20   part[lid] = acc;\n    part_index[lid] = best;\n    workgroupBarrier();\n\
          \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
          \x20       if (lid < s) {{\n\
          \x20           let x = part[lid + s];\n            let r = part_index[lid + s];\n\
@@ -274,20 +330,45 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool) -> Ker
          \x20           {combine}\n\
          \x20           part[lid] = acc;\n            part_index[lid] = best;\n\
          \x20       }}\n        workgroupBarrier();\n    }}\n\
-         \x20   if (lid == 0u) {{\n        let acc = part[0];\n        let best = part_index[0];\n        out0[wg] = {finish};\n    }}",
+         \x20   if (lid == 0u) {{",
         half = WORKGROUP_SIZE / 2,
     );
-    let decls = format!(
-        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n\
-         var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;\n\
-         var<workgroup> part_index: array<u32, {WORKGROUP_SIZE}>;\n"
+    let mut decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string();
+    let mut binding = 2;
+    if argmax && matches!(stage, Stage::Final { .. }) {
+        decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
+        binding = 3;
+    }
+    let _ = writeln!(
+        decls,
+        "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
+    );
+    match (stage, argmax) {
+        (Stage::First { .. }, true) => {
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> out1: array<u32>;",
+                binding + 1
+            );
+            body += "        out0[wg] = part[0];\n        out1[wg] = part_index[0];\n";
+        }
+        (Stage::First { .. }, false) => body += "        out0[wg] = part[0];\n",
+        (_, true) => body += "        out0[wg] = f32(part_index[0]);\n",
+        (_, false) if op == ReduceOp::Mean => {
+            let _ = writeln!(body, "        out0[wg] = part[0] / f32({divisor});");
+        }
+        (_, false) => body += "        out0[wg] = part[0];\n",
+    }
+    body += "    }\n";
+    let _ = write!(
+        decls,
+        "var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;\nvar<workgroup> part_index: array<u32, {WORKGROUP_SIZE}>;\n"
     );
     let params = params.finish();
     Kernel {
         wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),
         params,
-        workgroups: n_out as u64,
+        workgroups: (n_out * splits) as u64,
     }
 }
 
@@ -328,8 +409,13 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
             },
         };
         let base = strided_index(params, &batch, batch_shape, "b");
-        let (rows, cols) = (params.push(access.layout.strides[r - 2]), params.push(access.layout.strides[r - 1]));
-        format!("    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n")
+        let (rows, cols) = (
+            params.push(access.layout.strides[r - 2]),
+            params.push(access.layout.strides[r - 1]),
+        );
+        format!(
+            "    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n"
+        )
     };
     body += &operand(&mut params, a, "a");
     body += &operand(&mut params, b, "b");
@@ -396,7 +482,9 @@ fn unary(op: UnaryOp, x: &str) -> String {
         UnaryOp::Square => format!("({x} * {x})"),
         UnaryOp::Relu => format!("max({x}, 0.0)"),
         UnaryOp::Gelu => {
-            format!("(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))")
+            format!(
+                "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
+            )
         }
         UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-({x}))))"),
         UnaryOp::Tanh => format!("wf_tanh({x})"),
@@ -475,18 +563,31 @@ mod tests {
         };
         let kernel = elementwise(&block, &ops, |_| transposed.clone());
         assert!(kernel.wgsl.contains("c0 * param"), "{}", kernel.wgsl);
-        assert_ne!(kernel.wgsl, elementwise(&block, &ops, |_| contiguous(&[2, 3])).wgsl);
+        assert_ne!(
+            kernel.wgsl,
+            elementwise(&block, &ops, |_| contiguous(&[2, 3])).wgsl
+        );
     }
 
     #[test]
     fn a_reduction_launches_one_workgroup_per_output_value() {
-        let kernel = reduce(&contiguous(&[4, 5, 6]), &[1], ReduceOp::Sum, false);
+        let kernel = reduce(
+            &contiguous(&[4, 5, 6]),
+            &[1],
+            ReduceOp::Sum,
+            false,
+            Stage::Whole,
+        );
         assert_eq!(kernel.workgroups, 24);
     }
 
     #[test]
     fn matmul_launches_one_workgroup_per_output_tile_and_batch() {
-        let kernel = matmul(&contiguous(&[3, 40, 8]), &contiguous(&[8, 20]), &[3, 40, 20]);
+        let kernel = matmul(
+            &contiguous(&[3, 40, 8]),
+            &contiguous(&[8, 20]),
+            &[3, 40, 20],
+        );
         assert_eq!(kernel.workgroups, 3 * 3 * 2);
     }
 }

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{OpIr, TensorId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
@@ -70,7 +70,10 @@ pub fn plan(
         }
         let joined = group.as_mut().is_some_and(|g| {
             g.shape == op.shape
-                && !op.inputs.iter().any(|t| pending.iter().any(|&p| ops[p].output == *t))
+                && !op
+                    .inputs
+                    .iter()
+                    .any(|t| pending.iter().any(|&p| ops[p].output == *t))
                 && {
                     let mut trial = g.ops.clone();
                     trial.push(i);
@@ -83,7 +86,9 @@ pub fn plan(
             }
         } else {
             if let Some(done) = group.take() {
-                blocks.push(Block::Elementwise(finish(ops, done, &consumers, &live, &held)));
+                blocks.push(Block::Elementwise(finish(
+                    ops, done, &consumers, &live, &held,
+                )));
             }
             blocks.extend(pending.drain(..).map(Block::Single));
             group = Some(ElementwiseBlock {
@@ -95,7 +100,9 @@ pub fn plan(
         }
     }
     if let Some(done) = group.take() {
-        blocks.push(Block::Elementwise(finish(ops, done, &consumers, &live, &held)));
+        blocks.push(Block::Elementwise(finish(
+            ops, done, &consumers, &live, &held,
+        )));
     }
     blocks.extend(pending.drain(..).map(Block::Single));
     blocks
@@ -193,7 +200,7 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{BinaryOp, UnaryOp};
+    use crate::ir::{BinaryOp, OpKind, UnaryOp};
 
     fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
         OpIr {

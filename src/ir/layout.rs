@@ -93,29 +93,54 @@ mod tests {
     #[test]
     fn a_transpose_permutes_the_strides_and_copies_nothing() {
         let layout = Layout::contiguous(&[2, 3]);
-        let t = layout.view(&ViewOp::Transpose(vec![1, 0]), &[2, 3], &[3, 2]).unwrap();
-        assert_eq!(t, Layout { offset: 0, strides: vec![1, 3] });
+        let t = layout
+            .view(&ViewOp::Transpose(vec![1, 0]), &[2, 3], &[3, 2])
+            .unwrap();
+        assert_eq!(
+            t,
+            Layout {
+                offset: 0,
+                strides: vec![1, 3]
+            }
+        );
         assert!(!t.is_contiguous(&[3, 2]));
     }
 
     #[test]
     fn a_slice_moves_the_offset() {
         let layout = Layout::contiguous(&[4, 5]);
-        let s = layout.view(&ViewOp::Slice(vec![1, 2]), &[4, 5], &[2, 2]).unwrap();
-        assert_eq!(s, Layout { offset: 7, strides: vec![5, 1] });
+        let s = layout
+            .view(&ViewOp::Slice(vec![1, 2]), &[4, 5], &[2, 2])
+            .unwrap();
+        assert_eq!(
+            s,
+            Layout {
+                offset: 7,
+                strides: vec![5, 1]
+            }
+        );
     }
 
     #[test]
     fn a_reshape_of_a_transposed_tensor_needs_a_copy() {
-        let t = Layout { offset: 0, strides: vec![1, 3] };
+        let t = Layout {
+            offset: 0,
+            strides: vec![1, 3],
+        };
         assert_eq!(t.view(&ViewOp::Reshape, &[3, 2], &[6]), None);
         let c = Layout::contiguous(&[3, 2]);
-        assert_eq!(c.view(&ViewOp::Reshape, &[3, 2], &[6]), Some(Layout::contiguous(&[6])));
+        assert_eq!(
+            c.view(&ViewOp::Reshape, &[3, 2], &[6]),
+            Some(Layout::contiguous(&[6]))
+        );
     }
 
     #[test]
     fn dims_of_size_one_do_not_break_contiguity() {
-        let layout = Layout { offset: 0, strides: vec![0, 3, 1] };
+        let layout = Layout {
+            offset: 0,
+            strides: vec![0, 3, 1],
+        };
         assert!(layout.is_contiguous(&[1, 2, 3]));
     }
 }

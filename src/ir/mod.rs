@@ -177,14 +177,20 @@ pub enum OpKind {
     Upload(Rc<[f32]>),
     /// Seeded random values, made on the host so the same seed gives the
     /// same bits on every device and in both worlds.
-    Random { dist: Distribution, seed: u64 },
+    Random {
+        dist: Distribution,
+        seed: u64,
+    },
 
     // Elementwise: the value at one output position depends only on the
     // inputs at the positions broadcasting maps it to. The planner fuses these.
     /// A constant (`zeros`, `ones`, `full`).
     Fill(f32),
     /// `start + i * step` at flat position `i`.
-    Arange { start: f32, step: f32 },
+    Arange {
+        start: f32,
+        step: f32,
+    },
     Unary(UnaryOp),
     /// `inputs[0] op inputs[1]`.
     Binary(BinaryOp),
@@ -194,7 +200,10 @@ pub enum OpKind {
         scalar: f32,
         scalar_first: bool,
     },
-    Clamp { min: f32, max: f32 },
+    Clamp {
+        min: f32,
+        max: f32,
+    },
     /// `inputs[0] != 0 ? inputs[1] : inputs[2]`.
     Where,
 
@@ -204,13 +213,20 @@ pub enum OpKind {
     // Kernels of their own.
     /// Combines the values along `axes` (sorted, distinct); the output holds
     /// one value per position of the other dims.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+    },
     /// The index (as a float) of the largest value along `axis`.
-    Argmax { axis: usize },
+    Argmax {
+        axis: usize,
+    },
     /// Batched matrix product with broadcast batch dims.
     Matmul,
     /// The inputs joined along `axis`.
-    Cat { axis: usize },
+    Cat {
+        axis: usize,
+    },
 }
 
 impl OpKind {
@@ -218,8 +234,14 @@ impl OpKind {
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Upload(_) => "tensor",
-            OpKind::Random { dist: Distribution::Uniform { .. }, .. } => "randomUniform",
-            OpKind::Random { dist: Distribution::Normal { .. }, .. } => "randomNormal",
+            OpKind::Random {
+                dist: Distribution::Uniform { .. },
+                ..
+            } => "randomUniform",
+            OpKind::Random {
+                dist: Distribution::Normal { .. },
+                ..
+            } => "randomNormal",
             OpKind::Fill(v) if *v == 0.0 => "zeros",
             OpKind::Fill(v) if *v == 1.0 => "ones",
             OpKind::Fill(_) => "full",

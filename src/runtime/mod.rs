@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use wgpu::util::DeviceExt;
 
-use crate::codegen::{Kernel, WORKGROUP_SIZE};
+use crate::codegen::Kernel;
 use crate::error::RequestError;
 
 /// Counters the planner's and the runtime's work is observed through
@@ -26,6 +26,10 @@ pub struct Stats {
     pub failures_held: u64,
 }
 
+/// A read on its way back from the GPU.
+pub type PendingRead =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<f32>, String>>>>;
+
 /// A buffer a tensor holds, and the pool bucket it returns to.
 #[derive(Debug)]
 pub struct Allocation {
@@ -38,6 +42,9 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub limits: wgpu::Limits,
     pub adapter_info: String,
+    /// Bound where a kernel's input or output has no elements: a binding
+    /// must exist even when nothing indexes it.
+    pub placeholder: wgpu::Buffer,
     pipelines: HashMap<String, wgpu::ComputePipeline>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
@@ -86,7 +93,14 @@ impl Gpu {
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
             log(&format!("webfusion: uncaptured GPU error: {error}"));
         }));
+        let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("webfusion placeholder"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
         Ok(Gpu {
+            placeholder,
             device,
             queue,
             limits,
@@ -189,7 +203,7 @@ impl Gpu {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         });
-        let (x, y) = self.workgroups(kernel.threads);
+        let (x, y) = self.grid(kernel.workgroups);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
@@ -197,11 +211,11 @@ impl Gpu {
         stats.kernels_launched += 1;
     }
 
-    /// A 2-D grid covering `threads`: each dimension stays within
-    /// `maxComputeWorkgroupsPerDimension`, and the kernels fold `y` back into a
-    /// linear index.
-    fn workgroups(&self, threads: u64) -> (u32, u32) {
-        let groups = threads.div_ceil(WORKGROUP_SIZE as u64).max(1);
+    /// A 2-D grid of `workgroups`: each dimension stays within
+    /// `maxComputeWorkgroupsPerDimension`, and the kernels fold `y` back into
+    /// a linear workgroup index.
+    fn grid(&self, workgroups: u64) -> (u32, u32) {
+        let groups = workgroups.max(1);
         let max = self.limits.max_compute_workgroups_per_dimension as u64;
         if groups <= max {
             (groups as u32, 1)
@@ -210,14 +224,13 @@ impl Gpu {
         }
     }
 
-    /// Copies the first `bytes` of `buffer` back to the host. The returned
-    /// future owns everything it needs, so no device borrow is held while it
-    /// waits.
-    pub fn read(
-        &self,
-        buffer: &wgpu::Buffer,
-        bytes: u64,
-    ) -> impl std::future::Future<Output = Result<Vec<f32>, String>> + use<> {
+    /// Copies `bytes` of `buffer` from `offset` back to the host. The
+    /// returned future owns everything it needs, so no device borrow is held
+    /// while it waits.
+    pub fn read(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> PendingRead {
+        if bytes == 0 {
+            return Box::pin(async { Ok(Vec::new()) });
+        }
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("webfusion read"),
             size: bytes,
@@ -225,7 +238,7 @@ impl Gpu {
             mapped_at_creation: false,
         });
         let mut encoder = self.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
         let (sender, receiver) = futures_channel::oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| {
@@ -234,7 +247,7 @@ impl Gpu {
         // Natively the map completes only when the device is polled; in the
         // browser this is a no-op and the callback comes from the event loop.
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
-        async move {
+        Box::pin(async move {
             polled.map_err(|e| format!("waiting for the GPU failed: {e}"))?;
             match receiver.await {
                 Ok(Ok(())) => {}
@@ -249,7 +262,7 @@ impl Gpu {
             };
             staging.unmap();
             Ok(values)
-        }
+        })
     }
 }
 

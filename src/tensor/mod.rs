@@ -154,18 +154,7 @@ impl Tensor {
             shape: self.shape().to_vec(),
             reason,
         };
-        let bytes = 4 * self.size() as u64;
-        if bytes == 0 {
-            return Ok(Vec::new());
-        }
-        let pending = self.device().with_state(|state| {
-            state.flush();
-            state
-                .records
-                .get(&self.id())
-                .and_then(|r| r.storage.as_ref())
-                .map(|a| state.gpu.read(&a.buffer, bytes))
-        });
+        let pending = self.device().with_state(|state| state.read(self.id()));
         match pending {
             Some(read) => read.await.map_err(fail),
             None => Err(fail("its bytes were never written".to_string())),

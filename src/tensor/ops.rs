@@ -13,7 +13,7 @@ fn range(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Range, reason)
 }
 
-fn other(op: &'static str, reason: String) -> RegistrationError {
+fn invalid(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Other, reason)
 }
 
@@ -21,9 +21,16 @@ fn other(op: &'static str, reason: String) -> RegistrationError {
 fn axis_index(op: &'static str, axis: isize, rank: usize) -> Result<usize> {
     let r = rank as isize;
     if axis < -r || axis >= r {
-        return Err(range(op, format!("axis {axis} is out of range for rank {rank}")));
+        return Err(range(
+            op,
+            format!("axis {axis} is out of range for rank {rank}"),
+        ));
     }
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    Ok(if axis < 0 {
+        (axis + r) as usize
+    } else {
+        axis as usize
+    })
 }
 
 /// Distinct, sorted axes; `None` means all of them.
@@ -47,7 +54,7 @@ fn axes_indices(op: &'static str, axes: Option<&[isize]>, rank: usize) -> Result
 fn same_device(op: &'static str, first: &Tensor, rest: &[&Tensor]) -> Result<()> {
     for t in rest {
         if !first.device().same(t.device()) {
-            return Err(other(
+            return Err(invalid(
                 op,
                 format!(
                     "{} and {} live on different devices ({} and {}); move one with to()",
@@ -68,7 +75,9 @@ impl Device {
         if !(start.is_finite() && stop.is_finite() && step.is_finite()) || step == 0.0 {
             return Err(range(
                 "arange",
-                format!("start, stop and step must be finite and step non-zero, got {start}, {stop}, {step}"),
+                format!(
+                    "start, stop and step must be finite and step non-zero, got {start}, {stop}, {step}"
+                ),
             ));
         }
         let n = ((stop as f64 - start as f64) / step as f64).ceil().max(0.0);
@@ -82,7 +91,10 @@ impl Device {
     /// every device.
     pub fn random_uniform(&self, shape: &[usize], min: f32, max: f32, seed: u64) -> Result<Tensor> {
         if !(min.is_finite() && max.is_finite() && min <= max) {
-            return Err(range("randomUniform", format!("needs finite min <= max, got {min}, {max}")));
+            return Err(range(
+                "randomUniform",
+                format!("needs finite min <= max, got {min}, {max}"),
+            ));
         }
         self.random(shape, Distribution::Uniform { min, max }, seed)
     }
@@ -90,7 +102,10 @@ impl Device {
     /// Normal values; the same seed gives the same values on every device.
     pub fn random_normal(&self, shape: &[usize], mean: f32, std: f32, seed: u64) -> Result<Tensor> {
         if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
-            return Err(range("randomNormal", format!("needs a finite mean and std >= 0, got {mean}, {std}")));
+            return Err(range(
+                "randomNormal",
+                format!("needs a finite mean and std >= 0, got {mean}, {std}"),
+            ));
         }
         self.random(shape, Distribution::Normal { mean, std }, seed)
     }
@@ -112,16 +127,17 @@ impl Device {
     /// The tensors joined along `axis`; every other dim must agree.
     pub fn cat(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some((first, rest)) = tensors.split_first() else {
-            return Err(other("cat", "needs at least one tensor".to_string()));
+            return Err(invalid("cat", "needs at least one tensor".to_string()));
         };
         same_device("cat", first, rest)?;
         let rank = first.rank();
         let axis = axis_index("cat", axis, rank)?;
         let mut shape = first.shape().to_vec();
         for (i, t) in rest.iter().enumerate() {
-            let fits = t.rank() == rank && (0..rank).all(|d| d == axis || t.shape()[d] == first.shape()[d]);
+            let fits = t.rank() == rank
+                && (0..rank).all(|d| d == axis || t.shape()[d] == first.shape()[d]);
             if !fits {
-                return Err(other(
+                return Err(invalid(
                     "cat",
                     format!(
                         "tensor {} has shape {}, which does not fit {} along axis {axis}",
@@ -141,11 +157,15 @@ impl Device {
     /// The tensors (all of one shape) stacked along a new `axis`.
     pub fn stack(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some((first, rest)) = tensors.split_first() else {
-            return Err(other("stack", "needs at least one tensor".to_string()));
+            return Err(invalid("stack", "needs at least one tensor".to_string()));
         };
         same_device("stack", first, rest)?;
-        if let Some((i, t)) = rest.iter().enumerate().find(|(_, t)| t.shape() != first.shape()) {
-            return Err(other(
+        if let Some((i, t)) = rest
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.shape() != first.shape())
+        {
+            return Err(invalid(
                 "stack",
                 format!(
                     "tensor {} has shape {}, not {} like the first",
@@ -156,7 +176,10 @@ impl Device {
             ));
         }
         let axis = axis_index("stack", axis, first.rank() + 1)? as isize;
-        let expanded = tensors.iter().map(|t| t.expand_dims(axis)).collect::<Result<Vec<_>>>()?;
+        let expanded = tensors
+            .iter()
+            .map(|t| t.expand_dims(axis))
+            .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Tensor> = expanded.iter().collect();
         self.cat(&refs, axis)
     }
@@ -191,8 +214,11 @@ impl Tensor {
 
     /// Each value limited to `[min, max]`.
     pub fn clamp(&self, min: f32, max: f32) -> Tensor {
-        self.device()
-            .record(OpKind::Clamp { min, max }, vec![self.id()], self.shape().to_vec())
+        self.device().record(
+            OpKind::Clamp { min, max },
+            vec![self.id()],
+            self.shape().to_vec(),
+        )
     }
 
     fn reduce(&self, op: ReduceOp, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
@@ -256,13 +282,17 @@ impl Tensor {
         if a.len() < 2 || b.len() < 2 {
             return Err(range(
                 "matmul",
-                format!("operands need rank >= 2, got {} x {}", display(a), display(b)),
+                format!(
+                    "operands need rank >= 2, got {} x {}",
+                    display(a),
+                    display(b)
+                ),
             ));
         }
         let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
         let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
         if k != k2 {
-            return Err(other(
+            return Err(invalid(
                 "matmul",
                 format!("inner dimensions differ: {} x {}", display(a), display(b)),
             ));
@@ -285,11 +315,17 @@ impl Tensor {
         let rank = self.rank();
         let perm: Vec<usize> = perm.map_or_else(|| (0..rank).rev().collect(), <[usize]>::to_vec);
         let mut seen = vec![false; rank];
-        let valid = perm.len() == rank && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+        let valid = perm.len() == rank
+            && perm
+                .iter()
+                .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
         if !valid {
             return Err(range(
                 "transpose",
-                format!("perm {perm:?} is not a permutation of the {rank} dims of {}", display(self.shape())),
+                format!(
+                    "perm {perm:?} is not a permutation of the {rank} dims of {}",
+                    display(self.shape())
+                ),
             ));
         }
         let shape = perm.iter().map(|&p| self.shape()[p]).collect();
@@ -311,7 +347,11 @@ impl Tensor {
         if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
             return Err(bad());
         }
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
         let out: Vec<usize> = shape
             .iter()
             .map(|&d| match d {
@@ -337,7 +377,10 @@ impl Tensor {
         if begin.len() != rank || size.len() != rank {
             return Err(range(
                 "slice",
-                format!("begin {begin:?} and size {size:?} must each have {rank} entries for {}", display(self.shape())),
+                format!(
+                    "begin {begin:?} and size {size:?} must each have {rank} entries for {}",
+                    display(self.shape())
+                ),
             ));
         }
         let mut out = Vec::with_capacity(rank);
@@ -345,7 +388,8 @@ impl Tensor {
             let dim = self.shape()[d];
             let len = match size[d] {
                 -1 => dim.checked_sub(begin[d]),
-                s if s >= 0 => Some(s as usize).filter(|&s| begin[d].checked_add(s).is_some_and(|end| end <= dim)),
+                s if s >= 0 => Some(s as usize)
+                    .filter(|&s| begin[d].checked_add(s).is_some_and(|end| end <= dim)),
                 _ => None,
             };
             match len {
@@ -353,7 +397,10 @@ impl Tensor {
                 _ => {
                     return Err(range(
                         "slice",
-                        format!("begin {begin:?} size {size:?} reaches outside {}", display(self.shape())),
+                        format!(
+                            "begin {begin:?} size {size:?} reaches outside {}",
+                            display(self.shape())
+                        ),
                     ));
                 }
             }
@@ -366,9 +413,13 @@ impl Tensor {
         let fits = shape.len() >= self.rank()
             && shape::broadcast("broadcastTo", self.shape(), shape).is_ok_and(|b| b == shape);
         if !fits {
-            return Err(other(
+            return Err(invalid(
                 "broadcastTo",
-                format!("{} cannot broadcast to {}", display(self.shape()), display(shape)),
+                format!(
+                    "{} cannot broadcast to {}",
+                    display(self.shape()),
+                    display(shape)
+                ),
             ));
         }
         Ok(self.view(ViewOp::Broadcast, shape.to_vec()))
@@ -391,7 +442,11 @@ impl Tensor {
         if let Some(&d) = axes.iter().find(|&&d| self.shape()[d] != 1) {
             return Err(range(
                 "squeeze",
-                format!("dim {d} of {} has size {}, not 1", display(self.shape()), self.shape()[d]),
+                format!(
+                    "dim {d} of {} has size {}, not 1",
+                    display(self.shape()),
+                    self.shape()[d]
+                ),
             ));
         }
         let shape = reduced_shape(self.shape(), &axes, false);

@@ -54,20 +54,6 @@ fn dim_from_right(shape: &[usize], i: usize) -> usize {
     }
 }
 
-/// Element strides of a tensor of `shape` read at positions of `out`, which
-/// `shape` broadcasts to: 0 along every broadcast dim, row-major otherwise.
-pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; out.len()];
-    let mut stride = 1;
-    for i in 0..shape.len() {
-        let d = shape.len() - 1 - i;
-        let o = out.len() - 1 - i;
-        strides[o] = if shape[d] == 1 { 0 } else { stride };
-        stride *= shape[d];
-    }
-    strides
-}
-
 /// The element count of `shape`, refusing shapes whose count overflows (a
 /// shape like `[2**40, 2**40]` is legal to ask for; it must fail as too big,
 /// not wrap around).
@@ -108,11 +94,5 @@ mod tests {
             err.to_string(),
             "add: shapes [2,3] and [4] cannot be broadcast together"
         );
-    }
-
-    #[test]
-    fn a_broadcast_dim_reads_with_stride_zero() {
-        assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
-        assert_eq!(broadcast_strides(&[2, 3], &[2, 3]), vec![3, 1]);
     }
 }

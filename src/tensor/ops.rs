@@ -355,7 +355,7 @@ impl Tensor {
         let out: Vec<usize> = shape
             .iter()
             .map(|&d| match d {
-                -1 if known > 0 && self.size() % known == 0 => Ok(self.size() / known),
+                -1 if known > 0 && self.size().is_multiple_of(known) => Ok(self.size() / known),
                 -1 => Err(bad()),
                 d => Ok(d as usize),
             })

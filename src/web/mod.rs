@@ -179,6 +179,122 @@ fn flatten(value: &JsValue, shape: &[usize], out: &mut Vec<f32>) -> Result<(), J
     }
 }
 
+/// A `Tensor` passed from JS, found in the table of live tensors without
+/// taking it over.
+fn tensor_arg(op: &'static str, value: &JsValue) -> Result<Tensor, JsValue> {
+    let not_a_tensor = || type_error(op, format!("expected a Tensor, got {value:?}"));
+    let is_tensor = value.is_object()
+        && Reflect::get(value, &"constructor".into())
+            .ok()
+            .and_then(|c| Reflect::get(&c, &"name".into()).ok())
+            .and_then(|n| n.as_string())
+            .is_some_and(|n| n == "Tensor");
+    if !is_tensor {
+        return Err(not_a_tensor());
+    }
+    let id = Reflect::get(value, &"id".into())
+        .ok()
+        .and_then(|v| v.as_f64())
+        .ok_or_else(not_a_tensor)?;
+    match LIVE.with(|live| live.borrow().get(&(id as u64)).and_then(Weak::upgrade)) {
+        Some(handle) => Ok(Tensor::from_handle(handle)),
+        None => Err(js_error(&RegistrationError::new(
+            op,
+            ErrorClass::Other,
+            format!("tensor #{id} was disposed"),
+        ))),
+    }
+}
+
+/// An array of `Tensor`s passed from JS.
+fn tensors_arg(op: &'static str, value: &JsValue) -> Result<Vec<Tensor>, JsValue> {
+    if !Array::is_array(value) {
+        return Err(type_error(op, "expected an array of Tensors".to_string()));
+    }
+    Array::from(value).iter().map(|t| tensor_arg(op, &t)).collect()
+}
+
+/// Integers passed from JS: one number or an array of them. `what` names the
+/// argument in the error.
+fn ints_arg(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>, JsValue> {
+    let items: Vec<JsValue> = if Array::is_array(value) {
+        Array::from(value).iter().collect()
+    } else {
+        vec![value.clone()]
+    };
+    items
+        .iter()
+        .map(|v| match v.as_f64() {
+            Some(n) if n.fract() == 0.0 && n.abs() <= u32::MAX as f64 => Ok(n as isize),
+            Some(n) => Err(js_error(&RegistrationError::new(
+                op,
+                ErrorClass::Range,
+                format!("{what} must hold integers, got {n}"),
+            ))),
+            None => Err(type_error(op, format!("{what} must hold numbers, got {v:?}"))),
+        })
+        .collect()
+}
+
+/// Non-negative integers passed from JS.
+fn dims_arg(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
+    let ints = ints_arg(op, what, value)?;
+    dims_from_f64(op, what, &ints.iter().map(|&i| i as f64).collect::<Vec<_>>()).map_err(|e| js_error(&e))
+}
+
+/// One integer argument, `default` when omitted.
+fn int_arg(op: &'static str, what: &str, value: &JsValue, default: isize) -> Result<isize, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(default);
+    }
+    if Array::is_array(value) {
+        return Err(type_error(op, format!("{what} must be a number")));
+    }
+    Ok(ints_arg(op, what, value)?[0])
+}
+
+/// Axes passed from JS: a number, an array, or nothing (all axes).
+fn axes_arg(op: &'static str, value: &JsValue) -> Result<Option<Vec<isize>>, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        Ok(None)
+    } else {
+        ints_arg(op, "axis", value).map(Some)
+    }
+}
+
+/// A number from an options object, `default` when absent; `TypeError` when
+/// present but not a number.
+fn option_number(op: &'static str, options: &JsValue, key: &str, default: f64) -> Result<f64, JsValue> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(default);
+    }
+    let value = Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    if value.is_undefined() {
+        return Ok(default);
+    }
+    value
+        .as_f64()
+        .ok_or_else(|| type_error(op, format!("option {key} must be a number, got {value:?}")))
+}
+
+/// The `seed` option: a non-negative integer up to 2^53.
+fn seed_arg(op: &'static str, options: &JsValue) -> Result<u64, JsValue> {
+    let seed = option_number(op, options, "seed", 0.0)?;
+    if seed >= 0.0 && seed.fract() == 0.0 && seed <= 9_007_199_254_740_992.0 {
+        Ok(seed as u64)
+    } else {
+        Err(js_error(&RegistrationError::new(
+            op,
+            ErrorClass::Range,
+            format!("seed must be a non-negative integer, got {seed}"),
+        )))
+    }
+}
+
+fn done(result: Result<Tensor, RegistrationError>) -> Result<JsTensor, JsValue> {
+    result.map(wrap).map_err(|e| js_error(&e))
+}
+
 #[wasm_bindgen(js_class = Device)]
 impl JsDevice {
     /// Opens a GPU device. Rejects with an `Error` saying what is missing
@@ -233,6 +349,54 @@ impl JsDevice {
             .map_err(|e| js_error(&e))
     }
 
+    /// `arange(start, stop, step = 1)`.
+    pub fn arange(&self, start: f64, stop: f64, step: Option<f64>) -> Result<JsTensor, JsValue> {
+        done(self.inner.arange(start as f32, stop as f32, step.unwrap_or(1.0) as f32))
+    }
+
+    /// `randomUniform(shape, { min = 0, max = 1, seed = 0 })`.
+    #[wasm_bindgen(js_name = randomUniform)]
+    pub fn random_uniform(&self, shape: JsValue, options: JsValue) -> Result<JsTensor, JsValue> {
+        let op = "randomUniform";
+        let shape = shape_arg(op, &shape)?;
+        let min = option_number(op, &options, "min", 0.0)?;
+        let max = option_number(op, &options, "max", 1.0)?;
+        let seed = seed_arg(op, &options)?;
+        done(self.inner.random_uniform(&shape, min as f32, max as f32, seed))
+    }
+
+    /// `randomNormal(shape, { mean = 0, std = 1, seed = 0 })`.
+    #[wasm_bindgen(js_name = randomNormal)]
+    pub fn random_normal(&self, shape: JsValue, options: JsValue) -> Result<JsTensor, JsValue> {
+        let op = "randomNormal";
+        let shape = shape_arg(op, &shape)?;
+        let mean = option_number(op, &options, "mean", 0.0)?;
+        let std = option_number(op, &options, "std", 1.0)?;
+        let seed = seed_arg(op, &options)?;
+        done(self.inner.random_normal(&shape, mean as f32, std as f32, seed))
+    }
+
+    /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`.
+    #[wasm_bindgen(js_name = where)]
+    pub fn where_(&self, cond: JsValue, a: JsValue, b: JsValue) -> Result<JsTensor, JsValue> {
+        let (c, a, b) = (tensor_arg("where", &cond)?, tensor_arg("where", &a)?, tensor_arg("where", &b)?);
+        done(self.inner.where_(&c, &a, &b))
+    }
+
+    /// `cat(tensors, axis = 0)`.
+    pub fn cat(&self, tensors: JsValue, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let tensors = tensors_arg("cat", &tensors)?;
+        let axis = int_arg("cat", "axis", &axis, 0)?;
+        done(self.inner.cat(&tensors.iter().collect::<Vec<_>>(), axis))
+    }
+
+    /// `stack(tensors, axis = 0)`.
+    pub fn stack(&self, tensors: JsValue, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let tensors = tensors_arg("stack", &tensors)?;
+        let axis = int_arg("stack", "axis", &axis, 0)?;
+        done(self.inner.stack(&tensors.iter().collect::<Vec<_>>(), axis))
+    }
+
     /// Runs everything queued; resolves when it is done.
     pub fn sync(&self) -> js_sys::Promise {
         self.inner.sync();
@@ -274,31 +438,9 @@ impl JsTensor {
 
     /// The other operand of a binary op: a number, or a live `Tensor`.
     fn operand(op: &'static str, value: &JsValue) -> Result<OperandArg, JsValue> {
-        if let Some(n) = value.as_f64() {
-            return Ok(OperandArg::Scalar(n as f32));
-        }
-        let not_a_tensor =
-            || type_error(op, format!("expected a Tensor or a number, got {value:?}"));
-        let is_tensor = Reflect::get(value, &"constructor".into())
-            .ok()
-            .and_then(|c| Reflect::get(&c, &"name".into()).ok())
-            .and_then(|n| n.as_string())
-            .is_some_and(|n| n == "Tensor");
-        if !is_tensor {
-            return Err(not_a_tensor());
-        }
-        let id = Reflect::get(value, &"id".into())
-            .ok()
-            .and_then(|v| v.as_f64())
-            .ok_or_else(not_a_tensor)?;
-        let found = LIVE.with(|live| live.borrow().get(&(id as u64)).and_then(Weak::upgrade));
-        match found {
-            Some(handle) => Ok(OperandArg::Tensor(Tensor::from_handle(handle))),
-            None => Err(js_error(&RegistrationError::new(
-                op,
-                ErrorClass::Other,
-                format!("operand tensor #{id} was disposed"),
-            ))),
+        match value.as_f64() {
+            Some(n) => Ok(OperandArg::Scalar(n as f32)),
+            None => tensor_arg(op, value).map(OperandArg::Tensor),
         }
     }
 
@@ -376,6 +518,119 @@ impl JsTensor {
     pub fn dispose(&mut self) {
         self.inner = None;
         LIVE.with(|live| live.borrow_mut().remove(&self.id));
+    }
+}
+
+#[wasm_bindgen(js_class = Tensor)]
+impl JsTensor {
+    /// Each value limited to `[min, max]`.
+    pub fn clamp(&self, min: f64, max: f64) -> Result<JsTensor, JsValue> {
+        Ok(wrap(self.tensor("clamp")?.clamp(min as f32, max as f32)))
+    }
+
+    /// `sum(axis?, keepDims = false)`: over one axis, several, or all.
+    pub fn sum(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("sum", &axis)?;
+        done(self.tensor("sum")?.sum(axes.as_deref(), keep_dims.unwrap_or(false)))
+    }
+
+    /// `mean(axis?, keepDims = false)`.
+    pub fn mean(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("mean", &axis)?;
+        done(self.tensor("mean")?.mean(axes.as_deref(), keep_dims.unwrap_or(false)))
+    }
+
+    /// `max(axis?, keepDims = false)`.
+    pub fn max(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("max", &axis)?;
+        done(self.tensor("max")?.max(axes.as_deref(), keep_dims.unwrap_or(false)))
+    }
+
+    /// `min(axis?, keepDims = false)`.
+    pub fn min(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("min", &axis)?;
+        done(self.tensor("min")?.min(axes.as_deref(), keep_dims.unwrap_or(false)))
+    }
+
+    /// `argmax(axis = 0)`: the index of the largest value, as a float.
+    pub fn argmax(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let axis = int_arg("argmax", "axis", &axis, 0)?;
+        done(self.tensor("argmax")?.argmax(axis))
+    }
+
+    /// `softmax(axis = -1)`.
+    pub fn softmax(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let axis = int_arg("softmax", "axis", &axis, -1)?;
+        done(self.tensor("softmax")?.softmax(axis))
+    }
+
+    /// `logSoftmax(axis = -1)`.
+    #[wasm_bindgen(js_name = logSoftmax)]
+    pub fn log_softmax(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let axis = int_arg("logSoftmax", "axis", &axis, -1)?;
+        done(self.tensor("logSoftmax")?.log_softmax(axis))
+    }
+
+    /// `matmul(b)`: 2-D, or batched with broadcast batch dims.
+    pub fn matmul(&self, other: JsValue) -> Result<JsTensor, JsValue> {
+        let other = tensor_arg("matmul", &other)?;
+        done(self.tensor("matmul")?.matmul(&other))
+    }
+
+    /// `transpose(perm?)`: dims reversed when `perm` is omitted.
+    pub fn transpose(&self, perm: JsValue) -> Result<JsTensor, JsValue> {
+        let perm = if perm.is_undefined() || perm.is_null() {
+            None
+        } else {
+            Some(dims_arg("transpose", "perm", &perm)?)
+        };
+        done(self.tensor("transpose")?.transpose(perm.as_deref()))
+    }
+
+    /// `reshape(shape)`: one dim may be -1.
+    pub fn reshape(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
+        if !Array::is_array(&shape) {
+            return Err(type_error("reshape", "shape must be an array of numbers".to_string()));
+        }
+        let shape = ints_arg("reshape", "shape", &shape)?;
+        done(self.tensor("reshape")?.reshape(&shape))
+    }
+
+    /// `slice(begin, size?)`: `size` -1 (or omitted) runs to the end.
+    pub fn slice(&self, begin: JsValue, size: JsValue) -> Result<JsTensor, JsValue> {
+        let t = self.tensor("slice")?;
+        let begin = dims_arg("slice", "begin", &begin)?;
+        let size = if size.is_undefined() || size.is_null() {
+            vec![-1; begin.len()]
+        } else {
+            ints_arg("slice", "size", &size)?
+        };
+        done(t.slice(&begin, &size))
+    }
+
+    /// `broadcastTo(shape)`.
+    #[wasm_bindgen(js_name = broadcastTo)]
+    pub fn broadcast_to(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
+        let shape = shape_arg("broadcastTo", &shape)?;
+        done(self.tensor("broadcastTo")?.broadcast_to(&shape))
+    }
+
+    /// `expandDims(axis = 0)`.
+    #[wasm_bindgen(js_name = expandDims)]
+    pub fn expand_dims(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let axis = int_arg("expandDims", "axis", &axis, 0)?;
+        done(self.tensor("expandDims")?.expand_dims(axis))
+    }
+
+    /// `squeeze(axis?)`: the listed dims of size 1, or all of them.
+    pub fn squeeze(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("squeeze", &axis)?;
+        done(self.tensor("squeeze")?.squeeze(axes.as_deref()))
+    }
+
+    /// All elements in one dim.
+    pub fn flatten(&self) -> Result<JsTensor, JsValue> {
+        Ok(wrap(self.tensor("flatten")?.flatten()))
     }
 }
 

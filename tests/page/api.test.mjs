@@ -124,3 +124,101 @@ test('a disposed tensor throws when used, and an operand can be reused', async (
   assert.deepEqual(result.sum, [4, 6]);
   assert.deepEqual(result.again, [4, 6]);
 });
+
+test('the op set is callable from JS with TensorFlow.js names and gives the right values', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const m = gpu.tensor([[1, 2, 3], [4, 5, 6]]);
+    const read = async (t) => Array.from(await t.data());
+    return {
+      arange: await read(gpu.arange(0, 1, 0.25)),
+      zerosOnes: [...(await read(gpu.zeros([2]))), ...(await read(gpu.ones([1]))), ...(await read(gpu.full([1], 7)))],
+      uniformSame: (await read(gpu.randomUniform([8], { min: 2, max: 3, seed: 5 }))).join() ===
+        (await read(gpu.randomUniform([8], { min: 2, max: 3, seed: 5 }))).join(),
+      normalShape: gpu.randomNormal([3, 2], { mean: 0, std: 1, seed: 1 }).shape,
+      where: await read(gpu.where(gpu.tensor([1, 0, 1]), gpu.tensor([1, 2, 3]), gpu.tensor([9, 9, 9]))),
+      compare: await read(m.greaterEqual(3)),
+      sumAxis: await m.sum(1).array(),
+      sumKeep: (m.sum([0, 1], true)).shape,
+      meanAll: await read(m.mean()),
+      argmax: await read(m.argmax(1)),
+      softmaxRows: (await m.softmax().sum(-1).array()).map((v) => Math.round(v * 1e5) / 1e5),
+      matmul: await m.matmul(m.transpose()).array(),
+      reshape: (m.reshape([3, -1])).shape,
+      slice: await m.slice([0, 1], [2, -1]).array(),
+      sliceToEnd: await m.slice([1, 1]).array(),
+      cat: await gpu.cat([m, m], 0).sum().array(),
+      stack: gpu.stack([m, m], 1).shape,
+      expand: m.expandDims(0).shape,
+      squeeze: m.expandDims(0).squeeze().shape,
+      flatten: m.flatten().shape,
+      broadcast: await gpu.tensor([1, 2]).broadcastTo([2, 2]).array(),
+      clamp: await read(m.clamp(2, 5)),
+      logSoftmax: m.logSoftmax(0).shape,
+      scalar: await gpu.tensor(3).square().array(),
+    };
+  });
+  assert.deepEqual(result, {
+    arange: [0, 0.25, 0.5, 0.75],
+    zerosOnes: [0, 0, 1, 7],
+    uniformSame: true,
+    normalShape: [3, 2],
+    where: [1, 9, 3],
+    compare: [0, 0, 1, 1, 1, 1],
+    sumAxis: [6, 15],
+    sumKeep: [1, 1],
+    meanAll: [3.5],
+    argmax: [2, 2],
+    softmaxRows: [1, 1],
+    matmul: [[14, 32], [32, 77]],
+    reshape: [3, 2],
+    slice: [[2, 3], [5, 6]],
+    sliceToEnd: [[5, 6]],
+    cat: 42,
+    stack: [2, 2, 3],
+    expand: [1, 2, 3],
+    squeeze: [2, 3],
+    flatten: [6],
+    broadcast: [[1, 2], [1, 2]],
+    clamp: [2, 2, 3, 4, 5, 5],
+    logSoftmax: [2, 3],
+    scalar: 9,
+  });
+});
+
+test('invalid registrations throw the conventional JS error naming the op and the shapes', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const caught = (f) => {
+      try {
+        f();
+        return null;
+      } catch (e) {
+        return `${e.name}: ${e.message}`;
+      }
+    };
+    const a = gpu.zeros([2, 3]);
+    return {
+      matmul: caught(() => a.matmul(gpu.zeros([4, 5]))),
+      axis: caught(() => a.sum(5)),
+      perm: caught(() => a.transpose([0, 0])),
+      nanDim: caught(() => gpu.zeros([NaN])),
+      fractionalDim: caught(() => gpu.ones([1.5])),
+      emptyCat: caught(() => gpu.cat([], 0)),
+      notTensorInCat: caught(() => gpu.cat([a, 3], 0)),
+      reshape: caught(() => a.reshape([4, -1])),
+      seed: caught(() => gpu.randomUniform([2], { seed: -1 })),
+      works: Array.from(await a.add(2).data()),
+    };
+  });
+  assert.equal(result.matmul, 'Error: matmul: inner dimensions differ: [2,3] x [4,5]');
+  assert.match(result.axis, /^RangeError: sum: axis 5 is out of range for rank 2/);
+  assert.match(result.perm, /^RangeError: transpose: /);
+  assert.match(result.nanDim, /^RangeError: zeros: /);
+  assert.match(result.fractionalDim, /^RangeError: ones: /);
+  assert.equal(result.emptyCat, 'Error: cat: needs at least one tensor');
+  assert.match(result.notTensorInCat, /^TypeError: cat: expected a Tensor/);
+  assert.match(result.reshape, /^RangeError: reshape: cannot reshape \[2,3\]/);
+  assert.match(result.seed, /^RangeError: randomUniform: seed/);
+  assert.deepEqual(result.works, [2, 2, 2, 2, 2, 2]);
+});

@@ -1,0 +1,385 @@
+//! The engine's behaviour, written once and run in both worlds: natively
+//! (`tests/native.rs`, wgpu on Vulkan/Metal) and in the browser
+//! (`tests/web.rs`, WebGPU in headless Chrome). Values are small and checked
+//! by hand; `properties.rs` compares random graphs with a CPU reference.
+
+use webfusion::{Device, DeviceOptions, Tensor};
+
+pub async fn device() -> Device {
+    device_with(DeviceOptions::default()).await
+}
+
+pub async fn device_with(options: DeviceOptions) -> Device {
+    Device::request(options)
+        .await
+        .expect("a GPU adapter: natively mesa-vulkan-drivers, in Chrome --enable-unsafe-webgpu")
+}
+
+pub async fn read(t: &Tensor) -> Vec<f32> {
+    t.to_vec().await.expect("the tensor reads")
+}
+
+fn close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-5 + 1e-5 * w.abs(),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
+
+pub async fn the_first_slice_adds_and_scales_on_the_gpu() {
+    let gpu = device().await;
+    let a = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
+    let b = gpu.tensor(&[10.0, 20.0, 30.0], None).unwrap();
+    let t = a.add(&b).unwrap().mul(2.0).unwrap();
+    assert_eq!(t.shape(), &[3]);
+    assert_eq!(
+        gpu.stats().kernels_launched,
+        0,
+        "nothing runs before a read"
+    );
+    assert_eq!(read(&t).await, vec![22.0, 44.0, 66.0]);
+}
+
+pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[0.5, -1.0, 2.0, 0.25], None).unwrap();
+    gpu.sync();
+    let before = gpu.stats();
+    let mut y = x.clone();
+    for i in 0..16 {
+        y = match i % 4 {
+            0 => y.mul(0.9).unwrap(),
+            1 => y.tanh(),
+            2 => y.add(&x).unwrap(),
+            _ => y.sigmoid(),
+        };
+    }
+    let values = read(&y).await;
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(after.buffers_allocated - before.buffers_allocated, 1);
+    assert_eq!(after.fused_ops - before.fused_ops, 16);
+    let mut want = vec![0.5f32, -1.0, 2.0, 0.25];
+    let xs = want.clone();
+    for i in 0..16 {
+        for (w, x) in want.iter_mut().zip(&xs) {
+            *w = match i % 4 {
+                0 => *w * 0.9,
+                1 => w.tanh(),
+                2 => *w + x,
+                _ => 1.0 / (1.0 + (-*w).exp()),
+            };
+        }
+    }
+    close(&values, &want);
+}
+
+pub async fn two_live_outputs_of_a_fused_chain_still_launch_one_kernel() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    gpu.sync();
+    let before = gpu.stats();
+    let e = x.exp();
+    let y = e.mul(2.0).unwrap().sub(1.0).unwrap();
+    gpu.sync();
+    assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 1);
+    close(&read(&e).await, &[1f32.exp(), 2f32.exp()]);
+    close(
+        &read(&y).await,
+        &[2.0 * 1f32.exp() - 1.0, 2.0 * 2f32.exp() - 1.0],
+    );
+}
+
+pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration() {
+    let gpu = device().await;
+    let mut compiled = Vec::new();
+    for step in 0..4 {
+        let x = gpu.random_uniform(&[16, 8], -1.0, 1.0, step).unwrap();
+        let w = gpu.random_normal(&[8, 4], 0.0, 0.1, 100 + step).unwrap();
+        let y = x.matmul(&w).unwrap().relu().softmax(-1).unwrap();
+        let loss = y.mean(None, false).unwrap().mul(0.5 + step as f32).unwrap();
+        read(&loss).await;
+        compiled.push(gpu.stats().pipelines_compiled);
+    }
+    assert!(compiled[0] > 0);
+    assert_eq!(compiled[1], compiled[0], "{compiled:?}");
+    assert_eq!(compiled[3], compiled[0], "{compiled:?}");
+    assert!(gpu.stats().pipeline_cache_hits > 0);
+}
+
+pub async fn the_queue_flushes_by_itself_at_its_capacity() {
+    let gpu = device_with(DeviceOptions { capacity: 4 }).await;
+    let x = gpu.ones(&[2]).unwrap();
+    let _y = x.add(1.0).unwrap().add(1.0).unwrap().add(1.0).unwrap();
+    assert_eq!(gpu.stats().flushes, 1);
+}
+
+pub async fn disposed_tensors_return_their_memory_to_the_pool() {
+    let gpu = device().await;
+    let start = gpu.stats().bytes_in_use;
+    {
+        let a = gpu.ones(&[1000]).unwrap();
+        let b = a.exp().add(&a).unwrap();
+        read(&b).await;
+        assert!(gpu.stats().bytes_in_use > start);
+    }
+    assert_eq!(gpu.stats().bytes_in_use, start);
+    let allocated = gpu.stats().buffers_allocated;
+    let c = gpu.ones(&[1000]).unwrap().exp();
+    read(&c).await;
+    assert_eq!(
+        gpu.stats().buffers_allocated,
+        allocated,
+        "a pooled buffer was reused"
+    );
+}
+
+pub async fn creation_ops_fill_arange_and_seeded_random_values() {
+    let gpu = device().await;
+    assert_eq!(read(&gpu.full(&[2, 2], 7.5).unwrap()).await, vec![7.5; 4]);
+    close(
+        &read(&gpu.arange(1.0, 2.0, 0.25).unwrap()).await,
+        &[1.0, 1.25, 1.5, 1.75],
+    );
+    assert_eq!(gpu.arange(5.0, 1.0, 1.0).unwrap().shape(), &[0]);
+    let u1 = read(&gpu.random_uniform(&[1000], 2.0, 3.0, 42).unwrap()).await;
+    let u2 = read(&gpu.random_uniform(&[1000], 2.0, 3.0, 42).unwrap()).await;
+    assert_eq!(u1, u2);
+    assert!(u1.iter().all(|v| (2.0..3.0).contains(v)));
+    let other = read(&gpu.random_uniform(&[1000], 2.0, 3.0, 43).unwrap()).await;
+    assert_ne!(u1, other);
+}
+
+pub async fn binary_ops_broadcast_numpy_style_with_tensors_and_numbers() {
+    let gpu = device().await;
+    let a = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[2, 3]))
+        .unwrap();
+    let col = gpu.tensor(&[10.0, 20.0], Some(&[2, 1])).unwrap();
+    assert_eq!(
+        read(&a.add(&col).unwrap()).await,
+        vec![11.0, 12.0, 13.0, 24.0, 25.0, 26.0]
+    );
+    assert_eq!(
+        read(&a.greater(3.0).unwrap()).await,
+        vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    );
+    close(
+        &read(&gpu.tensor(&[-2.0, 4.0], None).unwrap().pow(3.0).unwrap()).await,
+        &[-8.0, 64.0],
+    );
+    let cond = gpu.tensor(&[1.0, 0.0, 1.0], None).unwrap();
+    let zero = gpu.zeros(&[2, 1]).unwrap();
+    assert_eq!(
+        read(&gpu.where_(&cond, &a, &zero).unwrap()).await,
+        vec![1.0, 0.0, 3.0, 4.0, 0.0, 6.0]
+    );
+    assert_eq!(
+        read(&a.clamp(2.0, 4.0)).await,
+        vec![2.0, 2.0, 3.0, 4.0, 4.0, 4.0]
+    );
+}
+
+pub async fn reductions_over_one_several_or_all_axes() {
+    let gpu = device().await;
+    let a = gpu
+        .arange(0.0, 24.0, 1.0)
+        .unwrap()
+        .reshape(&[2, 3, 4])
+        .unwrap();
+    let s = a.sum(Some(&[1]), false).unwrap();
+    assert_eq!(s.shape(), &[2, 4]);
+    assert_eq!(
+        read(&s).await,
+        vec![12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]
+    );
+    let k = a.max(Some(&[0, 2]), true).unwrap();
+    assert_eq!(k.shape(), &[1, 3, 1]);
+    assert_eq!(read(&k).await, vec![15.0, 19.0, 23.0]);
+    assert_eq!(read(&a.mean(None, false).unwrap()).await, vec![11.5]);
+    assert_eq!(
+        read(&a.min(Some(&[-1]), false).unwrap()).await,
+        vec![0.0, 4.0, 8.0, 12.0, 16.0, 20.0]
+    );
+    let b = gpu
+        .tensor(&[1.0, 5.0, 5.0, 0.0, -1.0, -3.0], Some(&[2, 3]))
+        .unwrap();
+    assert_eq!(
+        read(&b.argmax(1).unwrap()).await,
+        vec![1.0, 0.0],
+        "the first of equal maxima wins"
+    );
+}
+
+pub async fn softmax_and_log_softmax_normalise_along_the_axis() {
+    let gpu = device().await;
+    let x = gpu
+        .tensor(&[1.0, 2.0, 3.0, 1000.0, 1000.0, 1000.0], Some(&[2, 3]))
+        .unwrap();
+    let e = [1f32.exp(), 2f32.exp(), 3f32.exp()];
+    let z: f32 = e.iter().sum();
+    let third = 1.0 / 3.0;
+    close(
+        &read(&x.softmax(-1).unwrap()).await,
+        &[e[0] / z, e[1] / z, e[2] / z, third, third, third],
+    );
+    let ls = read(&x.log_softmax(1).unwrap()).await;
+    close(
+        &ls[..3],
+        &[
+            1.0 - 3.0 - (e[0] / e[2] + e[1] / e[2] + 1.0).ln(),
+            2.0 - 3.0 - (z / e[2]).ln(),
+            -(z / e[2]).ln(),
+        ],
+    );
+    close(&ls[3..], &[-(3f32.ln()); 3]);
+}
+
+pub async fn matmul_multiplies_2d_and_broadcast_batches() {
+    let gpu = device().await;
+    let a = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[2, 3]))
+        .unwrap();
+    let b = gpu
+        .tensor(&[7.0, 8.0, 9.0, 10.0, 11.0, 12.0], Some(&[3, 2]))
+        .unwrap();
+    assert_eq!(
+        read(&a.matmul(&b).unwrap()).await,
+        vec![58.0, 64.0, 139.0, 154.0]
+    );
+    let batch = gpu.stack(&[&a, &a.mul(2.0).unwrap()], 0).unwrap();
+    let c = batch.matmul(&b).unwrap();
+    assert_eq!(c.shape(), &[2, 2, 2]);
+    assert_eq!(
+        read(&c).await,
+        vec![58.0, 64.0, 139.0, 154.0, 116.0, 128.0, 278.0, 308.0]
+    );
+    // A transposed operand is read through its strides.
+    let t = b
+        .transpose(None)
+        .unwrap()
+        .matmul(&a.transpose(None).unwrap())
+        .unwrap();
+    assert_eq!(read(&t).await, vec![58.0, 139.0, 64.0, 154.0]);
+}
+
+pub async fn views_read_through_index_maps_and_copy_only_when_asked_to_reshape_strided_memory() {
+    let gpu = device().await;
+    let a = gpu.arange(0.0, 6.0, 1.0).unwrap().reshape(&[2, 3]).unwrap();
+    let t = a.transpose(None).unwrap();
+    assert_eq!(read(&t).await, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    assert_eq!(
+        read(&t.reshape(&[-1]).unwrap()).await,
+        vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    );
+    assert_eq!(
+        read(&a.slice(&[0, 1], &[2, -1]).unwrap()).await,
+        vec![1.0, 2.0, 4.0, 5.0]
+    );
+    assert_eq!(
+        read(
+            &a.slice(&[1, 0], &[1, 2])
+                .unwrap()
+                .add(&t.slice(&[0, 0], &[1, 2]).unwrap())
+                .unwrap()
+        )
+        .await,
+        vec![3.0, 7.0]
+    );
+    let b = gpu
+        .tensor(&[1.0, 2.0], None)
+        .unwrap()
+        .broadcast_to(&[3, 2])
+        .unwrap();
+    assert_eq!(read(&b).await, vec![1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+    let e = a.expand_dims(1).unwrap();
+    assert_eq!(e.shape(), &[2, 1, 3]);
+    assert_eq!(e.squeeze(None).unwrap().shape(), &[2, 3]);
+    assert_eq!(read(&e.flatten()).await, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+}
+
+pub async fn cat_and_stack_join_tensors_along_an_axis() {
+    let gpu = device().await;
+    let a = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let b = gpu.tensor(&[5.0, 6.0], Some(&[2, 1])).unwrap();
+    let c = gpu.cat(&[&a, &b], 1).unwrap();
+    assert_eq!(c.shape(), &[2, 3]);
+    assert_eq!(read(&c).await, vec![1.0, 2.0, 5.0, 3.0, 4.0, 6.0]);
+    let s = gpu.stack(&[&a, &a], -1).unwrap();
+    assert_eq!(s.shape(), &[2, 2, 2]);
+    assert_eq!(read(&s).await, vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+}
+
+pub async fn empty_tensors_and_scalars_compute_like_any_other() {
+    let gpu = device().await;
+    let empty = gpu.zeros(&[3, 0]).unwrap();
+    assert_eq!(read(&empty.add(1.0).unwrap()).await, Vec::<f32>::new());
+    assert_eq!(
+        read(&empty.sum(Some(&[1]), false).unwrap()).await,
+        vec![0.0; 3]
+    );
+    let scalar = gpu.tensor(&[2.5], Some(&[])).unwrap();
+    assert_eq!(scalar.shape(), &[] as &[usize]);
+    let v = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    assert_eq!(read(&v.mul(&scalar).unwrap()).await, vec![2.5, 5.0]);
+    assert_eq!(read(&scalar.exp().log()).await, vec![2.5]);
+}
+
+pub async fn a_tensor_of_two_to_the_25_elements_is_computed_with_a_split_dispatch() {
+    let gpu = device().await;
+    let n = 1usize << 25;
+    let x = gpu
+        .arange(0.0, n as f32, 1.0)
+        .unwrap()
+        .mul(0.0)
+        .unwrap()
+        .add(1.5)
+        .unwrap();
+    let values = read(&x).await;
+    assert_eq!(values.len(), n);
+    assert!(values.iter().all(|&v| v == 1.5));
+    assert_eq!(
+        read(&x.sum(None, false).unwrap()).await,
+        vec![1.5 * n as f32]
+    );
+}
+
+pub async fn invalid_registrations_name_the_op_the_operands_and_queue_nothing() {
+    let gpu = device().await;
+    let a = gpu.zeros(&[2, 3]).unwrap();
+    let b = gpu.zeros(&[4, 5]).unwrap();
+    let registered = gpu.stats().ops_registered;
+    let err = a.matmul(&b).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "matmul: inner dimensions differ: [2,3] x [4,5]"
+    );
+    assert!(a.sum(Some(&[2]), false).is_err());
+    assert!(a.transpose(Some(&[0, 0])).is_err());
+    assert!(a.reshape(&[4, -1]).is_err());
+    assert!(a.slice(&[0, 2], &[1, 2]).is_err());
+    assert!(gpu.cat(&[], 0).is_err());
+    assert!(gpu.tensor(&[1.0, 2.0], Some(&[3])).is_err());
+    assert!(a.squeeze(Some(&[0])).is_err());
+    assert_eq!(gpu.stats().ops_registered, registered);
+    assert_eq!(
+        read(&a.add(1.0).unwrap()).await,
+        vec![1.0; 6],
+        "the device works afterwards"
+    );
+}
+
+pub async fn ops_on_tensors_of_different_devices_are_refused_at_registration() {
+    let (one, two) = (device().await, device().await);
+    let a = one.ones(&[2]).unwrap();
+    let b = two.ones(&[2]).unwrap();
+    let err = a.add(&b).err().unwrap();
+    assert!(
+        err.to_string().contains(&one.label()) && err.to_string().contains(&two.label()),
+        "{err}"
+    );
+    assert!(one.cat(&[&a, &b], 0).is_err());
+}

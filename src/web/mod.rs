@@ -211,7 +211,10 @@ fn tensors_arg(op: &'static str, value: &JsValue) -> Result<Vec<Tensor>, JsValue
     if !Array::is_array(value) {
         return Err(type_error(op, "expected an array of Tensors".to_string()));
     }
-    Array::from(value).iter().map(|t| tensor_arg(op, &t)).collect()
+    Array::from(value)
+        .iter()
+        .map(|t| tensor_arg(op, &t))
+        .collect()
 }
 
 /// Integers passed from JS: one number or an array of them. `what` names the
@@ -231,7 +234,10 @@ fn ints_arg(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>,
                 ErrorClass::Range,
                 format!("{what} must hold integers, got {n}"),
             ))),
-            None => Err(type_error(op, format!("{what} must hold numbers, got {v:?}"))),
+            None => Err(type_error(
+                op,
+                format!("{what} must hold numbers, got {v:?}"),
+            )),
         })
         .collect()
 }
@@ -239,11 +245,21 @@ fn ints_arg(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>,
 /// Non-negative integers passed from JS.
 fn dims_arg(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
     let ints = ints_arg(op, what, value)?;
-    dims_from_f64(op, what, &ints.iter().map(|&i| i as f64).collect::<Vec<_>>()).map_err(|e| js_error(&e))
+    dims_from_f64(
+        op,
+        what,
+        &ints.iter().map(|&i| i as f64).collect::<Vec<_>>(),
+    )
+    .map_err(|e| js_error(&e))
 }
 
 /// One integer argument, `default` when omitted.
-fn int_arg(op: &'static str, what: &str, value: &JsValue, default: isize) -> Result<isize, JsValue> {
+fn int_arg(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+    default: isize,
+) -> Result<isize, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(default);
     }
@@ -264,7 +280,12 @@ fn axes_arg(op: &'static str, value: &JsValue) -> Result<Option<Vec<isize>>, JsV
 
 /// A number from an options object, `default` when absent; `TypeError` when
 /// present but not a number.
-fn option_number(op: &'static str, options: &JsValue, key: &str, default: f64) -> Result<f64, JsValue> {
+fn option_number(
+    op: &'static str,
+    options: &JsValue,
+    key: &str,
+    default: f64,
+) -> Result<f64, JsValue> {
     if options.is_undefined() || options.is_null() {
         return Ok(default);
     }
@@ -351,7 +372,10 @@ impl JsDevice {
 
     /// `arange(start, stop, step = 1)`.
     pub fn arange(&self, start: f64, stop: f64, step: Option<f64>) -> Result<JsTensor, JsValue> {
-        done(self.inner.arange(start as f32, stop as f32, step.unwrap_or(1.0) as f32))
+        done(
+            self.inner
+                .arange(start as f32, stop as f32, step.unwrap_or(1.0) as f32),
+        )
     }
 
     /// `randomUniform(shape, { min = 0, max = 1, seed = 0 })`.
@@ -362,7 +386,10 @@ impl JsDevice {
         let min = option_number(op, &options, "min", 0.0)?;
         let max = option_number(op, &options, "max", 1.0)?;
         let seed = seed_arg(op, &options)?;
-        done(self.inner.random_uniform(&shape, min as f32, max as f32, seed))
+        done(
+            self.inner
+                .random_uniform(&shape, min as f32, max as f32, seed),
+        )
     }
 
     /// `randomNormal(shape, { mean = 0, std = 1, seed = 0 })`.
@@ -373,13 +400,20 @@ impl JsDevice {
         let mean = option_number(op, &options, "mean", 0.0)?;
         let std = option_number(op, &options, "std", 1.0)?;
         let seed = seed_arg(op, &options)?;
-        done(self.inner.random_normal(&shape, mean as f32, std as f32, seed))
+        done(
+            self.inner
+                .random_normal(&shape, mean as f32, std as f32, seed),
+        )
     }
 
     /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`.
     #[wasm_bindgen(js_name = where)]
     pub fn where_(&self, cond: JsValue, a: JsValue, b: JsValue) -> Result<JsTensor, JsValue> {
-        let (c, a, b) = (tensor_arg("where", &cond)?, tensor_arg("where", &a)?, tensor_arg("where", &b)?);
+        let (c, a, b) = (
+            tensor_arg("where", &cond)?,
+            tensor_arg("where", &a)?,
+            tensor_arg("where", &b)?,
+        );
         done(self.inner.where_(&c, &a, &b))
     }
 
@@ -531,25 +565,37 @@ impl JsTensor {
     /// `sum(axis?, keepDims = false)`: over one axis, several, or all.
     pub fn sum(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
         let axes = axes_arg("sum", &axis)?;
-        done(self.tensor("sum")?.sum(axes.as_deref(), keep_dims.unwrap_or(false)))
+        done(
+            self.tensor("sum")?
+                .sum(axes.as_deref(), keep_dims.unwrap_or(false)),
+        )
     }
 
     /// `mean(axis?, keepDims = false)`.
     pub fn mean(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
         let axes = axes_arg("mean", &axis)?;
-        done(self.tensor("mean")?.mean(axes.as_deref(), keep_dims.unwrap_or(false)))
+        done(
+            self.tensor("mean")?
+                .mean(axes.as_deref(), keep_dims.unwrap_or(false)),
+        )
     }
 
     /// `max(axis?, keepDims = false)`.
     pub fn max(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
         let axes = axes_arg("max", &axis)?;
-        done(self.tensor("max")?.max(axes.as_deref(), keep_dims.unwrap_or(false)))
+        done(
+            self.tensor("max")?
+                .max(axes.as_deref(), keep_dims.unwrap_or(false)),
+        )
     }
 
     /// `min(axis?, keepDims = false)`.
     pub fn min(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
         let axes = axes_arg("min", &axis)?;
-        done(self.tensor("min")?.min(axes.as_deref(), keep_dims.unwrap_or(false)))
+        done(
+            self.tensor("min")?
+                .min(axes.as_deref(), keep_dims.unwrap_or(false)),
+        )
     }
 
     /// `argmax(axis = 0)`: the index of the largest value, as a float.
@@ -590,7 +636,10 @@ impl JsTensor {
     /// `reshape(shape)`: one dim may be -1.
     pub fn reshape(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
         if !Array::is_array(&shape) {
-            return Err(type_error("reshape", "shape must be an array of numbers".to_string()));
+            return Err(type_error(
+                "reshape",
+                "shape must be an array of numbers".to_string(),
+            ));
         }
         let shape = ints_arg("reshape", "shape", &shape)?;
         done(self.tensor("reshape")?.reshape(&shape))

@@ -1,30 +1,38 @@
-//! The device: one single-threaded cell holding everything a device owns
-//! (the queue, the tensors' records, the GPU). No mutex and no thread: wasm in
-//! a page has one thread, and natively a `Device` and its tensors are `!Send`,
-//! so work runs on the caller's thread at flush time.
+//! The device: one single-threaded cell holding everything a device owns (the
+//! queue, the tensors' records, the failure graph, the GPU). No mutex and no
+//! thread: wasm in a page has one thread, and natively a `Device` and its
+//! tensors are `!Send`, so work runs on the caller's thread at flush time.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
-use crate::codegen::{self, Access, Kernel, REDUCE_CHUNK, Stage};
-use crate::error::RequestError;
-use crate::fusion::{self, Block, ElementwiseBlock};
+use crate::error::{ErrorClass, RegistrationError, RequestError};
+use crate::failure::FailureSummary;
+use crate::failure::{FailureGraph, FailureId, FailureKind, Root, Skip, TensorError};
 use crate::ir::layout::Layout;
-use crate::ir::{Distribution, OpIr, OpKind, Queue, ReduceOp, TensorId};
+use crate::ir::{Queue, TensorId};
+use crate::runtime::execute::Submission;
 use crate::runtime::{Allocation, Gpu, Stats};
-use crate::tensor::shape;
 
 /// Options for [`Device::request`].
 #[derive(Debug, Clone)]
 pub struct DeviceOptions {
     /// Ops the queue holds before it flushes by itself.
     pub capacity: usize,
+    /// Record where each op was registered, so a failure's report can name
+    /// the line that registered its root op. Off by default: it costs a
+    /// stack capture per op in the browser.
+    pub capture_stacks: bool,
 }
 
 impl Default for DeviceOptions {
     fn default() -> Self {
-        DeviceOptions { capacity: 1024 }
+        DeviceOptions {
+            capacity: 1024,
+            capture_stacks: false,
+        }
     }
 }
 
@@ -58,6 +66,17 @@ pub(crate) enum Data {
     /// owner (views of views are collapsed), and counts this view among its
     /// dependents so it outlives it.
     View { base: TensorId, layout: Layout },
+    /// Its bytes were never written: the failures that stopped them. The
+    /// record is a carrier of each (see `FailureGraph::tag`).
+    Failed(Vec<Taint>),
+}
+
+/// One failure a tensor carries, and how many ops were skipped between that
+/// failure's root and this tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taint {
+    pub failure: FailureId,
+    pub depth: usize,
 }
 
 /// What the device knows of one tensor.
@@ -69,23 +88,84 @@ pub(crate) struct Record {
     /// nobody holds stays while it has dependents.
     pub dependents: usize,
     pub data: Data,
+    /// The submission whose error scopes must resolve before these bytes can
+    /// be trusted; `None` once they have.
+    pub pending: Option<u64>,
+    /// Where the op writing it was registered, when stacks are captured.
+    pub site: Option<Rc<str>>,
 }
+
+/// Why a device stopped: set by wgpu's device-lost callback (which must be
+/// `Send`, hence the one mutex in the crate: it guards this string and
+/// nothing else) or by `destroy`.
+type LostSignal = Arc<Mutex<Option<String>>>;
 
 pub(crate) struct DeviceState {
     pub gpu: Gpu,
     pub queue: Queue,
     pub records: HashMap<TensorId, Record>,
+    pub graph: FailureGraph,
     pub stats: Stats,
     pub capacity: usize,
+    pub capture_stacks: bool,
+    pub label: String,
+    /// Flushed work whose error scopes have not all resolved, oldest first.
+    pub submissions: VecDeque<Submission>,
+    /// Tensors found tainted while settling submissions, so later pending
+    /// blocks that read them (and ran on garbage) are tainted too. Emptied
+    /// once nothing is pending.
+    pub late_taints: HashMap<TensorId, Vec<Taint>>,
+    /// Buffers of collected tensors whose submission is still pending: if
+    /// its scope fails they may be invalid and must not reach the pool.
+    pub quarantine: Vec<(u64, Allocation)>,
     /// Scratch buffers to return to the pool at the next submit.
-    retired: Vec<Allocation>,
+    pub retired: Vec<Allocation>,
+    /// Failures since the last `sync()`, for it to report.
+    pub unreported: Vec<FailureSummary>,
+    /// Faults asked for with `inject_fault`, not yet triggered.
+    pub faults: Vec<crate::runtime::execute::Fault>,
+    pub next_submission: u64,
+    /// Set once the device is lost; everything on it is then poisoned.
+    pub lost: Option<String>,
+    lost_signal: LostSignal,
+}
+
+/// Whether the panic hook has been installed (once per thread: wasm has one).
+fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            #[cfg(target_arch = "wasm32")]
+            console_error_panic_hook::hook(info);
+            previous(info);
+        }));
+    });
+}
+
+/// Panics seen by the hook the library installs. The library never panics on
+/// a failure path; the test suites assert this stays 0.
+static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many panics the installed hook has seen in this process (or page).
+pub fn panics_observed() -> u64 {
+    PANICS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Device {
     /// Opens a GPU device: WebGPU in the browser, Vulkan or Metal natively.
     pub async fn request(options: DeviceOptions) -> Result<Device, RequestError> {
         thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
+        install_panic_hook();
         let gpu = Gpu::request().await?;
+        let lost_signal: LostSignal = Arc::new(Mutex::new(None));
+        let signal = lost_signal.clone();
+        gpu.device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut lost) = signal.lock() {
+                lost.get_or_insert_with(|| format!("{message} ({reason:?})"));
+            }
+        });
         let number = NEXT.with(|n| n.replace(n.get() + 1));
         Ok(Device {
             inner: Rc::new(DeviceCell {
@@ -93,9 +173,20 @@ impl Device {
                     gpu,
                     queue: Queue::default(),
                     records: HashMap::new(),
+                    graph: FailureGraph::default(),
                     stats: Stats::default(),
                     capacity: options.capacity.max(1),
+                    capture_stacks: options.capture_stacks,
+                    label: format!("device #{number}"),
+                    submissions: VecDeque::new(),
+                    late_taints: HashMap::new(),
+                    quarantine: Vec::new(),
                     retired: Vec::new(),
+                    unreported: Vec::new(),
+                    faults: Vec::new(),
+                    next_submission: 1,
+                    lost: None,
+                    lost_signal,
                 }),
                 dropped: RefCell::new(Vec::new()),
                 number,
@@ -104,7 +195,7 @@ impl Device {
     }
 
     /// Runs `f` on the device state, after releasing handles dropped while it
-    /// was busy.
+    /// was busy and noticing a loss.
     ///
     /// Every entry point borrows through here and never across an `await`,
     /// so the borrow cannot be held by anyone else (the cell is !Sync and no
@@ -115,6 +206,7 @@ impl Device {
         for id in dropped {
             state.release_handle(id);
         }
+        state.notice_loss();
         f(&mut state)
     }
 
@@ -126,14 +218,12 @@ impl Device {
         }
     }
 
-    /// Runs everything queued.
-    pub fn sync(&self) {
-        self.with_state(DeviceState::flush);
-    }
-
     /// The counters of this device's work so far.
     pub fn stats(&self) -> Stats {
-        self.with_state(|state| state.stats)
+        self.with_state(|state| Stats {
+            failures_held: state.graph.len() as u64,
+            ..state.stats
+        })
     }
 
     /// Whether two handles name the same device.
@@ -150,30 +240,32 @@ impl Device {
     pub fn adapter_info(&self) -> String {
         self.with_state(|state| state.gpu.adapter_info.clone())
     }
+
+    /// Destroys the GPU device. Every tensor on it then rejects reads with
+    /// kind `device-lost`, and registration throws; request a new device.
+    pub fn destroy(&self) {
+        self.with_state(|state| {
+            state.lose("the device was destroyed with destroy()".to_string());
+            state.gpu.device.destroy();
+        });
+    }
+
+    /// Whether the device was lost (or destroyed), and why.
+    pub fn lost_reason(&self) -> Option<String> {
+        self.with_state(|state| state.lost.clone())
+    }
 }
 
 impl DeviceState {
-    /// Queues `op`, whose output is a new tensor held by the handle the caller
-    /// is about to return. Flushes when the queue is full.
-    pub fn register(&mut self, op: OpIr) {
-        for &input in &op.inputs {
-            if let Some(record) = self.records.get_mut(&input) {
-                record.dependents += 1;
-            }
-        }
-        self.records.insert(
-            op.output,
-            Record {
-                shape: op.shape.clone(),
-                held: true,
-                dependents: 0,
-                data: Data::Unwritten,
-            },
-        );
-        self.stats.ops_registered += 1;
-        self.queue.push(op);
-        if self.queue.len() >= self.capacity {
-            self.flush();
+    /// Fails registration on a lost device: nothing it queued could run.
+    pub fn check_alive(&self, op: &'static str) -> Result<(), RegistrationError> {
+        match &self.lost {
+            None => Ok(()),
+            Some(reason) => Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!("{} was lost ({reason}); request a new device", self.label),
+            )),
         }
     }
 
@@ -187,7 +279,7 @@ impl DeviceState {
     /// Forgets `id` once nothing can read it: no handle, no dependent, and no
     /// queued op still to write it (the planner must see that nobody holds
     /// it, so its record stays until the flush).
-    fn collect(&mut self, id: TensorId) {
+    pub fn collect(&mut self, id: TensorId) {
         let unreachable = self
             .records
             .get(&id)
@@ -195,438 +287,235 @@ impl DeviceState {
         if !unreachable || self.queue.produces(id) {
             return;
         }
-        let Some(record) = self.records.remove(&id) else {
-            return;
-        };
-        match record.data {
-            Data::Owned(allocation) => self.gpu.release(allocation, &mut self.stats),
+        if let Some(record) = self.records.remove(&id) {
+            self.discard(record.data, record.pending);
+        }
+    }
+
+    /// Undoes what holding `data` took: a buffer back to the pool (or to
+    /// quarantine while its submission is pending), a view's hold on its
+    /// base, a carrier's hold on its failures.
+    pub fn discard(&mut self, data: Data, pending: Option<u64>) {
+        match data {
+            Data::Owned(allocation) => match pending {
+                Some(seq) => self.quarantine.push((seq, allocation)),
+                None => self.gpu.release(allocation, &mut self.stats),
+            },
             Data::View { base, .. } => self.release_dependent(base),
+            Data::Failed(taints) => {
+                for taint in taints {
+                    self.graph.untag(taint.failure);
+                }
+            }
             Data::Unwritten | Data::Empty => {}
         }
     }
 
-    fn release_dependent(&mut self, id: TensorId) {
+    pub fn release_dependent(&mut self, id: TensorId) {
         if let Some(record) = self.records.get_mut(&id) {
             record.dependents = record.dependents.saturating_sub(1);
         }
         self.collect(id);
     }
 
-    /// Plans and runs everything queued, in one submit.
-    pub fn flush(&mut self) {
-        if self.queue.is_empty() {
+    /// Replaces `id`'s data, undoing what the old data held. A tensor nobody
+    /// can read any more takes nothing: what the new data would hold is
+    /// returned at once.
+    pub fn set_data(&mut self, id: TensorId, data: Data, pending: Option<u64>) {
+        if !self.records.contains_key(&id) {
+            if let Data::Owned(allocation) = data {
+                self.discard(Data::Owned(allocation), pending);
+            }
             return;
         }
-        let ops = self.queue.take();
-        self.stats.flushes += 1;
-        let max_storage = self.gpu.limits.max_storage_buffers_per_shader_stage as usize;
-        let blocks = fusion::plan(
-            &ops,
-            |t| self.records.get(&t).is_some_and(|r| r.held),
-            max_storage,
-        );
-        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-        for block in &blocks {
-            match block {
-                Block::Elementwise(block) => self.run_elementwise(&ops, block, &mut encoder),
-                Block::Single(i) => self.run_single(&ops[*i], &mut encoder),
-            }
-        }
-        self.submit(encoder);
-
-        // The queue no longer needs anything it read.
-        for op in &ops {
-            for &input in &op.inputs {
-                self.release_dependent(input);
-            }
-        }
-        for op in &ops {
-            self.collect(op.output);
-        }
-    }
-
-    /// The buffer and layout to read `id` through; `None` while unwritten.
-    /// An empty tensor reads as the GPU's placeholder buffer (no kernel
-    /// indexes into it, but a binding must exist).
-    pub fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
-        let record = self.records.get(&id)?;
-        let (buffer, layout) = match &record.data {
-            Data::Unwritten => return None,
-            Data::Empty => (
-                self.gpu.placeholder.clone(),
-                Layout::contiguous(&record.shape),
-            ),
-            Data::Owned(a) => (a.buffer.clone(), Layout::contiguous(&record.shape)),
-            Data::View { base, layout } => match &self.records.get(base)?.data {
-                Data::Owned(a) => (a.buffer.clone(), layout.clone()),
-                _ => return None,
-            },
-        };
-        Some((
-            buffer,
-            Access {
-                shape: record.shape.clone(),
-                layout,
-            },
-        ))
-    }
-
-    fn set_data(&mut self, id: TensorId, data: Data) {
         if let Data::View { base, .. } = &data
             && let Some(record) = self.records.get_mut(base)
         {
             record.dependents += 1;
         }
-        match self.records.get_mut(&id) {
-            Some(record) => record.data = data,
-            // Nobody can read it any more: undo what storing it took.
-            None => match data {
-                Data::Owned(a) => self.gpu.release(a, &mut self.stats),
-                Data::View { base, .. } => self.release_dependent(base),
-                Data::Unwritten | Data::Empty => {}
+        if let Data::Failed(taints) = &data {
+            for taint in taints {
+                self.graph.tag(taint.failure);
+                if let Some(u) = self
+                    .unreported
+                    .iter_mut()
+                    .find(|u| u.failure == taint.failure)
+                {
+                    u.tainted += 1;
+                }
+            }
+        }
+        if let Some(record) = self.records.get_mut(&id) {
+            let old_pending = std::mem::replace(&mut record.pending, pending);
+            let old = std::mem::replace(&mut record.data, data);
+            self.discard(old, old_pending);
+        }
+    }
+
+    /// Queues `op`, whose output is a new tensor held by the handle the caller
+    /// is about to return. Flushes when the queue is full.
+    pub fn register(&mut self, op: crate::ir::OpIr, site: Option<Rc<str>>) {
+        for &input in &op.inputs {
+            if let Some(record) = self.records.get_mut(&input) {
+                record.dependents += 1;
+            }
+        }
+        self.records.insert(
+            op.output,
+            Record {
+                shape: op.shape.clone(),
+                held: true,
+                dependents: 0,
+                data: Data::Unwritten,
+                pending: None,
+                site,
             },
-        }
-    }
-
-    /// A new buffer for a tensor of `shape`, or `Empty` when it has no
-    /// elements.
-    fn allocate(&mut self, shape: &[usize]) -> Data {
-        match shape::numel(shape) {
-            0 => Data::Empty,
-            n => Data::Owned(self.gpu.allocate(4 * n as u64, &mut self.stats)),
-        }
-    }
-
-    /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
-    fn launch(
-        &mut self,
-        encoder: &mut wgpu::CommandEncoder,
-        kernel: &Kernel,
-        inputs: &[wgpu::Buffer],
-        outputs: &[&Data],
-    ) {
-        let placeholder = self.gpu.placeholder.clone();
-        let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
-        for data in outputs {
-            match data {
-                Data::Owned(a) => buffers.push(&a.buffer),
-                _ => buffers.push(&placeholder),
-            }
-        }
-        self.gpu.launch(encoder, kernel, &buffers, &mut self.stats);
-    }
-
-    /// The buffers of `inputs`, or `None` when one was never written (the
-    /// block cannot run).
-    fn input_buffers(&self, inputs: &[TensorId]) -> Option<(Vec<wgpu::Buffer>, Vec<Access>)> {
-        inputs
-            .iter()
-            .map(|&t| self.access(t))
-            .collect::<Option<Vec<_>>>()
-            .map(|v| v.into_iter().unzip())
-    }
-
-    fn run_elementwise(
-        &mut self,
-        ops: &[OpIr],
-        block: &ElementwiseBlock,
-        encoder: &mut wgpu::CommandEncoder,
-    ) {
-        if shape::numel(&block.shape) == 0 {
-            for &t in &block.outputs {
-                self.set_data(t, Data::Empty);
-            }
-            return;
-        }
-        let Some((buffers, accesses)) = self.input_buffers(&block.inputs) else {
-            return;
-        };
-        let kernel = codegen::elementwise(block, ops, |t| {
-            let j = block
-                .inputs
-                .iter()
-                .position(|&i| i == t)
-                .unwrap_or_default();
-            accesses[j].clone()
-        });
-        let outputs: Vec<Data> = block
-            .outputs
-            .iter()
-            .map(|_| self.allocate(&block.shape))
-            .collect();
-        self.launch(
-            encoder,
-            &kernel,
-            &buffers,
-            &outputs.iter().collect::<Vec<_>>(),
         );
-        if block.ops.len() > 1 {
-            self.stats.fused_ops += block.ops.len() as u64;
-        }
-        for (&t, data) in block.outputs.iter().zip(outputs) {
-            self.set_data(t, data);
+        self.stats.ops_registered += 1;
+        self.queue.push(op);
+        if self.queue.len() >= self.capacity {
+            self.flush();
         }
     }
 
-    fn run_single(&mut self, op: &OpIr, encoder: &mut wgpu::CommandEncoder) {
-        let numel = shape::numel(&op.shape);
-        let Some((buffers, accesses)) = self.input_buffers(&op.inputs) else {
-            return;
-        };
-        let data = match &op.kind {
-            OpKind::Upload(values) => self.upload(&op.shape, values),
-            OpKind::Random { dist, seed } => self.upload(&op.shape, &random(*dist, *seed, numel)),
-            OpKind::View(view) => {
-                let (base, input) = (op.inputs[0], &accesses[0]);
-                if numel == 0 || shape::numel(&input.shape) == 0 {
-                    Data::Empty
-                } else {
-                    match input.layout.view(view, &input.shape, &op.shape) {
-                        Some(layout) => Data::View {
-                            base: self.owner(base),
-                            layout,
-                        },
-                        // A reshape of strided memory: copy it row-major; the
-                        // copy already has the new shape's layout.
-                        None => {
-                            let out = self.allocate(&op.shape);
-                            let kernel = codegen::copy(input, &Layout::contiguous(&input.shape));
-                            self.launch(encoder, &kernel, &buffers, &[&out]);
-                            out
-                        }
-                    }
-                }
-            }
-            OpKind::Reduce { op: reduce, axes } => self.reduce(
-                encoder,
-                &buffers[0],
-                &accesses[0],
-                axes,
-                *reduce,
-                false,
-                &op.shape,
-            ),
-            OpKind::Argmax { axis } => self.reduce(
-                encoder,
-                &buffers[0],
-                &accesses[0],
-                &[*axis],
-                ReduceOp::Max,
-                true,
-                &op.shape,
-            ),
-            OpKind::Matmul => {
-                let out = self.allocate(&op.shape);
-                if numel > 0 {
-                    let kernel = codegen::matmul(&accesses[0], &accesses[1], &op.shape);
-                    self.launch(encoder, &kernel, &buffers, &[&out]);
-                }
-                out
-            }
-            OpKind::Cat { axis } => {
-                let out = self.allocate(&op.shape);
-                let mut dst = Layout::contiguous(&op.shape);
-                for (buffer, access) in buffers.iter().zip(&accesses) {
-                    if shape::numel(&access.shape) > 0 {
-                        let kernel = codegen::copy(access, &dst);
-                        self.launch(encoder, &kernel, std::slice::from_ref(buffer), &[&out]);
-                    }
-                    dst.offset += access.shape[*axis] * dst.strides[*axis];
-                }
-                out
-            }
-            // Elementwise ops always run in an elementwise block.
-            _ => return,
-        };
-        self.set_data(op.output, data);
-    }
-
-    /// A reduction of `input` over `axes` into a new tensor of `out_shape`:
-    /// one launch, or two when the reduced elements exceed one workgroup's
-    /// chunk (partials, then the final values).
-    #[allow(clippy::too_many_arguments)]
-    fn reduce(
+    /// A tensor moved here from another device while tainted. Each failure
+    /// it carried there becomes one here with the same root (its message
+    /// naming the device it came from), the source's chain copied, and one
+    /// hop more: the move itself. Not reported by this device's `sync()`: no
+    /// work of this device failed.
+    pub fn adopt_failures(
         &mut self,
-        encoder: &mut wgpu::CommandEncoder,
-        buffer: &wgpu::Buffer,
-        input: &Access,
-        axes: &[usize],
-        op: ReduceOp,
-        argmax: bool,
-        out_shape: &[usize],
-    ) -> Data {
-        let out = self.allocate(out_shape);
-        let n_out = shape::numel(out_shape);
-        let total: usize = axes.iter().map(|&d| input.shape[d]).product();
-        if n_out == 0 {
-            return out;
-        }
-        if total <= REDUCE_CHUNK {
-            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Whole);
-            self.launch(encoder, &kernel, std::slice::from_ref(buffer), &[&out]);
-            return out;
-        }
-        let splits = total.div_ceil(REDUCE_CHUNK);
-        let partial_shape = [n_out, splits];
-        let values = self.allocate(&partial_shape);
-        let indices = if argmax {
-            Some(self.allocate(&partial_shape))
-        } else {
-            None
-        };
-        let first = codegen::reduce(input, axes, op, argmax, Stage::First { splits });
-        let mut outputs = vec![&values];
-        outputs.extend(indices.as_ref());
-        self.launch(encoder, &first, std::slice::from_ref(buffer), &outputs);
-
-        let partials = Access {
-            shape: partial_shape.to_vec(),
-            layout: Layout::contiguous(&partial_shape),
-        };
-        let last = codegen::reduce(&partials, &[1], op, argmax, Stage::Final { total });
-        let mut inputs = Vec::new();
-        for data in std::iter::once(values).chain(indices) {
-            if let Data::Owned(a) = data {
-                inputs.push(a.buffer.clone());
-                self.retire(a);
+        id: TensorId,
+        shape: Vec<usize>,
+        error: &TensorError,
+        from: &str,
+    ) {
+        self.records.insert(
+            id,
+            Record {
+                shape,
+                held: true,
+                dependents: 0,
+                data: Data::Unwritten,
+                pending: None,
+                site: None,
+            },
+        );
+        let mut taints = Vec::new();
+        for report in &error.failures {
+            let failure = self.graph.insert(Root {
+                message: format!("{} (on {from}; carried here by `to`)", report.root.message),
+                ..report.root.clone()
+            });
+            for hop in report.chain.iter().rev() {
+                self.graph.skipped(failure, hop.clone());
             }
-        }
-        self.launch(encoder, &last, &inputs, &[&out]);
-        out
-    }
-
-    /// Returns a scratch buffer to the pool once the work recorded so far is
-    /// submitted: an upload later in the same flush writes before the
-    /// submitted kernels run, so the pool must not hand the buffer out sooner.
-    fn retire(&mut self, allocation: Allocation) {
-        self.retired.push(allocation);
-    }
-
-    fn submit(&mut self, encoder: wgpu::CommandEncoder) {
-        self.gpu.queue.submit([encoder.finish()]);
-        for allocation in std::mem::take(&mut self.retired) {
-            self.gpu.release(allocation, &mut self.stats);
-        }
-    }
-
-    fn upload(&mut self, shape: &[usize], values: &[f32]) -> Data {
-        let data = self.allocate(shape);
-        if let Data::Owned(a) = &data {
-            self.gpu
-                .queue
-                .write_buffer(&a.buffer, 0, bytemuck::cast_slice(values));
-        }
-        data
-    }
-
-    /// The tensor owning `id`'s memory: itself, or the base of its view.
-    fn owner(&self, id: TensorId) -> TensorId {
-        match self.records.get(&id).map(|r| &r.data) {
-            Some(Data::View { base, .. }) => *base,
-            _ => id,
-        }
-    }
-
-    /// Starts reading `id`'s values back: runs what is queued, then copies
-    /// its bytes (made row-major first if it is a strided view) to the host.
-    pub fn read(&mut self, id: TensorId) -> Option<crate::runtime::PendingRead> {
-        self.flush();
-        let (buffer, access) = self.access(id)?;
-        let numel = shape::numel(&access.shape);
-        if numel == 0 {
-            return Some(self.gpu.read(&buffer, 0, 0));
-        }
-        if access.layout.is_contiguous(&access.shape) {
-            return Some(
-                self.gpu
-                    .read(&buffer, 4 * access.layout.offset as u64, 4 * numel as u64),
+            self.graph.skipped(
+                failure,
+                Skip {
+                    op: "to".to_string(),
+                    needed: error.tensor,
+                    produced: vec![id],
+                },
             );
+            taints.push(Taint {
+                failure,
+                depth: report.depth + 1,
+            });
         }
-        let temp = self.allocate(&access.shape);
-        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-        let kernel = codegen::copy(&access, &Layout::contiguous(&access.shape));
-        self.launch(&mut encoder, &kernel, &[buffer], &[&temp]);
-        self.submit(encoder);
-        let Data::Owned(temp) = temp else { return None };
-        let read = self.gpu.read(&temp.buffer, 0, 4 * numel as u64);
-        // The read's copy is submitted: later work cannot overtake it.
-        self.gpu.release(temp, &mut self.stats);
-        Some(read)
-    }
-}
-
-/// `n` seeded values of `dist`, made with a counter-based generator
-/// (splitmix64 of seed and position) and `libm`'s portable math, so the bits
-/// are the same natively and in wasm, on every device.
-fn random(dist: Distribution, seed: u64, n: usize) -> Vec<f32> {
-    let bits = |i: u64| {
-        let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    // A uniform double in [0, 1) from the top 53 bits.
-    let unit = |i: u64| (bits(i) >> 11) as f64 / (1u64 << 53) as f64;
-    (0..n as u64)
-        .map(|i| match dist {
-            Distribution::Uniform { min, max } => {
-                let v = min as f64 + (max as f64 - min as f64) * unit(i);
-                // Rounding to f32 can land on `max`; keep the interval half-open.
-                let v = v as f32;
-                if v >= max && max > min {
-                    libm::nextafterf(max, min)
-                } else {
-                    v
-                }
-            }
-            Distribution::Normal { mean, std } => {
-                // Box-Muller on two independent uniforms of this position.
-                let u1 = 1.0 - unit(2 * i + (1 << 62));
-                let u2 = unit(2 * i + 1 + (1 << 62));
-                let z =
-                    libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * std::f64::consts::PI * u2);
-                (mean as f64 + std as f64 * z) as f32
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_same_seed_gives_the_same_values_and_another_seed_others() {
-        let dist = Distribution::Uniform {
-            min: -1.0,
-            max: 1.0,
-        };
-        assert_eq!(random(dist, 7, 100), random(dist, 7, 100));
-        assert_ne!(random(dist, 7, 100), random(dist, 8, 100));
-        assert!(
-            random(dist, 7, 1000)
-                .iter()
-                .all(|v| (-1.0..1.0).contains(v))
-        );
+        self.set_data(id, Data::Failed(taints), None);
     }
 
-    #[test]
-    fn normal_values_have_the_asked_mean_and_spread() {
-        let values = random(
-            Distribution::Normal {
-                mean: 3.0,
-                std: 2.0,
-            },
-            1,
-            20_000,
-        );
-        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
-        let var = values
+    /// The failures `id` carries (empty when its bytes are, or will be,
+    /// written), including those found while settling pending work.
+    pub fn taints_of(&self, id: TensorId) -> Vec<Taint> {
+        match self.records.get(&id).map(|r| &r.data) {
+            Some(Data::Failed(taints)) => taints.clone(),
+            _ => self.late_taints.get(&id).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// A new failure rooted at `root`, reported to the next `sync()`.
+    pub fn new_failure(&mut self, root: Root) -> FailureId {
+        let failure = self.graph.insert(root.clone());
+        self.unreported.push(FailureSummary {
+            failure,
+            root,
+            tainted: 0,
+        });
+        failure
+    }
+
+    /// Records that `op` did not run because `needed` carried `taints`;
+    /// returns what its output carries instead (one op deeper).
+    pub fn skip(
+        &mut self,
+        op: &str,
+        needed: TensorId,
+        produced: TensorId,
+        taints: &[Taint],
+    ) -> Vec<Taint> {
+        taints
             .iter()
-            .map(|&v| (v as f64 - mean).powi(2))
-            .sum::<f64>()
-            / values.len() as f64;
-        assert!((mean - 3.0).abs() < 0.05, "{mean}");
-        assert!((var.sqrt() - 2.0).abs() < 0.05, "{}", var.sqrt());
+            .map(|taint| {
+                self.graph.skipped(
+                    taint.failure,
+                    Skip {
+                        op: op.to_string(),
+                        needed,
+                        produced: vec![produced],
+                    },
+                );
+                Taint {
+                    failure: taint.failure,
+                    depth: taint.depth + 1,
+                }
+            })
+            .collect()
+    }
+
+    fn notice_loss(&mut self) {
+        if self.lost.is_some() {
+            return;
+        }
+        let reason = self.lost_signal.lock().ok().and_then(|lost| lost.clone());
+        if let Some(reason) = reason {
+            self.lose(reason);
+        }
+    }
+
+    /// Poisons everything on this device: each tensor carries one
+    /// `device-lost` failure, buffers are dropped (not pooled), pending work
+    /// is forgotten.
+    pub fn lose(&mut self, reason: String) {
+        if self.lost.is_some() {
+            return;
+        }
+        let message = format!("{} was lost: {reason}", self.label);
+        self.lost = Some(reason);
+        let failure = self.new_failure(Root {
+            kind: FailureKind::DeviceLost,
+            op: "device".to_string(),
+            message,
+            registered_at: None,
+        });
+        self.submissions.clear();
+        self.late_taints.clear();
+        self.quarantine.clear();
+        self.retired.clear();
+        let ids: Vec<TensorId> = self.records.keys().copied().collect();
+        for id in ids {
+            let already = matches!(
+                self.records.get(&id).map(|r| &r.data),
+                Some(Data::Failed(_))
+            );
+            if !already {
+                let taint = Data::Failed(vec![Taint { failure, depth: 0 }]);
+                self.set_data(id, taint, None);
+            }
+        }
+        // Buffers of a lost device are of no use: drop them, pooled or not.
+        self.gpu.forget_buffers();
+        self.graph.prune(failure);
     }
 }

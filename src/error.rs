@@ -77,25 +77,3 @@ impl fmt::Display for RequestError {
 }
 
 impl std::error::Error for RequestError {}
-
-/// A read that could not give the tensor's values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorError {
-    pub tensor: crate::ir::TensorId,
-    pub shape: Vec<usize>,
-    pub reason: String,
-}
-
-impl fmt::Display for TensorError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "reading {} {} failed: {}",
-            self.tensor,
-            crate::tensor::shape::display(&self.shape),
-            self.reason
-        )
-    }
-}
-
-impl std::error::Error for TensorError {}

@@ -5,12 +5,14 @@
 //! Data flows one way through the layers, each a folder:
 //! `tensor` (validate, infer shapes) -> `ir` (the queue) -> `fusion` (plan
 //! blocks) -> `codegen` (WGSL) -> `runtime` (allocate, launch, read). The
+//! `runtime` records what failed in `failure`, which reads consult. The
 //! `device` module is the single-threaded cell that owns them all; `web` is
 //! the JS API over the same Rust API.
 
 mod codegen;
 mod device;
 mod error;
+mod failure;
 mod fusion;
 mod ir;
 mod runtime;
@@ -18,8 +20,12 @@ mod tensor;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
-pub use device::{Device, DeviceOptions};
-pub use error::{ErrorClass, RegistrationError, RequestError, TensorError};
+pub use device::{Device, DeviceOptions, panics_observed};
+pub use error::{ErrorClass, RegistrationError, RequestError};
+pub use failure::{
+    ExecutionError, FailureId, FailureKind, FailureSummary, Report, Root, Skip, TensorError,
+};
 pub use ir::TensorId;
 pub use runtime::Stats;
+pub use runtime::execute::FaultKind;
 pub use tensor::{Operand, Tensor};

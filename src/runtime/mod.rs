@@ -1,13 +1,21 @@
 //! The GPU side: the wgpu device, the buffer pool, the pipeline cache,
 //! launches and reads. Everything here runs on the caller's thread.
 
+pub mod execute;
+
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::future::Shared;
 
 use wgpu::util::DeviceExt;
 
 use crate::codegen::Kernel;
 use crate::error::RequestError;
+use crate::failure::FailureKind;
 
 /// Counters the planner's and the runtime's work is observed through
 /// (`Device::stats`).
@@ -24,6 +32,60 @@ pub struct Stats {
     pub pipelines_compiled: u64,
     pub pipeline_cache_hits: u64,
     pub failures_held: u64,
+}
+
+/// What a block's error scope caught: the first error, and the pipelines
+/// the block used (which may be invalid and must leave the cache).
+#[derive(Debug, Clone)]
+pub struct GpuError {
+    pub kind: FailureKind,
+    pub message: String,
+    pub pipelines: Vec<String>,
+}
+
+/// A block's error scope, resolved natively at once and in the browser
+/// later. Shared, so several reads can wait for the same scope.
+pub type Scope = Shared<Pin<Box<dyn Future<Output = Option<GpuError>>>>>;
+
+/// The scopes around one block's GPU work, open until `close`.
+pub struct OpenScope {
+    /// Pushed out-of-memory, validation, internal; popped in reverse.
+    guards: [wgpu::ErrorScopeGuard; 3],
+    pub pipelines: Vec<String>,
+}
+
+impl OpenScope {
+    pub fn close(self) -> Scope {
+        let [oom, validation, internal] = self.guards;
+        let internal = internal.pop();
+        let validation = validation.pop();
+        let oom = oom.pop();
+        let pipelines = self.pipelines;
+        let caught = async move {
+            let errors = [internal.await, validation.await, oom.await];
+            errors.into_iter().flatten().next().map(|error| {
+                let (kind, message) = match error {
+                    wgpu::Error::OutOfMemory { .. } => (
+                        FailureKind::OutOfMemory,
+                        "the GPU ran out of memory".to_string(),
+                    ),
+                    wgpu::Error::Validation { description, .. } => {
+                        (FailureKind::Validation, description)
+                    }
+                    wgpu::Error::Internal { description, .. } => {
+                        (FailureKind::Internal, description)
+                    }
+                };
+                GpuError {
+                    kind,
+                    message: message.trim().to_string(),
+                    pipelines,
+                }
+            })
+        };
+        let boxed: Pin<Box<dyn Future<Output = Option<GpuError>>>> = Box::pin(caught);
+        boxed.shared()
+    }
 }
 
 /// A read on its way back from the GPU.
@@ -46,6 +108,8 @@ pub struct Gpu {
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
     pipelines: HashMap<String, wgpu::ComputePipeline>,
+    /// Pipelines launched since the current scope opened.
+    scoped_pipelines: Vec<String>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: HashMap<u64, Vec<wgpu::Buffer>>,
@@ -106,8 +170,57 @@ impl Gpu {
             limits,
             adapter_info: format!("{} ({:?})", info.name, info.backend),
             pipelines: HashMap::new(),
+            scoped_pipelines: Vec::new(),
             pool: HashMap::new(),
         })
+    }
+
+    /// Opens the error scopes a block's GPU work runs in.
+    pub fn open_scope(&mut self) -> OpenScope {
+        self.scoped_pipelines.clear();
+        OpenScope {
+            guards: [
+                self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+                self.device.push_error_scope(wgpu::ErrorFilter::Validation),
+                self.device.push_error_scope(wgpu::ErrorFilter::Internal),
+            ],
+            pipelines: Vec::new(),
+        }
+    }
+
+    /// The pipelines launched in the scope about to close.
+    pub fn take_scoped_pipelines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.scoped_pipelines)
+    }
+
+    /// Raises a genuine validation error on the GPU, caught by the open
+    /// scope: how an injected fault fails its block through the same path as
+    /// a real one. (A buffer cannot be mappable for reading and writing.)
+    pub fn provoke_validation_error(&self) {
+        let _invalid = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("webfusion injected fault"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::MAP_WRITE,
+            mapped_at_creation: false,
+        });
+    }
+
+    /// Drops pipelines that may be invalid, so later blocks compile anew.
+    pub fn forget_pipelines(&mut self, keys: &[String]) {
+        for key in keys {
+            self.pipelines.remove(key);
+        }
+    }
+
+    /// Drops a tensor's buffer instead of pooling it: it may be invalid.
+    pub fn forget(&mut self, allocation: Allocation, stats: &mut Stats) {
+        stats.bytes_in_use -= allocation.bucket;
+        allocation.buffer.destroy();
+    }
+
+    /// Drops every pooled buffer (a lost device's are of no use).
+    pub fn forget_buffers(&mut self) {
+        self.pool.clear();
     }
 
     /// A storage buffer of at least `bytes`, from the pool when one is free.
@@ -181,6 +294,7 @@ impl Gpu {
                 pipeline
             }
         };
+        self.scoped_pipelines.push(kernel.wgsl.clone());
         let params = self
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {

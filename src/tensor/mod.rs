@@ -7,8 +7,13 @@ pub mod shape;
 use std::rc::Rc;
 
 use crate::device::Device;
-use crate::error::{ErrorClass, RegistrationError, TensorError};
+use std::cell::RefCell;
+use std::panic::Location;
+
+use crate::error::{ErrorClass, RegistrationError};
+use crate::failure::{ExecutionError, TensorError};
 use crate::ir::{OpIr, OpKind, TensorId};
+use crate::runtime::execute::{Fault, FaultKind, ReadStep};
 
 /// A tensor on a device. Its shape is known at once; its values are computed
 /// when something reads them. Cloning gives another handle to the same
@@ -54,6 +59,7 @@ impl From<f32> for Operand<'_> {
 impl Device {
     /// A tensor holding `values` in row-major order. `shape` defaults to
     /// `[values.len()]`.
+    #[track_caller]
     pub fn tensor(
         &self,
         values: &[f32],
@@ -72,46 +78,154 @@ impl Device {
                 ),
             ));
         }
-        Ok(self.record(OpKind::Upload(values.into()), vec![], shape))
+        self.record(OpKind::Upload(values.into()), vec![], shape)
     }
 
     /// A tensor of `shape` filled with 0.
+    #[track_caller]
     pub fn zeros(&self, shape: &[usize]) -> Result<Tensor, RegistrationError> {
         self.full(shape, 0.0)
     }
 
     /// A tensor of `shape` filled with 1.
+    #[track_caller]
     pub fn ones(&self, shape: &[usize]) -> Result<Tensor, RegistrationError> {
         self.full(shape, 1.0)
     }
 
     /// A tensor of `shape` filled with `value`.
+    #[track_caller]
     pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor, RegistrationError> {
         let kind = OpKind::Fill(value);
         shape::checked_numel(kind.name(), shape)?;
-        Ok(self.record(kind, vec![], shape.to_vec()))
+        self.record(kind, vec![], shape.to_vec())
     }
 
     /// Queues an op whose arguments were validated, and returns the handle to
-    /// its output.
-    pub(crate) fn record(&self, kind: OpKind, inputs: Vec<TensorId>, shape: Vec<usize>) -> Tensor {
+    /// its output. Refused on a lost device: nothing it queued could run.
+    #[track_caller]
+    pub(crate) fn record(
+        &self,
+        kind: OpKind,
+        inputs: Vec<TensorId>,
+        shape: Vec<usize>,
+    ) -> Result<Tensor, RegistrationError> {
+        let caller = Location::caller();
         let output = TensorId::next();
         self.with_state(|state| {
-            state.register(OpIr {
-                kind,
-                inputs,
-                output,
-                shape: shape.clone(),
-            })
+            state.check_alive(kind.name())?;
+            let site = registration_site(state.capture_stacks, caller);
+            state.register(
+                OpIr {
+                    kind,
+                    inputs,
+                    output,
+                    shape: shape.clone(),
+                },
+                site,
+            );
+            Ok(())
+        })?;
+        Ok(self.handle(output, shape))
+    }
+
+    /// `record` for ops whose Rust signature cannot fail (`exp`, `clamp`,
+    /// ...): on a lost device the op is queued all the same, and its output
+    /// carries the loss when the queue is flushed.
+    #[track_caller]
+    pub(crate) fn record_infallible(
+        &self,
+        kind: OpKind,
+        inputs: Vec<TensorId>,
+        shape: Vec<usize>,
+    ) -> Tensor {
+        let caller = Location::caller();
+        let output = TensorId::next();
+        self.with_state(|state| {
+            let site = registration_site(state.capture_stacks, caller);
+            state.register(
+                OpIr {
+                    kind,
+                    inputs,
+                    output,
+                    shape: shape.clone(),
+                },
+                site,
+            )
         });
+        self.handle(output, shape)
+    }
+
+    fn handle(&self, id: TensorId, shape: Vec<usize>) -> Tensor {
         Tensor {
             handle: Rc::new(Handle {
                 device: self.clone(),
-                id: output,
+                id,
                 shape,
             }),
         }
     }
+
+    /// Runs everything queued and waits for it. Rejects when any work
+    /// flushed since the last `sync()` failed, naming each failure once;
+    /// tainted tensors stay tainted, nothing else is affected, and the device
+    /// keeps working.
+    pub async fn sync(&self) -> Result<(), ExecutionError> {
+        loop {
+            let waiting = self.with_state(|state| {
+                state.flush();
+                state.settle()
+            });
+            if waiting.is_empty() {
+                break;
+            }
+            futures_util::future::join_all(waiting).await;
+        }
+        let failures = self.with_state(|state| std::mem::take(&mut state.unreported));
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(ExecutionError { failures })
+        }
+    }
+
+    /// Makes the `nth` block containing `op` fail through a genuine GPU error,
+    /// caught by the same error-scope path as a real one; its root says it
+    /// was injected. For testing a program's own error handling.
+    pub fn inject_fault(&self, op: &str, nth: usize, kind: FaultKind) {
+        self.with_state(|state| {
+            state
+                .faults
+                .push(Fault::new(op.to_string(), nth.max(1), kind))
+        });
+    }
+
+    /// Whether ops record their registration site (`capture_stacks`).
+    pub fn captures_stacks(&self) -> bool {
+        self.with_state(|state| state.capture_stacks)
+    }
+}
+
+thread_local! {
+    /// A registration site handed over by the JS layer (the user's JS frame),
+    /// taken by the next op registered.
+    static SITE: RefCell<Option<Rc<str>>> = const { RefCell::new(None) };
+}
+
+/// Sets the site the next registration records (the JS layer's caller).
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) fn set_registration_site(site: Option<String>) {
+    SITE.with(|s| *s.borrow_mut() = site.map(Rc::from));
+}
+
+/// Where an op is being registered: the site the JS layer handed over, or
+/// the Rust caller, when stacks are captured.
+fn registration_site(capture: bool, caller: &Location<'_>) -> Option<Rc<str>> {
+    let handed = SITE.with(|s| s.borrow_mut().take());
+    if !capture {
+        return None;
+    }
+    handed.or_else(|| Some(Rc::from(caller.to_string())))
 }
 
 impl Tensor {
@@ -147,17 +261,64 @@ impl Tensor {
         &self.handle.device
     }
 
-    /// The tensor's values, row-major. Runs whatever is queued first.
-    pub async fn to_vec(&self) -> Result<Vec<f32>, TensorError> {
-        let fail = |reason: String| TensorError {
+    /// The tensor's values, row-major. Runs whatever is queued first. Fails
+    /// with the whole chain back to the root when its bytes were never
+    /// written.
+    #[track_caller]
+    pub fn to_vec(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Vec<f32>, TensorError>> + 'static {
+        let asked_at = Location::caller().to_string();
+        let tensor = self.clone();
+        async move { tensor.read(Some(asked_at)).await }
+    }
+
+    pub(crate) async fn read(&self, asked_at: Option<String>) -> Result<Vec<f32>, TensorError> {
+        let fail = |failures| TensorError {
             tensor: self.id(),
             shape: self.shape().to_vec(),
-            reason,
+            failures,
+            asked_at: asked_at.clone(),
         };
-        let pending = self.device().with_state(|state| state.read(self.id()));
-        match pending {
-            Some(read) => read.await.map_err(fail),
-            None => Err(fail("its bytes were never written".to_string())),
+        loop {
+            match self.device().with_state(|state| state.read(self.id())) {
+                ReadStep::Wait(scopes) => {
+                    futures_util::future::join_all(scopes).await;
+                }
+                ReadStep::Failed(reports) => return Err(fail(reports)),
+                ReadStep::Go(pending) => {
+                    return match pending.await {
+                        Ok(values) => Ok(values),
+                        Err(why) => {
+                            let report = self
+                                .device()
+                                .with_state(|state| state.internal_report(self.id(), &why));
+                            Err(fail(vec![report]))
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// This tensor on `device`. A tainted tensor arrives tainted: the copy
+    /// carries each of its failures onto `device`, the report naming the
+    /// device it came from.
+    pub async fn to(&self, device: &Device) -> Result<Tensor, RegistrationError> {
+        device.with_state(|state| state.check_alive("to"))?;
+        if self.device().same(device) {
+            return Ok(self.clone());
+        }
+        match self.read(None).await {
+            Ok(values) => device.tensor(&values, Some(self.shape())),
+            Err(error) => {
+                let id = TensorId::next();
+                let from = self.device().label();
+                device.with_state(|state| {
+                    state.adopt_failures(id, self.shape().to_vec(), &error, &from)
+                });
+                Ok(device.handle(id, self.shape().to_vec()))
+            }
         }
     }
 }

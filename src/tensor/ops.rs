@@ -71,6 +71,7 @@ fn same_device(op: &'static str, first: &Tensor, rest: &[&Tensor]) -> Result<()>
 
 impl Device {
     /// `start, start + step, ...` up to but excluding `stop`.
+    #[track_caller]
     pub fn arange(&self, start: f32, stop: f32, step: f32) -> Result<Tensor> {
         if !(start.is_finite() && stop.is_finite() && step.is_finite()) || step == 0.0 {
             return Err(range(
@@ -84,11 +85,12 @@ impl Device {
         if n > u32::MAX as f64 {
             return Err(range("arange", format!("{n} elements are too many")));
         }
-        Ok(self.record(OpKind::Arange { start, step }, vec![], vec![n as usize]))
+        self.record(OpKind::Arange { start, step }, vec![], vec![n as usize])
     }
 
     /// Uniform values in `[min, max)`; the same seed gives the same values on
     /// every device.
+    #[track_caller]
     pub fn random_uniform(&self, shape: &[usize], min: f32, max: f32, seed: u64) -> Result<Tensor> {
         if !(min.is_finite() && max.is_finite() && min <= max) {
             return Err(range(
@@ -100,6 +102,7 @@ impl Device {
     }
 
     /// Normal values; the same seed gives the same values on every device.
+    #[track_caller]
     pub fn random_normal(&self, shape: &[usize], mean: f32, std: f32, seed: u64) -> Result<Tensor> {
         if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
             return Err(range(
@@ -110,21 +113,24 @@ impl Device {
         self.random(shape, Distribution::Normal { mean, std }, seed)
     }
 
+    #[track_caller]
     fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
         let kind = OpKind::Random { dist, seed };
         shape::checked_numel(kind.name(), shape)?;
-        Ok(self.record(kind, vec![], shape.to_vec()))
+        self.record(kind, vec![], shape.to_vec())
     }
 
     /// `a` where `cond` is non-zero, `b` elsewhere, all three broadcast.
+    #[track_caller]
     pub fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         same_device("where", cond, &[a, b])?;
         let shape = shape::broadcast("where", cond.shape(), a.shape())?;
         let shape = shape::broadcast("where", &shape, b.shape())?;
-        Ok(self.record(OpKind::Where, vec![cond.id(), a.id(), b.id()], shape))
+        self.record(OpKind::Where, vec![cond.id(), a.id(), b.id()], shape)
     }
 
     /// The tensors joined along `axis`; every other dim must agree.
+    #[track_caller]
     pub fn cat(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("cat", "needs at least one tensor".to_string()));
@@ -151,10 +157,11 @@ impl Device {
         }
         shape::checked_numel("cat", &shape)?;
         let inputs = tensors.iter().map(|t| t.id()).collect();
-        Ok(self.record(OpKind::Cat { axis }, inputs, shape))
+        self.record(OpKind::Cat { axis }, inputs, shape)
     }
 
     /// The tensors (all of one shape) stacked along a new `axis`.
+    #[track_caller]
     pub fn stack(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("stack", "needs at least one tensor".to_string()));
@@ -186,14 +193,16 @@ impl Device {
 }
 
 impl Tensor {
+    #[track_caller]
     fn unary(&self, op: UnaryOp) -> Tensor {
         self.device()
-            .record(OpKind::Unary(op), vec![self.id()], self.shape().to_vec())
+            .record_infallible(OpKind::Unary(op), vec![self.id()], self.shape().to_vec())
     }
 
+    #[track_caller]
     fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         match other.into() {
-            Operand::Scalar(scalar) => Ok(self.device().record(
+            Operand::Scalar(scalar) => self.device().record(
                 OpKind::BinaryScalar {
                     op,
                     scalar,
@@ -201,65 +210,70 @@ impl Tensor {
                 },
                 vec![self.id()],
                 self.shape().to_vec(),
-            )),
+            ),
             Operand::Tensor(other) => {
                 same_device(op.name(), self, &[other])?;
                 let shape = shape::broadcast(op.name(), self.shape(), other.shape())?;
-                Ok(self
-                    .device()
-                    .record(OpKind::Binary(op), vec![self.id(), other.id()], shape))
+                self.device()
+                    .record(OpKind::Binary(op), vec![self.id(), other.id()], shape)
             }
         }
     }
 
     /// Each value limited to `[min, max]`.
+    #[track_caller]
     pub fn clamp(&self, min: f32, max: f32) -> Tensor {
-        self.device().record(
+        self.device().record_infallible(
             OpKind::Clamp { min, max },
             vec![self.id()],
             self.shape().to_vec(),
         )
     }
 
+    #[track_caller]
     fn reduce(&self, op: ReduceOp, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         let axes = axes_indices(op.name(), axes, self.rank())?;
         let shape = reduced_shape(self.shape(), &axes, keep_dims);
-        Ok(self
-            .device()
-            .record(OpKind::Reduce { op, axes }, vec![self.id()], shape))
+        self.device()
+            .record(OpKind::Reduce { op, axes }, vec![self.id()], shape)
     }
 
     /// The sum over `axes` (all when `None`).
+    #[track_caller]
     pub fn sum(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Sum, axes, keep_dims)
     }
 
     /// The mean over `axes` (all when `None`).
+    #[track_caller]
     pub fn mean(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, axes, keep_dims)
     }
 
     /// The largest value over `axes` (all when `None`).
+    #[track_caller]
     pub fn max(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Max, axes, keep_dims)
     }
 
     /// The smallest value over `axes` (all when `None`).
+    #[track_caller]
     pub fn min(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Min, axes, keep_dims)
     }
 
     /// The index of the largest value along `axis`, as a float; the first
     /// wins on ties. The axis is removed.
+    #[track_caller]
     pub fn argmax(&self, axis: isize) -> Result<Tensor> {
         let axis = axis_index("argmax", axis, self.rank())?;
         let shape = reduced_shape(self.shape(), &[axis], false);
-        Ok(self
-            .device()
-            .record(OpKind::Argmax { axis }, vec![self.id()], shape))
+        self.device()
+            .record(OpKind::Argmax { axis }, vec![self.id()], shape)
     }
 
     /// `exp(x - max) / sum(exp(x - max))` along `axis`.
+    #[track_caller]
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("softmax", axis, self.rank())?;
         let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
@@ -268,6 +282,7 @@ impl Tensor {
     }
 
     /// `x - max - log(sum(exp(x - max)))` along `axis`.
+    #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("logSoftmax", axis, self.rank())?;
         let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
@@ -276,6 +291,7 @@ impl Tensor {
 
     /// The matrix product over the last two dims, batched over the others
     /// (which broadcast).
+    #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         same_device("matmul", self, &[other])?;
         let (a, b) = (self.shape(), other.shape());
@@ -300,17 +316,18 @@ impl Tensor {
         let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
         shape.extend([m, n]);
         shape::checked_numel("matmul", &shape)?;
-        Ok(self
-            .device()
-            .record(OpKind::Matmul, vec![self.id(), other.id()], shape))
+        self.device()
+            .record(OpKind::Matmul, vec![self.id(), other.id()], shape)
     }
 
-    fn view(&self, view: ViewOp, shape: Vec<usize>) -> Tensor {
+    #[track_caller]
+    fn view(&self, view: ViewOp, shape: Vec<usize>) -> Result<Tensor> {
         self.device()
             .record(OpKind::View(view), vec![self.id()], shape)
     }
 
     /// Dims reordered by `perm` (reversed when `None`).
+    #[track_caller]
     pub fn transpose(&self, perm: Option<&[usize]>) -> Result<Tensor> {
         let rank = self.rank();
         let perm: Vec<usize> = perm.map_or_else(|| (0..rank).rev().collect(), <[usize]>::to_vec);
@@ -329,10 +346,11 @@ impl Tensor {
             ));
         }
         let shape = perm.iter().map(|&p| self.shape()[p]).collect();
-        Ok(self.view(ViewOp::Transpose(perm), shape))
+        self.view(ViewOp::Transpose(perm), shape)
     }
 
     /// The same elements in `shape`; one dim may be -1 (inferred).
+    #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
         let bad = || {
             range(
@@ -363,15 +381,21 @@ impl Tensor {
         if shape::numel(&out) != self.size() {
             return Err(bad());
         }
-        Ok(self.view(ViewOp::Reshape, out))
+        self.view(ViewOp::Reshape, out)
     }
 
     /// All elements in one dim.
+    #[track_caller]
     pub fn flatten(&self) -> Tensor {
-        self.view(ViewOp::Reshape, vec![self.size()])
+        self.device().record_infallible(
+            OpKind::View(ViewOp::Reshape),
+            vec![self.id()],
+            vec![self.size()],
+        )
     }
 
     /// The box starting at `begin` of `size` (-1: to the end of that dim).
+    #[track_caller]
     pub fn slice(&self, begin: &[usize], size: &[isize]) -> Result<Tensor> {
         let rank = self.rank();
         if begin.len() != rank || size.len() != rank {
@@ -405,10 +429,11 @@ impl Tensor {
                 }
             }
         }
-        Ok(self.view(ViewOp::Slice(begin.to_vec()), out))
+        self.view(ViewOp::Slice(begin.to_vec()), out)
     }
 
     /// This tensor broadcast to `shape`.
+    #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
         let fits = shape.len() >= self.rank()
             && shape::broadcast("broadcastTo", self.shape(), shape).is_ok_and(|b| b == shape);
@@ -422,18 +447,20 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(self.view(ViewOp::Broadcast, shape.to_vec()))
+        self.view(ViewOp::Broadcast, shape.to_vec())
     }
 
     /// A dim of size 1 inserted at `axis` (`-1` appends).
+    #[track_caller]
     pub fn expand_dims(&self, axis: isize) -> Result<Tensor> {
         let axis = axis_index("expandDims", axis, self.rank() + 1)?;
         let mut shape = self.shape().to_vec();
         shape.insert(axis, 1);
-        Ok(self.view(ViewOp::ExpandDims(axis), shape))
+        self.view(ViewOp::ExpandDims(axis), shape)
     }
 
     /// The dims of size 1 removed: those listed, or all when `None`.
+    #[track_caller]
     pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
         let axes = match axes {
             None => (0..self.rank()).filter(|&d| self.shape()[d] == 1).collect(),
@@ -450,7 +477,7 @@ impl Tensor {
             ));
         }
         let shape = reduced_shape(self.shape(), &axes, false);
-        Ok(self.view(ViewOp::Squeeze(axes), shape))
+        self.view(ViewOp::Squeeze(axes), shape)
     }
 }
 
@@ -472,6 +499,7 @@ macro_rules! binary_ops {
         impl Tensor {
             $(
                 $(#[$doc])*
+                #[track_caller]
                 pub fn $name<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
                     self.binary(BinaryOp::$op, other)
                 }
@@ -495,6 +523,7 @@ macro_rules! unary_ops {
         impl Tensor {
             $(
                 $(#[$doc])*
+                #[track_caller]
                 pub fn $name(&self) -> Tensor {
                     self.unary(UnaryOp::$op)
                 }
@@ -516,6 +545,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[track_caller]
     fn an_axis_may_count_from_the_end() {
         assert_eq!(axis_index("sum", -1, 3).unwrap(), 2);
         assert_eq!(axis_index("sum", 2, 3).unwrap(), 2);
@@ -525,12 +555,14 @@ mod tests {
     }
 
     #[test]
+    #[track_caller]
     fn a_repeated_axis_is_refused() {
         let err = axes_indices("sum", Some(&[1, -1]), 2).unwrap_err();
         assert_eq!(err.class, ErrorClass::Range);
     }
 
     #[test]
+    #[track_caller]
     fn reducing_keeps_or_drops_the_axes() {
         assert_eq!(reduced_shape(&[2, 3, 4], &[1], true), vec![2, 1, 4]);
         assert_eq!(reduced_shape(&[2, 3, 4], &[0, 2], false), vec![3]);

@@ -46,7 +46,7 @@ pub async fn the_first_slice_adds_and_scales_on_the_gpu() {
 pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer() {
     let gpu = device().await;
     let x = gpu.tensor(&[0.5, -1.0, 2.0, 0.25], None).unwrap();
-    gpu.sync();
+    gpu.sync().await.expect("no failure");
     let before = gpu.stats();
     let mut y = x.clone();
     for i in 0..16 {
@@ -80,11 +80,11 @@ pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one
 pub async fn two_live_outputs_of_a_fused_chain_still_launch_one_kernel() {
     let gpu = device().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
-    gpu.sync();
+    gpu.sync().await.expect("no failure");
     let before = gpu.stats();
     let e = x.exp();
     let y = e.mul(2.0).unwrap().sub(1.0).unwrap();
-    gpu.sync();
+    gpu.sync().await.expect("no failure");
     assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 1);
     close(&read(&e).await, &[1f32.exp(), 2f32.exp()]);
     close(
@@ -111,7 +111,11 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
 }
 
 pub async fn the_queue_flushes_by_itself_at_its_capacity() {
-    let gpu = device_with(DeviceOptions { capacity: 4 }).await;
+    let gpu = device_with(DeviceOptions {
+        capacity: 4,
+        ..Default::default()
+    })
+    .await;
     let x = gpu.ones(&[2]).unwrap();
     let _y = x.add(1.0).unwrap().add(1.0).unwrap().add(1.0).unwrap();
     assert_eq!(gpu.stats().flushes, 1);

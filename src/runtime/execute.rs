@@ -1,0 +1,857 @@
+//! Running flushed work: each block in its own write scope, and everything a
+//! read needs to decide whether bytes can be trusted.
+//!
+//! A block's GPU work (buffer creation, pipeline compilation, the dispatch and
+//! its submit) runs inside error scopes for out-of-memory, validation and
+//! internal errors, and is submitted on its own: WebGPU voids a whole submit
+//! when one command buffer in it is invalid, so a failing block must not
+//! share a submit with independent work. What can be known on the CPU (a
+//! buffer beyond the device's limits, an input that carries a failure) is
+//! decided before any GPU call.
+//!
+//! Natively a scope's result is ready at once; in the browser it arrives
+//! later. Until a block's scope resolves its outputs are *pending*: a read
+//! waits for it, and when it resolves with an error the outputs, and
+//! everything computed from them since, are tainted after the fact.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use futures_util::FutureExt;
+
+use crate::codegen::{self, Access, Kernel, REDUCE_CHUNK, Stage};
+use crate::device::{Data, DeviceState, Taint};
+use crate::failure::{FailureKind, Report, Root};
+use crate::fusion::{self, Block, ElementwiseBlock};
+use crate::ir::layout::Layout;
+use crate::ir::{Distribution, OpIr, OpKind, ReduceOp, TensorId};
+use crate::runtime::{Allocation, PendingRead, Scope};
+use crate::tensor::shape;
+
+/// One block of a flush, kept until its scope resolves.
+pub struct BlockRun {
+    /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
+    name: String,
+    /// Where its last op was registered, when stacks are captured.
+    site: Option<Rc<str>>,
+    steps: Vec<Step>,
+    /// The tensors it writes to memory.
+    outputs: Vec<TensorId>,
+    /// Its GPU work's error scope; `None` when it had none.
+    scope: Option<Scope>,
+    /// The fault injected into it, if one was.
+    injected: Option<FaultKind>,
+}
+
+/// One op of a block, as the failure bookkeeping sees it.
+struct Step {
+    op: &'static str,
+    inputs: Vec<TensorId>,
+    output: TensorId,
+}
+
+/// A flush's blocks, in order.
+pub struct Submission {
+    seq: u64,
+    blocks: Vec<BlockRun>,
+}
+
+/// The kinds of fault `inject_fault` can raise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Validation,
+    OutOfMemory,
+    Internal,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Validation => "validation",
+            FaultKind::OutOfMemory => "out-of-memory",
+            FaultKind::Internal => "internal",
+        }
+    }
+}
+
+/// A fault waiting for the `nth` block that contains `op`.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub op: String,
+    pub nth: usize,
+    pub kind: FaultKind,
+    seen: usize,
+}
+
+impl Fault {
+    pub fn new(op: String, nth: usize, kind: FaultKind) -> Fault {
+        Fault {
+            op,
+            nth,
+            kind,
+            seen: 0,
+        }
+    }
+}
+
+/// What a read does next.
+pub enum ReadStep {
+    /// Wait for these scopes, then ask again.
+    Wait(Vec<Scope>),
+    /// The bytes were never written.
+    Failed(Vec<Report>),
+    /// The bytes are on their way.
+    Go(PendingRead),
+}
+
+impl DeviceState {
+    /// Plans and runs everything queued, each block in its own write scope.
+    pub fn flush(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let ops = self.queue.take();
+        self.stats.flushes += 1;
+        let seq = self.next_submission;
+        self.next_submission += 1;
+        let blocks = if self.lost.is_some() {
+            // Nothing runs on a lost device: every queued output carries the
+            // loss.
+            self.poison_queued(&ops);
+            Vec::new()
+        } else {
+            let max_storage = self.gpu.limits.max_storage_buffers_per_shader_stage as usize;
+            fusion::plan(
+                &ops,
+                |t| self.records.get(&t).is_some_and(|r| r.held),
+                max_storage,
+            )
+        };
+        let mut runs = Vec::with_capacity(blocks.len());
+        for block in &blocks {
+            runs.push(self.run_block(&ops, block, seq));
+        }
+        self.submissions.push_back(Submission { seq, blocks: runs });
+
+        // The queue no longer needs anything it read.
+        for op in &ops {
+            for &input in &op.inputs {
+                self.release_dependent(input);
+            }
+        }
+        for op in &ops {
+            self.collect(op.output);
+        }
+        self.settle();
+    }
+
+    fn run_block(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
+        let (indices, outputs): (Vec<usize>, Vec<TensorId>) = match block {
+            Block::Elementwise(b) => (b.ops.clone(), b.outputs.clone()),
+            Block::Single(i) => (vec![*i], vec![ops[*i].output]),
+        };
+        let steps: Vec<Step> = indices
+            .iter()
+            .map(|&i| Step {
+                op: ops[i].kind.name(),
+                inputs: ops[i].inputs.clone(),
+                output: ops[i].output,
+            })
+            .collect();
+        let names: Vec<&str> = steps.iter().map(|s| s.op).collect();
+        let last = steps.last().map(|s| s.output);
+        let mut run = BlockRun {
+            name: names.join("+"),
+            site: last
+                .and_then(|t| self.records.get(&t))
+                .and_then(|r| r.site.clone()),
+            steps,
+            outputs,
+            scope: None,
+            injected: None,
+        };
+
+        // Inputs that carry failures: the ops reading them are skipped.
+        let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
+        for &out in &run.outputs {
+            if let Some(taints) = tainted.get(&out) {
+                self.set_data(out, Data::Failed(taints.clone()), None);
+            }
+        }
+        let live: Vec<TensorId> = run
+            .outputs
+            .iter()
+            .copied()
+            .filter(|o| !tainted.contains_key(o))
+            .collect();
+        if live.is_empty() {
+            return run;
+        }
+
+        // Buffers beyond the device's limits are refused before any GPU call.
+        let out_shape = match block {
+            Block::Elementwise(b) => b.shape.clone(),
+            Block::Single(i) => ops[*i].shape.clone(),
+        };
+        let allocates =
+            !matches!(block, Block::Single(i) if matches!(ops[*i].kind, OpKind::View(_)));
+        if allocates && let Some(message) = self.beyond_limits(4 * shape::numel(&out_shape) as u64)
+        {
+            let failure = self.new_failure(Root {
+                kind: FailureKind::Allocation,
+                op: run.name.clone(),
+                message,
+                registered_at: run.site.as_deref().map(str::to_string),
+            });
+            for &out in &live {
+                self.set_data(out, Data::Failed(vec![Taint { failure, depth: 0 }]), None);
+            }
+            self.graph.prune(failure);
+            return run;
+        }
+
+        let injected = self.take_fault(&run);
+        let scope = self.gpu.open_scope();
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        match block {
+            Block::Elementwise(b) => {
+                let written = ElementwiseBlock {
+                    outputs: live,
+                    ..b.clone()
+                };
+                self.run_elementwise(ops, &written, &mut encoder, seq);
+            }
+            Block::Single(i) => self.run_single(&ops[*i], &mut encoder, seq),
+        }
+        if injected.is_some() {
+            self.gpu.provoke_validation_error();
+        }
+        self.submit(encoder);
+        let mut scope = scope;
+        scope.pipelines = self.gpu.take_scoped_pipelines();
+        run.scope = Some(scope.close());
+        run.injected = injected;
+        run
+    }
+
+    /// Taints the outputs of ops queued on a lost device.
+    fn poison_queued(&mut self, ops: &[OpIr]) {
+        let lost = ops.iter().flat_map(|op| &op.inputs).find_map(|&t| {
+            match self.records.get(&t).map(|r| &r.data) {
+                Some(Data::Failed(taints)) => taints.first().copied(),
+                _ => None,
+            }
+        });
+        let reason = self.lost.clone().unwrap_or_default();
+        let taint = lost.unwrap_or_else(|| {
+            let failure = self.new_failure(Root {
+                kind: FailureKind::DeviceLost,
+                op: "device".to_string(),
+                message: format!("{} was lost: {reason}", self.label),
+                registered_at: None,
+            });
+            Taint { failure, depth: 0 }
+        });
+        for op in ops {
+            self.set_data(op.output, Data::Failed(vec![taint]), None);
+        }
+        self.graph.prune(taint.failure);
+    }
+
+    /// Why a buffer of `bytes` cannot exist on this device, if it cannot.
+    fn beyond_limits(&self, bytes: u64) -> Option<String> {
+        let limits = &self.gpu.limits;
+        if bytes > limits.max_buffer_size {
+            Some(format!(
+                "{bytes} bytes exceeds maxBufferSize ({})",
+                limits.max_buffer_size
+            ))
+        } else if bytes > limits.max_storage_buffer_binding_size as u64 {
+            Some(format!(
+                "{bytes} bytes exceeds maxStorageBufferBindingSize ({})",
+                limits.max_storage_buffer_binding_size
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The fault to inject into `run`, if it is the `nth` block containing a
+    /// fault's op.
+    fn take_fault(&mut self, run: &BlockRun) -> Option<FaultKind> {
+        let hit = self.faults.iter_mut().position(|fault| {
+            let contains = run.steps.iter().any(|s| s.op == fault.op) || run.name == fault.op;
+            if contains {
+                fault.seen += 1;
+            }
+            contains && fault.seen == fault.nth
+        })?;
+        Some(self.faults.remove(hit).kind)
+    }
+
+    /// For each step in order, the failures its output carries: those of its
+    /// inputs (per `known`, or tainted earlier in these steps), one op deeper.
+    /// Records a skip per failure: the op, the input that carried it, the
+    /// output it would have written. A failure reaching a step through two
+    /// inputs is recorded once, through the deeper one.
+    fn propagate(
+        &mut self,
+        steps: &[Step],
+        known: impl Fn(&Self, TensorId) -> Vec<Taint>,
+    ) -> HashMap<TensorId, Vec<Taint>> {
+        let mut tainted: HashMap<TensorId, Vec<Taint>> = HashMap::new();
+        for step in steps {
+            let mut reached: Vec<(Taint, TensorId)> = Vec::new();
+            for &input in &step.inputs {
+                let taints = tainted
+                    .get(&input)
+                    .cloned()
+                    .unwrap_or_else(|| known(self, input));
+                for taint in taints {
+                    match reached.iter_mut().find(|(t, _)| t.failure == taint.failure) {
+                        Some(entry) if taint.depth > entry.0.depth => *entry = (taint, input),
+                        Some(_) => {}
+                        None => reached.push((taint, input)),
+                    }
+                }
+            }
+            if reached.is_empty() {
+                continue;
+            }
+            let out: Vec<Taint> = reached
+                .into_iter()
+                .flat_map(|(taint, needed)| self.skip(step.op, needed, step.output, &[taint]))
+                .collect();
+            tainted.insert(step.output, out);
+        }
+        tainted
+    }
+
+    /// Resolves every submission whose scopes have all resolved, oldest
+    /// first. Returns the scopes still pending (empty when all are settled).
+    pub fn settle(&mut self) -> Vec<Scope> {
+        let mut cx = std::task::Context::from_waker(futures_util::task::noop_waker_ref());
+        while let Some(front) = self.submissions.front() {
+            let waiting: Vec<Scope> = front
+                .blocks
+                .iter()
+                .filter_map(|b| b.scope.clone())
+                .filter(|scope| scope.clone().poll_unpin(&mut cx).is_pending())
+                .collect();
+            if !waiting.is_empty() {
+                return waiting;
+            }
+            if let Some(submission) = self.submissions.pop_front() {
+                self.resolve(submission);
+            }
+        }
+        self.late_taints.clear();
+        Vec::new()
+    }
+
+    /// Lands a submission's scope results: a block whose scope reported an
+    /// error roots a new failure on its outputs; a block that read a tensor
+    /// found tainted while settling ran on garbage, and its outputs carry
+    /// that failure one op deeper. Everything else is trusted from now on.
+    fn resolve(&mut self, submission: Submission) {
+        let mut any_error = false;
+        for block in submission.blocks {
+            let error = block
+                .scope
+                .as_ref()
+                .and_then(|s| s.peek().cloned().flatten());
+            let failed: HashMap<TensorId, Vec<Taint>> = match error {
+                Some(error) => {
+                    any_error = true;
+                    self.gpu.forget_pipelines(&error.pipelines);
+                    let (kind, message) = match block.injected {
+                        Some(fault) => (
+                            FailureKind::Injected,
+                            format!(
+                                "injected {} fault (raised on the GPU as: {})",
+                                fault.name(),
+                                error.message
+                            ),
+                        ),
+                        None => (error.kind, error.message),
+                    };
+                    let failure = self.new_failure(Root {
+                        kind,
+                        op: block.name.clone(),
+                        message,
+                        registered_at: block.site.as_deref().map(str::to_string),
+                    });
+                    let taint = vec![Taint { failure, depth: 0 }];
+                    let failed: HashMap<TensorId, Vec<Taint>> =
+                        block.outputs.iter().map(|&o| (o, taint.clone())).collect();
+                    for (&out, taints) in &failed {
+                        self.fail_written(out, taints.clone());
+                    }
+                    self.graph.prune(failure);
+                    failed
+                }
+                None => {
+                    let failed = self.propagate(&block.steps, |state, t| {
+                        state.late_taints.get(&t).cloned().unwrap_or_default()
+                    });
+                    for &out in &block.outputs {
+                        if let Some(taints) = failed.get(&out) {
+                            self.fail_written(out, taints.clone());
+                        }
+                    }
+                    failed
+                }
+            };
+            for &out in &block.outputs {
+                if !failed.contains_key(&out)
+                    && let Some(record) = self.records.get_mut(&out)
+                {
+                    record.pending = None;
+                }
+            }
+            // Later blocks that read any of these ran on garbage too.
+            self.late_taints.extend(failed);
+        }
+        // Buffers freed while pending: possibly invalid if a scope failed.
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
+            .into_iter()
+            .partition(|(seq, _)| *seq == submission.seq);
+        self.quarantine = rest;
+        for (_, allocation) in mine {
+            if any_error {
+                self.gpu.forget(allocation, &mut self.stats);
+            } else {
+                self.gpu.release(allocation, &mut self.stats);
+            }
+        }
+    }
+
+    /// Taints a written tensor after the fact. Its buffer may be invalid (it
+    /// was made in a failed scope), so it is dropped, not pooled.
+    fn fail_written(&mut self, id: TensorId, taints: Vec<Taint>) {
+        let Some(record) = self.records.get_mut(&id) else {
+            return;
+        };
+        record.pending = None;
+        if let Data::Owned(allocation) = std::mem::replace(&mut record.data, Data::Unwritten) {
+            self.gpu.forget(allocation, &mut self.stats);
+        }
+        self.set_data(id, Data::Failed(taints), None);
+    }
+
+    /// The next step of a read of `id`: flush, settle, then either wait,
+    /// report the failures it carries, or start copying its bytes back.
+    pub fn read(&mut self, id: TensorId) -> ReadStep {
+        self.flush();
+        let waiting = self.settle();
+        let Some(record) = self.records.get(&id) else {
+            return ReadStep::Failed(vec![self.internal_report(id, "its record is gone")]);
+        };
+        if record.pending.is_some() && !waiting.is_empty() {
+            return ReadStep::Wait(waiting);
+        }
+        if let Data::Failed(taints) = &record.data {
+            let reports = taints
+                .iter()
+                .filter_map(|t| self.graph.report(t.failure, id, t.depth))
+                .collect();
+            return ReadStep::Failed(reports);
+        }
+        let Some((buffer, access)) = self.access(id) else {
+            return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);
+        };
+        let numel = shape::numel(&access.shape);
+        if numel == 0 {
+            return ReadStep::Go(self.gpu.read(&buffer, 0, 0));
+        }
+        if access.layout.is_contiguous(&access.shape) {
+            return ReadStep::Go(self.gpu.read(
+                &buffer,
+                4 * access.layout.offset as u64,
+                4 * numel as u64,
+            ));
+        }
+        // A strided view: made row-major first.
+        let temp = self.allocate(&access.shape);
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        let kernel = codegen::copy(&access, &Layout::contiguous(&access.shape));
+        self.launch(&mut encoder, &kernel, &[buffer], &[&temp]);
+        self.submit(encoder);
+        let Data::Owned(temp) = temp else {
+            return ReadStep::Failed(vec![self.internal_report(id, "its copy could not be made")]);
+        };
+        let read = self.gpu.read(&temp.buffer, 0, 4 * numel as u64);
+        // The read's copy is submitted: later work cannot overtake it.
+        self.gpu.release(temp, &mut self.stats);
+        ReadStep::Go(read)
+    }
+
+    /// A report for a read that failed for a reason of the runtime's own (a
+    /// bug, not a GPU failure): carried by nothing, named all the same.
+    pub fn internal_report(&mut self, id: TensorId, why: &str) -> Report {
+        let root = Root {
+            kind: FailureKind::Internal,
+            op: "read".to_string(),
+            message: format!("{id} could not be read: {why}"),
+            registered_at: None,
+        };
+        let failure = self.graph.insert(root.clone());
+        self.graph.prune(failure);
+        Report {
+            failure,
+            carriers: 0,
+            depth: 0,
+            chain: Vec::new(),
+            dropped: 0,
+            root,
+        }
+    }
+
+    /// The buffer and layout to read `id` through; `None` while unwritten.
+    /// An empty tensor reads as the GPU's placeholder buffer (no kernel
+    /// indexes into it, but a binding must exist).
+    pub fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
+        let record = self.records.get(&id)?;
+        let (buffer, layout) = match &record.data {
+            Data::Unwritten | Data::Failed(_) => return None,
+            Data::Empty => (
+                self.gpu.placeholder.clone(),
+                Layout::contiguous(&record.shape),
+            ),
+            Data::Owned(a) => (a.buffer.clone(), Layout::contiguous(&record.shape)),
+            Data::View { base, layout } => match &self.records.get(base)?.data {
+                Data::Owned(a) => (a.buffer.clone(), layout.clone()),
+                _ => return None,
+            },
+        };
+        Some((
+            buffer,
+            Access {
+                shape: record.shape.clone(),
+                layout,
+            },
+        ))
+    }
+
+    /// A new buffer for a tensor of `shape`, or `Empty` when it has no
+    /// elements.
+    fn allocate(&mut self, shape: &[usize]) -> Data {
+        match shape::numel(shape) {
+            0 => Data::Empty,
+            n => Data::Owned(self.gpu.allocate(4 * n as u64, &mut self.stats)),
+        }
+    }
+
+    /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
+    fn launch(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        kernel: &Kernel,
+        inputs: &[wgpu::Buffer],
+        outputs: &[&Data],
+    ) {
+        let placeholder = self.gpu.placeholder.clone();
+        let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
+        for data in outputs {
+            match data {
+                Data::Owned(a) => buffers.push(&a.buffer),
+                _ => buffers.push(&placeholder),
+            }
+        }
+        self.gpu.launch(encoder, kernel, &buffers, &mut self.stats);
+    }
+
+    /// The buffers of `inputs` and how to read them. An input that carries a
+    /// failure binds the placeholder: only ops whose outputs are discarded
+    /// read it, and WebGPU's bounds checks keep those reads harmless.
+    fn input_buffers(&self, inputs: &[TensorId]) -> (Vec<wgpu::Buffer>, Vec<Access>) {
+        inputs
+            .iter()
+            .map(|&t| {
+                self.access(t).unwrap_or_else(|| {
+                    let shape = self
+                        .records
+                        .get(&t)
+                        .map(|r| r.shape.clone())
+                        .unwrap_or_default();
+                    let layout = Layout::contiguous(&shape);
+                    (self.gpu.placeholder.clone(), Access { shape, layout })
+                })
+            })
+            .unzip()
+    }
+
+    fn run_elementwise(
+        &mut self,
+        ops: &[OpIr],
+        block: &ElementwiseBlock,
+        encoder: &mut wgpu::CommandEncoder,
+        seq: u64,
+    ) {
+        if shape::numel(&block.shape) == 0 {
+            for &t in &block.outputs {
+                self.set_data(t, Data::Empty, None);
+            }
+            return;
+        }
+        let (buffers, accesses) = self.input_buffers(&block.inputs);
+        let kernel = codegen::elementwise(block, ops, |t| {
+            let j = block
+                .inputs
+                .iter()
+                .position(|&i| i == t)
+                .unwrap_or_default();
+            accesses[j].clone()
+        });
+        let outputs: Vec<Data> = block
+            .outputs
+            .iter()
+            .map(|_| self.allocate(&block.shape))
+            .collect();
+        self.launch(
+            encoder,
+            &kernel,
+            &buffers,
+            &outputs.iter().collect::<Vec<_>>(),
+        );
+        if block.ops.len() > 1 {
+            self.stats.fused_ops += block.ops.len() as u64;
+        }
+        for (&t, data) in block.outputs.iter().zip(outputs) {
+            self.set_data(t, data, Some(seq));
+        }
+    }
+
+    fn run_single(&mut self, op: &OpIr, encoder: &mut wgpu::CommandEncoder, seq: u64) {
+        let numel = shape::numel(&op.shape);
+        let (buffers, accesses) = self.input_buffers(&op.inputs);
+        let data = match &op.kind {
+            OpKind::Upload(values) => self.upload(&op.shape, values),
+            OpKind::Random { dist, seed } => self.upload(&op.shape, &random(*dist, *seed, numel)),
+            OpKind::View(view) => {
+                let (base, input) = (op.inputs[0], &accesses[0]);
+                if numel == 0 || shape::numel(&input.shape) == 0 {
+                    Data::Empty
+                } else {
+                    match input.layout.view(view, &input.shape, &op.shape) {
+                        Some(layout) => Data::View {
+                            base: self.owner(base),
+                            layout,
+                        },
+                        // A reshape of strided memory: copy it row-major; the
+                        // copy already has the new shape's layout.
+                        None => {
+                            let out = self.allocate(&op.shape);
+                            let kernel = codegen::copy(input, &Layout::contiguous(&input.shape));
+                            self.launch(encoder, &kernel, &buffers, &[&out]);
+                            out
+                        }
+                    }
+                }
+            }
+            OpKind::Reduce { op: reduce, axes } => self.reduce(
+                encoder,
+                &buffers[0],
+                &accesses[0],
+                axes,
+                *reduce,
+                false,
+                &op.shape,
+            ),
+            OpKind::Argmax { axis } => self.reduce(
+                encoder,
+                &buffers[0],
+                &accesses[0],
+                &[*axis],
+                ReduceOp::Max,
+                true,
+                &op.shape,
+            ),
+            OpKind::Matmul => {
+                let out = self.allocate(&op.shape);
+                if numel > 0 {
+                    let kernel = codegen::matmul(&accesses[0], &accesses[1], &op.shape);
+                    self.launch(encoder, &kernel, &buffers, &[&out]);
+                }
+                out
+            }
+            OpKind::Cat { axis } => {
+                let out = self.allocate(&op.shape);
+                let mut dst = Layout::contiguous(&op.shape);
+                for (buffer, access) in buffers.iter().zip(&accesses) {
+                    if shape::numel(&access.shape) > 0 {
+                        let kernel = codegen::copy(access, &dst);
+                        self.launch(encoder, &kernel, std::slice::from_ref(buffer), &[&out]);
+                    }
+                    dst.offset += access.shape[*axis] * dst.strides[*axis];
+                }
+                out
+            }
+            // Elementwise ops always run in an elementwise block.
+            _ => return,
+        };
+        self.set_data(op.output, data, Some(seq));
+    }
+
+    /// A reduction of `input` over `axes` into a new tensor of `out_shape`:
+    /// one launch, or two when the reduced elements exceed one workgroup's
+    /// chunk (partials, then the final values).
+    #[allow(clippy::too_many_arguments)]
+    fn reduce(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        buffer: &wgpu::Buffer,
+        input: &Access,
+        axes: &[usize],
+        op: ReduceOp,
+        argmax: bool,
+        out_shape: &[usize],
+    ) -> Data {
+        let out = self.allocate(out_shape);
+        let n_out = shape::numel(out_shape);
+        let total: usize = axes.iter().map(|&d| input.shape[d]).product();
+        if n_out == 0 {
+            return out;
+        }
+        if total <= REDUCE_CHUNK {
+            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Whole);
+            self.launch(encoder, &kernel, std::slice::from_ref(buffer), &[&out]);
+            return out;
+        }
+        let splits = total.div_ceil(REDUCE_CHUNK);
+        let partial_shape = [n_out, splits];
+        let values = self.allocate(&partial_shape);
+        let indices = if argmax {
+            Some(self.allocate(&partial_shape))
+        } else {
+            None
+        };
+        let first = codegen::reduce(input, axes, op, argmax, Stage::First { splits });
+        let mut outputs = vec![&values];
+        outputs.extend(indices.as_ref());
+        self.launch(encoder, &first, std::slice::from_ref(buffer), &outputs);
+
+        let partials = Access {
+            shape: partial_shape.to_vec(),
+            layout: Layout::contiguous(&partial_shape),
+        };
+        let last = codegen::reduce(&partials, &[1], op, argmax, Stage::Final { total });
+        let mut inputs = Vec::new();
+        for data in std::iter::once(values).chain(indices) {
+            if let Data::Owned(a) = data {
+                inputs.push(a.buffer.clone());
+                self.retire(a);
+            }
+        }
+        self.launch(encoder, &last, &inputs, &[&out]);
+        out
+    }
+
+    /// Returns a scratch buffer to the pool once the work recorded so far is
+    /// submitted: an upload later in the same flush writes before the
+    /// submitted kernels run, so the pool must not hand the buffer out sooner.
+    fn retire(&mut self, allocation: Allocation) {
+        self.retired.push(allocation);
+    }
+
+    fn submit(&mut self, encoder: wgpu::CommandEncoder) {
+        self.gpu.queue.submit([encoder.finish()]);
+        for allocation in std::mem::take(&mut self.retired) {
+            self.gpu.release(allocation, &mut self.stats);
+        }
+    }
+
+    fn upload(&mut self, shape: &[usize], values: &[f32]) -> Data {
+        let data = self.allocate(shape);
+        if let Data::Owned(a) = &data {
+            self.gpu
+                .queue
+                .write_buffer(&a.buffer, 0, bytemuck::cast_slice(values));
+        }
+        data
+    }
+
+    /// The tensor owning `id`'s memory: itself, or the base of its view.
+    fn owner(&self, id: TensorId) -> TensorId {
+        match self.records.get(&id).map(|r| &r.data) {
+            Some(Data::View { base, .. }) => *base,
+            _ => id,
+        }
+    }
+}
+
+/// `n` seeded values of `dist`, made with a counter-based generator
+/// (splitmix64 of seed and position) and `libm`'s portable math, so the bits
+/// are the same natively and in wasm, on every device.
+fn random(dist: Distribution, seed: u64, n: usize) -> Vec<f32> {
+    let bits = |i: u64| {
+        let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    // A uniform double in [0, 1) from the top 53 bits.
+    let unit = |i: u64| (bits(i) >> 11) as f64 / (1u64 << 53) as f64;
+    (0..n as u64)
+        .map(|i| match dist {
+            Distribution::Uniform { min, max } => {
+                let v = min as f64 + (max as f64 - min as f64) * unit(i);
+                // Rounding to f32 can land on `max`; keep the interval half-open.
+                let v = v as f32;
+                if v >= max && max > min {
+                    libm::nextafterf(max, min)
+                } else {
+                    v
+                }
+            }
+            Distribution::Normal { mean, std } => {
+                // Box-Muller on two independent uniforms of this position.
+                let u1 = 1.0 - unit(2 * i + (1 << 62));
+                let u2 = unit(2 * i + 1 + (1 << 62));
+                let z =
+                    libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * std::f64::consts::PI * u2);
+                (mean as f64 + std as f64 * z) as f32
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_values_and_another_seed_others() {
+        let dist = Distribution::Uniform {
+            min: -1.0,
+            max: 1.0,
+        };
+        assert_eq!(random(dist, 7, 100), random(dist, 7, 100));
+        assert_ne!(random(dist, 7, 100), random(dist, 8, 100));
+        assert!(
+            random(dist, 7, 1000)
+                .iter()
+                .all(|v| (-1.0..1.0).contains(v))
+        );
+    }
+
+    #[test]
+    fn normal_values_have_the_asked_mean_and_spread() {
+        let values = random(
+            Distribution::Normal {
+                mean: 3.0,
+                std: 2.0,
+            },
+            1,
+            20_000,
+        );
+        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
+        let var = values
+            .iter()
+            .map(|&v| (v as f64 - mean).powi(2))
+            .sum::<f64>()
+            / values.len() as f64;
+        assert!((mean - 3.0).abs() < 0.05, "{mean}");
+        assert!((var.sqrt() - 2.0).abs() < 0.05, "{}", var.sqrt());
+    }
+}

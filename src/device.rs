@@ -136,7 +136,14 @@ fn install_panic_hook() {
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // A test's own failed assertion is the test's business; anything
+            // else (this crate, wgpu, std on its behalf) is a library panic.
+            let in_tests = info
+                .location()
+                .is_some_and(|l| l.file().starts_with("tests/"));
+            if !in_tests {
+                PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             #[cfg(target_arch = "wasm32")]
             console_error_panic_hook::hook(info);
             previous(info);
@@ -144,8 +151,9 @@ fn install_panic_hook() {
     });
 }
 
-/// Panics seen by the hook the library installs. The library never panics on
-/// a failure path; the test suites assert this stays 0.
+/// Panics seen by the hook the library installs, outside test code. The
+/// library never panics on a failure path; the test suites assert this stays
+/// 0.
 static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How many panics the installed hook has seen in this process (or page).

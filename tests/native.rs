@@ -5,12 +5,13 @@
 mod cases;
 
 macro_rules! native {
-    ($name:ident) => {
+    ($module:ident, $name:ident) => {
         #[test]
         fn $name() {
-            pollster::block_on(cases::engine::$name());
+            pollster::block_on(cases::$module::$name());
+            assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
         }
     };
 }
 
-engine_cases!(native);
+all_cases!(native);

@@ -9,12 +9,13 @@ use wasm_bindgen_test::*;
 wasm_bindgen_test_configure!(run_in_browser);
 
 macro_rules! browser {
-    ($name:ident) => {
+    ($module:ident, $name:ident) => {
         #[wasm_bindgen_test]
         async fn $name() {
-            cases::engine::$name().await;
+            cases::$module::$name().await;
+            assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
         }
     };
 }
 
-engine_cases!(browser);
+all_cases!(browser);

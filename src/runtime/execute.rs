@@ -195,8 +195,7 @@ impl DeviceState {
         };
         let allocates =
             !matches!(block, Block::Single(i) if matches!(ops[*i].kind, OpKind::View(_)));
-        if allocates && let Some(message) = self.beyond_limits(4 * shape::numel(&out_shape) as u64)
-        {
+        if allocates && let Some(message) = self.beyond_limits(shape::bytes(&out_shape)) {
             let failure = self.new_failure(Root {
                 kind: FailureKind::Allocation,
                 op: run.name.clone(),

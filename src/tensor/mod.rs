@@ -66,7 +66,8 @@ impl Device {
         shape: Option<&[usize]>,
     ) -> Result<Tensor, RegistrationError> {
         let shape = shape.map_or_else(|| vec![values.len()], <[usize]>::to_vec);
-        let numel = shape::checked_numel("tensor", &shape)?;
+        shape::check_size("tensor", &shape)?;
+        let numel = shape::numel(&shape);
         if numel != values.len() {
             return Err(RegistrationError::new(
                 "tensor",
@@ -97,7 +98,7 @@ impl Device {
     #[track_caller]
     pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor, RegistrationError> {
         let kind = OpKind::Fill(value);
-        shape::checked_numel(kind.name(), shape)?;
+        shape::check_size(kind.name(), shape)?;
         self.record(kind, vec![], shape.to_vec())
     }
 

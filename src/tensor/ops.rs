@@ -116,7 +116,7 @@ impl Device {
     #[track_caller]
     fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
         let kind = OpKind::Random { dist, seed };
-        shape::checked_numel(kind.name(), shape)?;
+        shape::check_size(kind.name(), shape)?;
         self.record(kind, vec![], shape.to_vec())
     }
 
@@ -153,9 +153,9 @@ impl Device {
                     ),
                 ));
             }
-            shape[axis] += t.shape()[axis];
+            shape[axis] = shape[axis].saturating_add(t.shape()[axis]);
         }
-        shape::checked_numel("cat", &shape)?;
+        shape::check_size("cat", &shape)?;
         let inputs = tensors.iter().map(|t| t.id()).collect();
         self.record(OpKind::Cat { axis }, inputs, shape)
     }
@@ -315,7 +315,7 @@ impl Tensor {
         }
         let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
         shape.extend([m, n]);
-        shape::checked_numel("matmul", &shape)?;
+        shape::check_size("matmul", &shape)?;
         self.device()
             .record(OpKind::Matmul, vec![self.id(), other.id()], shape)
     }
@@ -365,11 +365,12 @@ impl Tensor {
         if shape.iter().filter(|&&d| d == -1).count() > 1 || shape.iter().any(|&d| d < -1) {
             return Err(bad());
         }
-        let known: usize = shape
+        let known_dims: Vec<usize> = shape
             .iter()
             .filter(|&&d| d >= 0)
             .map(|&d| d as usize)
-            .product();
+            .collect();
+        let known = shape::numel(&known_dims);
         let out: Vec<usize> = shape
             .iter()
             .map(|&d| match d {

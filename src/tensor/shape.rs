@@ -3,8 +3,25 @@
 use crate::error::{ErrorClass, RegistrationError};
 
 /// Elements in a tensor of `shape` (1 for a scalar, 0 when any dim is 0).
+/// Saturates instead of overflowing: a shape may legally name more elements
+/// than memory can hold (on wasm32 `usize` is 32 bits), and such a tensor
+/// must fail as too big when it is allocated, never wrap or panic.
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .unwrap_or(if shape.contains(&0) { 0 } else { usize::MAX })
+}
+
+/// Bytes of a float32 tensor of `shape`, computed in 64 bits (saturating),
+/// for the allocation checks.
+pub fn bytes(shape: &[usize]) -> u64 {
+    if shape.contains(&0) {
+        return 0;
+    }
+    shape
+        .iter()
+        .fold(4u64, |acc, &d| acc.saturating_mul(d as u64))
 }
 
 /// `[2,3]`, as errors and reports print shapes.
@@ -54,24 +71,27 @@ fn dim_from_right(shape: &[usize], i: usize) -> usize {
     }
 }
 
-/// The element count of `shape`, refusing shapes whose count overflows (a
-/// shape like `[2**40, 2**40]` is legal to ask for; it must fail as too big,
-/// not wrap around).
-pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize, RegistrationError> {
-    shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|n| n.checked_mul(4).is_some())
-        .ok_or_else(|| {
-            RegistrationError::new(
-                op,
-                ErrorClass::Range,
-                format!(
-                    "shape {} has more elements than memory can address",
-                    display(shape)
-                ),
-            )
-        })
+/// Refuses shapes whose byte count does not fit in 64 bits: such a shape
+/// names no tensor any device could be asked for. (A shape too big for this
+/// device is legal to register; it fails when it would be allocated.)
+pub fn check_size(op: &'static str, shape: &[usize]) -> Result<(), RegistrationError> {
+    let fits = shape.contains(&0)
+        || shape
+            .iter()
+            .try_fold(4u64, |acc, &d| acc.checked_mul(d as u64))
+            .is_some();
+    if fits {
+        Ok(())
+    } else {
+        Err(RegistrationError::new(
+            op,
+            ErrorClass::Range,
+            format!(
+                "shape {} has more elements than any device can hold",
+                display(shape)
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]

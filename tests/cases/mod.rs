@@ -1,29 +1,95 @@
-//! Test cases shared by the native and the browser test binaries; each
-//! binary lists them with `cases!`, so a case added here runs in both worlds.
+//! Test cases shared by the native and the browser test binaries. Each
+//! binary runs every case through `all_cases!`, so a case added here runs in
+//! both worlds.
 #![allow(dead_code)]
 
 pub mod engine;
+pub mod failures;
 
-/// The engine cases, by name: `$run!(name)` for each.
+/// Every case, as `$run!(module, name)`.
 #[macro_export]
-macro_rules! engine_cases {
+macro_rules! all_cases {
     ($run:ident) => {
-        $run!(the_first_slice_adds_and_scales_on_the_gpu);
-        $run!(a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer);
-        $run!(two_live_outputs_of_a_fused_chain_still_launch_one_kernel);
-        $run!(a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration);
-        $run!(the_queue_flushes_by_itself_at_its_capacity);
-        $run!(disposed_tensors_return_their_memory_to_the_pool);
-        $run!(creation_ops_fill_arange_and_seeded_random_values);
-        $run!(binary_ops_broadcast_numpy_style_with_tensors_and_numbers);
-        $run!(reductions_over_one_several_or_all_axes);
-        $run!(softmax_and_log_softmax_normalise_along_the_axis);
-        $run!(matmul_multiplies_2d_and_broadcast_batches);
-        $run!(views_read_through_index_maps_and_copy_only_when_asked_to_reshape_strided_memory);
-        $run!(cat_and_stack_join_tensors_along_an_axis);
-        $run!(empty_tensors_and_scalars_compute_like_any_other);
-        $run!(a_tensor_of_two_to_the_25_elements_is_computed_with_a_split_dispatch);
-        $run!(invalid_registrations_name_the_op_the_operands_and_queue_nothing);
-        $run!(ops_on_tensors_of_different_devices_are_refused_at_registration);
+        $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
+        $run!(
+            engine,
+            a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer
+        );
+        $run!(
+            engine,
+            two_live_outputs_of_a_fused_chain_still_launch_one_kernel
+        );
+        $run!(
+            engine,
+            a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
+        );
+        $run!(engine, the_queue_flushes_by_itself_at_its_capacity);
+        $run!(engine, disposed_tensors_return_their_memory_to_the_pool);
+        $run!(engine, creation_ops_fill_arange_and_seeded_random_values);
+        $run!(
+            engine,
+            binary_ops_broadcast_numpy_style_with_tensors_and_numbers
+        );
+        $run!(engine, reductions_over_one_several_or_all_axes);
+        $run!(engine, softmax_and_log_softmax_normalise_along_the_axis);
+        $run!(engine, matmul_multiplies_2d_and_broadcast_batches);
+        $run!(
+            engine,
+            views_read_through_index_maps_and_copy_only_when_asked_to_reshape_strided_memory
+        );
+        $run!(engine, cat_and_stack_join_tensors_along_an_axis);
+        $run!(engine, empty_tensors_and_scalars_compute_like_any_other);
+        $run!(
+            engine,
+            a_tensor_of_two_to_the_25_elements_is_computed_with_a_split_dispatch
+        );
+        $run!(
+            engine,
+            invalid_registrations_name_the_op_the_operands_and_queue_nothing
+        );
+        $run!(
+            engine,
+            ops_on_tensors_of_different_devices_are_refused_at_registration
+        );
+        $run!(
+            failures,
+            the_seed_scenario_fails_only_the_huge_tensor_and_says_why
+        );
+        $run!(
+            failures,
+            a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_intact
+        );
+        $run!(
+            failures,
+            a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_failure
+        );
+        $run!(
+            failures,
+            a_chain_of_ten_ops_below_a_failure_reports_depth_ten
+        );
+        $run!(
+            failures,
+            twenty_skips_report_the_four_dropped_records_and_still_name_the_root
+        );
+        $run!(
+            failures,
+            two_failures_reaching_one_tensor_are_each_reported_once
+        );
+        $run!(
+            failures,
+            disposing_every_tainted_tensor_releases_every_failure_and_every_byte
+        );
+        $run!(
+            failures,
+            a_lost_device_fails_every_read_and_registration_and_a_new_device_works
+        );
+        $run!(
+            failures,
+            moving_a_tainted_tensor_carries_its_failure_to_the_other_device
+        );
+        $run!(
+            failures,
+            captured_stacks_name_the_line_that_registered_the_root_op
+        );
     };
 }

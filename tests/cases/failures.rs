@@ -1,0 +1,315 @@
+//! Failures stay on the tensors they could not write (DESIGN.md §2, items
+//! 3-9), in both worlds: a read of a tainted tensor fails with the whole
+//! chain back to the root, everything else reads normally, `sync()` tells
+//! the truth, and nothing panics.
+
+use webfusion::{DeviceOptions, FailureKind, FaultKind, TensorError};
+
+use super::engine::{device, device_with, read};
+
+const HUGE: [usize; 2] = [1 << 18, 1 << 18];
+
+async fn read_err(t: &webfusion::Tensor) -> TensorError {
+    match t.to_vec().await {
+        Ok(values) => panic!(
+            "{} read {} values; a failure was expected",
+            t.id(),
+            values.len()
+        ),
+        Err(error) => error,
+    }
+}
+
+pub async fn the_seed_scenario_fails_only_the_huge_tensor_and_says_why() {
+    let gpu = device().await;
+    let huge = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    assert_eq!(huge.shape(), &HUGE, "the shape is known at once");
+    let small = gpu.tensor(&[1.0, 2.0], None).unwrap().mul(2.0).unwrap();
+    assert_eq!(read(&small).await, vec![2.0, 4.0]);
+
+    let sync = gpu.sync().await.expect_err("sync tells the truth");
+    assert_eq!(sync.failures.len(), 1, "{sync}");
+    assert_eq!(sync.failures[0].root.kind, FailureKind::Allocation);
+    gpu.sync()
+        .await
+        .expect("no new failure: the second sync resolves");
+
+    let sliced = huge.slice(&[0, 0], &[1, 2]).unwrap();
+    let error = read_err(&sliced).await;
+    let report = error.first().expect("one report");
+    assert_eq!(error.failures.len(), 1);
+    assert_eq!(report.root.kind, FailureKind::Allocation);
+    assert_eq!(report.root.op, "zeros+add");
+    assert_eq!(
+        report.root.message,
+        "274877906944 bytes exceeds maxBufferSize (268435456)"
+    );
+    assert_eq!(report.depth, 1);
+    assert_eq!(report.chain.len(), 1);
+    assert_eq!(report.chain[0].op, "slice");
+    assert_eq!(report.chain[0].needed, huge.id());
+    assert_eq!(report.carriers, 2, "huge and the slice carry it");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "reading {} [1,2] failed: its bytes were never written",
+            sliced.id()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("skipped 1 operation(s) below a failure"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "skipped `slice`: it needed {}, which carried the failure",
+            huge.id()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("caused by: zeros+add: 274877906944 bytes exceeds maxBufferSize (268435456)"),
+        "{text}"
+    );
+
+    let direct = read_err(&huge).await;
+    assert!(
+        direct
+            .to_string()
+            .contains("its buffer was never allocated"),
+        "{direct}"
+    );
+    assert_eq!(
+        read(&small).await,
+        vec![2.0, 4.0],
+        "the unrelated tensor still reads"
+    );
+}
+
+pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_intact() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    gpu.inject_fault("matmul", 1, FaultKind::Validation);
+    let product = x.matmul(&x).unwrap();
+    let below = product.exp();
+    let independent = x.add(10.0).unwrap();
+    let reduced = x.sum(None, false).unwrap();
+    assert_eq!(read(&independent).await, vec![11.0, 12.0, 13.0, 14.0]);
+    assert_eq!(read(&reduced).await, vec![10.0]);
+
+    let error = read_err(&product).await;
+    let report = error.first().unwrap();
+    assert_eq!(report.root.kind, FailureKind::Injected);
+    assert_eq!(report.root.op, "matmul");
+    assert!(
+        report.root.message.contains("injected validation fault"),
+        "{}",
+        report.root.message
+    );
+    assert_eq!(report.depth, 0);
+    let below = read_err(&below).await;
+    assert_eq!(below.first().unwrap().depth, 1);
+    assert_eq!(below.first().unwrap().chain[0].op, "exp");
+
+    let sync = gpu
+        .sync()
+        .await
+        .expect_err("the injected failure is reported");
+    assert_eq!(sync.failures.len(), 1);
+    let again = x.matmul(&x).unwrap();
+    assert_eq!(
+        read(&again).await,
+        vec![7.0, 10.0, 15.0, 22.0],
+        "only the nth block failed"
+    );
+}
+
+pub async fn a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_failure() {
+    let gpu = device().await;
+    let v = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    gpu.inject_fault("exp", 1, FaultKind::OutOfMemory);
+    let e = v.exp();
+    let _ = gpu.sync().await;
+    let w = gpu.tensor(&[5.0, 6.0], None).unwrap();
+    gpu.sync().await.expect("nothing new failed");
+    let tainted = e.add(1.0).unwrap();
+    let clean = w.mul(2.0).unwrap();
+    assert_eq!(read(&clean).await, vec![10.0, 12.0]);
+    let error = read_err(&tainted).await;
+    assert_eq!(error.first().unwrap().depth, 1);
+    assert!(
+        error
+            .first()
+            .unwrap()
+            .root
+            .message
+            .contains("injected out-of-memory fault")
+    );
+}
+
+pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
+    let gpu = device().await;
+    let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    let _ = gpu.sync().await; // the root runs alone; the chain below is skipped
+    for _ in 0..10 {
+        t = t.exp();
+    }
+    let error = read_err(&t).await;
+    let report = error.first().unwrap();
+    assert_eq!(report.depth, 10);
+    assert_eq!(report.chain.len(), 10);
+    assert!(report.chain.iter().all(|s| s.op == "exp"));
+    assert_eq!(report.dropped, 0);
+    assert!(
+        error
+            .to_string()
+            .contains("skipped 10 operation(s) below a failure")
+    );
+}
+
+pub async fn twenty_skips_report_the_four_dropped_records_and_still_name_the_root() {
+    let gpu = device().await;
+    let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    let _ = gpu.sync().await;
+    for _ in 0..20 {
+        t = t.neg();
+    }
+    let error = read_err(&t).await;
+    let report = error.first().unwrap();
+    assert_eq!(report.depth, 20);
+    assert_eq!(report.chain.len(), 16);
+    assert_eq!(report.dropped, 4);
+    let text = error.to_string();
+    assert!(
+        text.contains("4 older skip record(s) were dropped"),
+        "{text}"
+    );
+    assert!(
+        text.contains("caused by: zeros+add: 274877906944 bytes"),
+        "{text}"
+    );
+}
+
+pub async fn two_failures_reaching_one_tensor_are_each_reported_once() {
+    let gpu = device().await;
+    let a = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    let _ = gpu.sync().await;
+    let b = gpu.full(&HUGE, 2.0).unwrap().mul(3.0).unwrap();
+    let _ = gpu.sync().await;
+    let c = a.add(&b).unwrap().sub(&a).unwrap();
+    let error = read_err(&c).await;
+    assert_eq!(error.failures.len(), 2, "{error}");
+    assert_ne!(error.failures[0].failure, error.failures[1].failure);
+    let ops: Vec<&str> = error.failures.iter().map(|r| r.root.op.as_str()).collect();
+    assert!(
+        ops.contains(&"zeros+add") && ops.contains(&"full+mul"),
+        "{ops:?}"
+    );
+    assert!(error.failures.iter().all(|r| r.depth == 2), "{error}");
+}
+
+pub async fn disposing_every_tainted_tensor_releases_every_failure_and_every_byte() {
+    let gpu = device().await;
+    let start = gpu.stats();
+    {
+        let huge = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+        let below = huge.slice(&[0, 0], &[2, 2]).unwrap().exp();
+        let fine = gpu.ones(&[64]).unwrap().mul(3.0).unwrap();
+        read(&fine).await;
+        assert!(below.to_vec().await.is_err());
+        assert!(gpu.stats().failures_held > 0);
+        assert!(gpu.stats().bytes_in_use > start.bytes_in_use);
+    }
+    let _ = gpu.sync().await;
+    assert_eq!(gpu.stats().failures_held, 0);
+    assert_eq!(gpu.stats().bytes_in_use, start.bytes_in_use);
+}
+
+pub async fn a_lost_device_fails_every_read_and_registration_and_a_new_device_works() {
+    let gpu = device().await;
+    let done = gpu.tensor(&[1.0, 2.0], None).unwrap().add(1.0).unwrap();
+    read(&done).await;
+    let queued = done.mul(2.0).unwrap();
+    gpu.destroy();
+    for t in [&done, &queued] {
+        let error = read_err(t).await;
+        assert_eq!(
+            error.first().unwrap().root.kind,
+            FailureKind::DeviceLost,
+            "{error}"
+        );
+        assert!(error.to_string().contains("destroy()"), "{error}");
+    }
+    let refused = done
+        .add(1.0)
+        .err()
+        .expect("registration on a lost device throws");
+    assert!(refused.to_string().contains("was lost"), "{refused}");
+    let fresh = device().await;
+    assert_eq!(
+        read(&fresh.tensor(&[3.0], None).unwrap().neg()).await,
+        vec![-3.0]
+    );
+}
+
+pub async fn moving_a_tainted_tensor_carries_its_failure_to_the_other_device() {
+    let (one, two) = (device().await, device().await);
+    let a = one.ones(&[2]).unwrap();
+    let b = two.ones(&[2]).unwrap();
+    let refused = a
+        .add(&b)
+        .err()
+        .expect("cross-device ops throw at registration");
+    assert!(
+        refused.to_string().contains(&one.label()) && refused.to_string().contains(&two.label())
+    );
+
+    let moved = a.add(1.0).unwrap().to(&two).await.unwrap();
+    assert_eq!(read(&moved.add(&b).unwrap()).await, vec![3.0, 3.0]);
+
+    let huge = one.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    let tainted = huge.slice(&[0, 0], &[1, 2]).unwrap();
+    let carried = tainted
+        .to(&two)
+        .await
+        .expect("moving a tainted tensor is no error");
+    let error = read_err(&carried.exp()).await;
+    let report = error.first().unwrap();
+    assert_eq!(report.root.kind, FailureKind::Allocation);
+    assert!(
+        report.root.message.contains(&one.label()),
+        "{}",
+        report.root.message
+    );
+    assert_eq!(report.depth, 3, "slice, to, exp");
+    let ops: Vec<&str> = report.chain.iter().map(|s| s.op.as_str()).collect();
+    assert_eq!(ops, ["exp", "to", "slice"]);
+}
+
+pub async fn captured_stacks_name_the_line_that_registered_the_root_op() {
+    let gpu = device_with(DeviceOptions {
+        capture_stacks: true,
+        ..Default::default()
+    })
+    .await;
+    let huge = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    let error = read_err(&huge.exp()).await;
+    let site = error
+        .first()
+        .unwrap()
+        .root
+        .registered_at
+        .clone()
+        .expect("captured");
+    assert!(site.contains("failures.rs"), "{site}");
+    assert!(error.to_string().contains(&format!("registered at {site}")));
+
+    let plain = device().await;
+    let huge = plain.zeros(&HUGE).unwrap().add(1.0).unwrap();
+    assert_eq!(
+        read_err(&huge).await.first().unwrap().root.registered_at,
+        None,
+        "off by default"
+    );
+}

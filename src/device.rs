@@ -131,7 +131,7 @@ pub(crate) struct DeviceState {
 }
 
 /// Whether the panic hook has been installed (once per thread: wasm has one).
-fn install_panic_hook() {
+pub(crate) fn install_panic_hook() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();

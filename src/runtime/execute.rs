@@ -265,7 +265,7 @@ impl DeviceState {
                 "{bytes} bytes exceeds maxBufferSize ({})",
                 limits.max_buffer_size
             ))
-        } else if bytes > limits.max_storage_buffer_binding_size as u64 {
+        } else if bytes > limits.max_storage_buffer_binding_size {
             Some(format!(
                 "{bytes} bytes exceeds maxStorageBufferBindingSize ({})",
                 limits.max_storage_buffer_binding_size

@@ -14,11 +14,21 @@ use wasm_bindgen::prelude::*;
 
 use crate::device::{Device, DeviceOptions};
 use crate::error::{ErrorClass, RegistrationError};
-use crate::tensor::{Handle, Operand, Tensor};
+use crate::runtime::execute::FaultKind;
+use crate::tensor::{Handle, Operand, Tensor, set_registration_site};
+
+mod errors;
 
 #[wasm_bindgen(start)]
 fn start() {
     console_error_panic_hook::set_once();
+}
+
+/// How many panics the library's hook has seen in this page: 0, always. A
+/// test suite asserts it at the end.
+#[wasm_bindgen(js_name = panicCount)]
+pub fn panic_count() -> f64 {
+    crate::device::panics_observed() as f64
 }
 
 thread_local! {
@@ -43,14 +53,7 @@ pub struct JsTensor {
 }
 
 fn js_error(err: &RegistrationError) -> JsValue {
-    let message = err.to_string();
-    let error: JsValue = match err.class {
-        ErrorClass::Type => js_sys::TypeError::new(&message).into(),
-        ErrorClass::Range => js_sys::RangeError::new(&message).into(),
-        ErrorClass::Other => js_sys::Error::new(&message).into(),
-    };
-    let _ = Reflect::set(&error, &"op".into(), &err.op.into());
-    error
+    errors::registration(err)
 }
 
 fn type_error(op: &'static str, reason: String) -> JsValue {
@@ -312,8 +315,35 @@ fn seed_arg(op: &'static str, options: &JsValue) -> Result<u64, JsValue> {
     }
 }
 
+/// Checks that `device` still works and, when it captures stacks, hands the
+/// caller's JS frame to the op about to be registered.
+fn registering(op: &'static str, device: &Device) -> Result<(), JsValue> {
+    if let Some(reason) = device.lost_reason() {
+        return Err(js_error(&RegistrationError::new(
+            op,
+            ErrorClass::Other,
+            format!(
+                "{} was lost ({reason}); request a new device",
+                device.label()
+            ),
+        )));
+    }
+    if device.captures_stacks() {
+        set_registration_site(errors::caller_site());
+    }
+    Ok(())
+}
+
 fn done(result: Result<Tensor, RegistrationError>) -> Result<JsTensor, JsValue> {
     result.map(wrap).map_err(|e| js_error(&e))
+}
+
+impl JsDevice {
+    /// The device, about to register `op` (see `registering`).
+    fn device(&self, op: &'static str) -> Result<&Device, JsValue> {
+        registering(op, &self.inner)?;
+        Ok(&self.inner)
+    }
 }
 
 #[wasm_bindgen(js_class = Device)]
@@ -331,6 +361,17 @@ impl JsDevice {
             }
             opts.capacity = capacity as usize;
         }
+        if let Some(debug) = options
+            .as_ref()
+            .and_then(|o| Reflect::get(o, &"debug".into()).ok())
+            && !debug.is_undefined()
+        {
+            opts.capture_stacks = Reflect::get(&debug, &"captureStacks".into())
+                .ok()
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+        }
+        crate::device::install_panic_hook();
         match Device::request(opts).await {
             Ok(inner) => Ok(JsDevice { inner }),
             Err(e) => Err(js_sys::Error::new(&format!("Device.request: {e}")).into()),
@@ -346,7 +387,7 @@ impl JsDevice {
         } else {
             shape_arg("tensor", &shape)?
         };
-        self.inner
+        self.device("tensor")?
             .tensor(&values, Some(&shape))
             .map(wrap)
             .map_err(|e| js_error(&e))
@@ -354,17 +395,23 @@ impl JsDevice {
 
     pub fn zeros(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("zeros", &shape)?;
-        self.inner.zeros(&shape).map(wrap).map_err(|e| js_error(&e))
+        self.device("zeros")?
+            .zeros(&shape)
+            .map(wrap)
+            .map_err(|e| js_error(&e))
     }
 
     pub fn ones(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("ones", &shape)?;
-        self.inner.ones(&shape).map(wrap).map_err(|e| js_error(&e))
+        self.device("ones")?
+            .ones(&shape)
+            .map(wrap)
+            .map_err(|e| js_error(&e))
     }
 
     pub fn full(&self, shape: JsValue, value: f64) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("full", &shape)?;
-        self.inner
+        self.device("full")?
             .full(&shape, value as f32)
             .map(wrap)
             .map_err(|e| js_error(&e))
@@ -373,7 +420,7 @@ impl JsDevice {
     /// `arange(start, stop, step = 1)`.
     pub fn arange(&self, start: f64, stop: f64, step: Option<f64>) -> Result<JsTensor, JsValue> {
         done(
-            self.inner
+            self.device("arange")?
                 .arange(start as f32, stop as f32, step.unwrap_or(1.0) as f32),
         )
     }
@@ -387,7 +434,7 @@ impl JsDevice {
         let max = option_number(op, &options, "max", 1.0)?;
         let seed = seed_arg(op, &options)?;
         done(
-            self.inner
+            self.device("randomUniform")?
                 .random_uniform(&shape, min as f32, max as f32, seed),
         )
     }
@@ -401,7 +448,7 @@ impl JsDevice {
         let std = option_number(op, &options, "std", 1.0)?;
         let seed = seed_arg(op, &options)?;
         done(
-            self.inner
+            self.device("randomNormal")?
                 .random_normal(&shape, mean as f32, std as f32, seed),
         )
     }
@@ -414,27 +461,92 @@ impl JsDevice {
             tensor_arg("where", &a)?,
             tensor_arg("where", &b)?,
         );
-        done(self.inner.where_(&c, &a, &b))
+        done(self.device("where")?.where_(&c, &a, &b))
     }
 
     /// `cat(tensors, axis = 0)`.
     pub fn cat(&self, tensors: JsValue, axis: JsValue) -> Result<JsTensor, JsValue> {
         let tensors = tensors_arg("cat", &tensors)?;
         let axis = int_arg("cat", "axis", &axis, 0)?;
-        done(self.inner.cat(&tensors.iter().collect::<Vec<_>>(), axis))
+        done(
+            self.device("cat")?
+                .cat(&tensors.iter().collect::<Vec<_>>(), axis),
+        )
     }
 
     /// `stack(tensors, axis = 0)`.
     pub fn stack(&self, tensors: JsValue, axis: JsValue) -> Result<JsTensor, JsValue> {
         let tensors = tensors_arg("stack", &tensors)?;
         let axis = int_arg("stack", "axis", &axis, 0)?;
-        done(self.inner.stack(&tensors.iter().collect::<Vec<_>>(), axis))
+        done(
+            self.device("stack")?
+                .stack(&tensors.iter().collect::<Vec<_>>(), axis),
+        )
     }
 
-    /// Runs everything queued; resolves when it is done.
+    /// Runs everything queued. Resolves when all of it succeeded; rejects
+    /// with an `ExecutionError` naming each failure once when any work
+    /// flushed since the last `sync()` failed.
     pub fn sync(&self) -> js_sys::Promise {
-        self.inner.sync();
-        js_sys::Promise::resolve(&JsValue::UNDEFINED)
+        let device = self.inner.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            match device.sync().await {
+                Ok(()) => Ok(JsValue::UNDEFINED),
+                Err(e) => Err(errors::execution(&e)),
+            }
+        })
+    }
+
+    /// Destroys the GPU device: every tensor on it rejects reads with kind
+    /// `device-lost`; registration throws. Request a new device afterwards.
+    pub fn destroy(&self) {
+        self.inner.destroy();
+    }
+
+    /// Why the device was lost, or `null` while it works.
+    #[wasm_bindgen(getter)]
+    pub fn lost(&self) -> Option<String> {
+        self.inner.lost_reason()
+    }
+
+    /// `injectFault({ op, nth = 1, kind = 'validation' })`: the nth block
+    /// containing `op` fails through a genuine GPU error; its root says it
+    /// was injected.
+    #[wasm_bindgen(js_name = injectFault)]
+    pub fn inject_fault(&self, spec: JsValue) -> Result<(), JsValue> {
+        let name = "injectFault";
+        let op = Reflect::get(&spec, &"op".into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .ok_or_else(|| type_error(name, "needs { op: string }".to_string()))?;
+        let nth = option_number(name, &spec, "nth", 1.0)?;
+        if !(nth >= 1.0 && nth.fract() == 0.0) {
+            return Err(js_error(&RegistrationError::new(
+                name,
+                ErrorClass::Range,
+                format!("nth must be a positive integer, got {nth}"),
+            )));
+        }
+        let kind = match Reflect::get(&spec, &"kind".into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .as_deref()
+        {
+            None | Some("validation") => FaultKind::Validation,
+            Some("out-of-memory") => FaultKind::OutOfMemory,
+            Some("internal") => FaultKind::Internal,
+            Some(other) => {
+                return Err(js_error(&RegistrationError::new(
+                    name,
+                    ErrorClass::Range,
+                    format!(
+                        "kind must be 'validation', 'out-of-memory' or 'internal', got '{other}'"
+                    ),
+                )));
+            }
+        };
+        self.inner.inject_fault(&op, nth as usize, kind);
+        Ok(())
     }
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
@@ -460,7 +572,8 @@ impl JsDevice {
 }
 
 impl JsTensor {
-    fn tensor(&self, op: &'static str) -> Result<&Tensor, JsValue> {
+    /// The tensor, unless disposed.
+    fn get(&self, op: &'static str) -> Result<&Tensor, JsValue> {
         self.inner.as_ref().ok_or_else(|| {
             js_error(&RegistrationError::new(
                 op,
@@ -468,6 +581,15 @@ impl JsTensor {
                 format!("tensor #{} was disposed", self.id),
             ))
         })
+    }
+
+    /// The tensor, about to be an operand of `op`: refused when disposed or
+    /// when its device is lost; hands the caller's JS frame to the
+    /// registration when the device captures stacks.
+    fn tensor(&self, op: &'static str) -> Result<&Tensor, JsValue> {
+        let tensor = self.get(op)?;
+        registering(op, tensor.device())?;
+        Ok(tensor)
     }
 
     /// The other operand of a binary op: a number, or a live `Tensor`.
@@ -507,18 +629,18 @@ impl JsTensor {
 
     #[wasm_bindgen(getter)]
     pub fn shape(&self) -> Result<Array, JsValue> {
-        let t = self.tensor("shape")?;
+        let t = self.get("shape")?;
         Ok(t.shape().iter().map(|&d| JsValue::from(d as f64)).collect())
     }
 
     #[wasm_bindgen(getter)]
     pub fn size(&self) -> Result<f64, JsValue> {
-        Ok(self.tensor("size")?.size() as f64)
+        Ok(self.get("size")?.size() as f64)
     }
 
     #[wasm_bindgen(getter)]
     pub fn rank(&self) -> Result<f64, JsValue> {
-        Ok(self.tensor("rank")?.rank() as f64)
+        Ok(self.get("rank")?.rank() as f64)
     }
 
     #[wasm_bindgen(getter)]
@@ -528,22 +650,37 @@ impl JsTensor {
 
     /// `Promise<Float32Array>` of the values, row-major.
     pub fn data(&self) -> Result<js_sys::Promise, JsValue> {
-        let tensor = self.tensor("data")?.clone();
+        let tensor = self.get("data")?.clone();
+        let asked_at = errors::caller_site();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
-            match tensor.to_vec().await {
+            match tensor.read(asked_at).await {
                 Ok(values) => Ok(Float32Array::from(values.as_slice()).into()),
-                Err(e) => Err(js_sys::Error::new(&e.to_string()).into()),
+                Err(e) => Err(errors::tensor(&e)),
             }
         }))
     }
 
     /// `Promise` of the values as nested arrays (a number for a scalar).
     pub fn array(&self) -> Result<js_sys::Promise, JsValue> {
-        let tensor = self.tensor("array")?.clone();
+        let tensor = self.get("array")?.clone();
+        let asked_at = errors::caller_site();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
-            match tensor.to_vec().await {
+            match tensor.read(asked_at).await {
                 Ok(values) => Ok(nest(&values, tensor.shape())),
-                Err(e) => Err(js_sys::Error::new(&e.to_string()).into()),
+                Err(e) => Err(errors::tensor(&e)),
+            }
+        }))
+    }
+
+    /// `to(device)`: a `Promise` of this tensor on `device`. A tainted tensor
+    /// arrives tainted: the copy carries its failures, naming this device.
+    pub fn to(&self, device: &JsDevice) -> Result<js_sys::Promise, JsValue> {
+        let tensor = self.get("to")?.clone();
+        let device = device.inner.clone();
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.to(&device).await {
+                Ok(moved) => Ok(wrap(moved).into()),
+                Err(e) => Err(js_error(&e)),
             }
         }))
     }

@@ -1,0 +1,156 @@
+//! JS errors built from the Rust error values: the same structure, as
+//! properties, with the same text as `message`.
+
+use js_sys::{Array, Object, Reflect};
+use wasm_bindgen::prelude::*;
+
+use crate::error::{ErrorClass, RegistrationError};
+use crate::failure::{ExecutionError, Report, Root, TensorError};
+
+fn set(target: &JsValue, key: &str, value: impl Into<JsValue>) {
+    let _ = Reflect::set(target, &key.into(), &value.into());
+}
+
+fn string_or_null(value: Option<&str>) -> JsValue {
+    value.map_or(JsValue::NULL, JsValue::from)
+}
+
+/// A registration error as the conventional JS class (`TypeError`,
+/// `RangeError` or `Error`), with `op` naming the op.
+pub fn registration(err: &RegistrationError) -> JsValue {
+    let message = err.to_string();
+    let error: JsValue = match err.class {
+        ErrorClass::Type => js_sys::TypeError::new(&message).into(),
+        ErrorClass::Range => js_sys::RangeError::new(&message).into(),
+        ErrorClass::Other => js_sys::Error::new(&message).into(),
+    };
+    set(&error, "op", err.op);
+    error
+}
+
+/// `{ kind, op, message }`.
+fn root(root: &Root) -> Object {
+    let object = Object::new();
+    set(&object, "kind", root.kind.name());
+    set(&object, "op", root.op.as_str());
+    set(&object, "message", root.message.as_str());
+    object
+}
+
+/// One failure's part of a report: `failureId`, `depth`, `carriers`,
+/// `chain` (`{ op, needed, produced }`, newest first), `droppedSkips`,
+/// `root`, `registeredAt`.
+fn report(report: &Report) -> Object {
+    let object = Object::new();
+    fill_report(&object, report);
+    object
+}
+
+fn fill_report(target: &JsValue, report: &Report) {
+    set(target, "failureId", report.failure.get() as f64);
+    set(target, "depth", report.depth as f64);
+    set(target, "carriers", report.carriers as f64);
+    let chain: Array = report
+        .chain
+        .iter()
+        .map(|skip| {
+            let hop = Object::new();
+            set(&hop, "op", skip.op.as_str());
+            set(&hop, "needed", skip.needed.to_string());
+            let produced: Array = skip
+                .produced
+                .iter()
+                .map(|t| JsValue::from(t.to_string()))
+                .collect();
+            set(&hop, "produced", produced);
+            JsValue::from(hop)
+        })
+        .collect();
+    set(target, "chain", chain);
+    set(target, "droppedSkips", report.dropped as f64);
+    set(target, "root", root(&report.root));
+    set(
+        target,
+        "registeredAt",
+        string_or_null(report.root.registered_at.as_deref()),
+    );
+}
+
+/// A failed read as an `Error` named `TensorError`: the first failure's
+/// fields at the top (the common case has one), every failure in
+/// `failures`, and `cause` an `Error` for the root, so consoles print the
+/// chain.
+pub fn tensor(err: &TensorError) -> JsValue {
+    let error = js_sys::Error::new(&err.to_string());
+    error.set_name("TensorError");
+    let error = JsValue::from(error);
+    set(&error, "tensor", err.tensor.0 as f64);
+    if let Some(first) = err.first() {
+        fill_report(&error, first);
+        let cause = js_sys::Error::new(&first.root.to_string());
+        cause.set_name(&format!("{}Error", first.root.kind.name()));
+        set(&error, "cause", cause);
+    }
+    let failures: Array = err
+        .failures
+        .iter()
+        .map(|r| JsValue::from(report(r)))
+        .collect();
+    set(&error, "failures", failures);
+    set(&error, "askedAt", string_or_null(err.asked_at.as_deref()));
+    error
+}
+
+/// A failed `sync()` as an `Error` named `ExecutionError`, with `failures`:
+/// `{ failureId, root, tainted }` per distinct failure.
+pub fn execution(err: &ExecutionError) -> JsValue {
+    let error = js_sys::Error::new(&err.to_string());
+    error.set_name("ExecutionError");
+    let error = JsValue::from(error);
+    let failures: Array = err
+        .failures
+        .iter()
+        .map(|f| {
+            let object = Object::new();
+            set(&object, "failureId", f.failure.get() as f64);
+            set(&object, "root", root(&f.root));
+            set(&object, "tainted", f.tainted as f64);
+            JsValue::from(object)
+        })
+        .collect();
+    set(&error, "failures", failures);
+    error
+}
+
+/// The user's frame of the current JS stack: the first frame that is not the
+/// library's own glue or wasm. `url:line:column`.
+pub fn caller_site() -> Option<String> {
+    // The library's own frames can be many; make room for the user's.
+    let error_class = js_sys::global()
+        .dyn_into::<Object>()
+        .ok()
+        .and_then(|g| Reflect::get(&g, &"Error".into()).ok())?;
+    let limit = Reflect::get(&error_class, &"stackTraceLimit".into()).unwrap_or(JsValue::UNDEFINED);
+    set(&error_class, "stackTraceLimit", 100);
+    let stack = Reflect::get(&js_sys::Error::new(""), &"stack".into())
+        .ok()
+        .and_then(|s| s.as_string());
+    set(&error_class, "stackTraceLimit", limit);
+    stack?
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .find(|line| {
+            !(line.contains("webfusion.js")
+                || line.contains("webfusion_bg.wasm")
+                || line.contains("wasm-function")
+                || line.contains("wasm://"))
+        })
+        .map(|line| {
+            let at = line.strip_prefix("at ").unwrap_or(line);
+            match at.rfind('(') {
+                Some(open) if at.ends_with(')') => at[open + 1..at.len() - 1].to_string(),
+                _ => at.to_string(),
+            }
+        })
+}

@@ -1,0 +1,178 @@
+// Failures as a JS user meets them: structured errors with the whole chain,
+// sync() that tells the truth, and a page whose module never panics. Every
+// test runs in one page, so the panic counter at the end covers them all.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, serveFixture, urlOf } from './browser.mjs';
+
+let browser;
+let server;
+let page;
+const run = (fn, arg) =>
+  page.evaluate(
+    async ([source, arg]) => {
+      const wf = await import('webfusion');
+      // eslint-disable-next-line no-new-func
+      return new Function(`return (${source})`)()(wf, arg);
+    },
+    [fn.toString(), arg],
+  );
+
+before(async () => {
+  browser = await launch();
+  server = await serveFixture();
+  page = await browser.newPage();
+  await page.goto(urlOf(server));
+  await page.evaluate(async () => (await import('webfusion')).default());
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+test('the seed scenario rejects only the huge tensor, with the chain, the root and the line that registered it', async () => {
+  const result = await page.evaluate(async () => {
+    const { seedScenario } = await import('/seed.js');
+    return seedScenario(await import('webfusion'));
+  });
+  assert.deepEqual(result.shape, [262144, 262144]);
+  assert.deepEqual(result.smallValues, [2, 4]);
+  assert.equal(result.syncError.name, 'ExecutionError');
+  assert.equal(result.syncError.failures.length, 1);
+  assert.equal(result.syncError.failures[0].root.kind, 'allocation');
+  assert.equal(result.secondSync, 'resolved');
+
+  const e = result.error;
+  assert.equal(e.name, 'TensorError');
+  assert.equal(e.isError, true);
+  assert.equal(typeof e.failureId, 'number');
+  assert.equal(e.depth, 1);
+  assert.deepEqual(e.chain.map((hop) => hop.op), ['slice']);
+  assert.equal(e.chain[0].needed, `tensor #${e.hugeId}`);
+  assert.equal(e.root.kind, 'allocation');
+  assert.equal(e.root.op, 'zeros+add');
+  assert.equal(e.root.message, '274877906944 bytes exceeds maxBufferSize (268435456)');
+  assert.match(e.registeredAt, /\/seed\.js:5:\d+$/, 'the user line that registered the root op');
+  assert.match(e.askedAt, /\/seed\.js:\d+:\d+$/);
+  assert.equal(e.causeIsError, true);
+  assert.match(e.cause, /zeros\+add: 274877906944 bytes exceeds maxBufferSize \(268435456\)/);
+  const lines = e.message.split('\n');
+  assert.match(lines[0], /^reading tensor #\d+ \[1,2\] failed: its bytes were never written \(failure #\d+, still carried by \d+ buffer\(s\)\)$/);
+  assert.equal(lines[1], '  skipped 1 operation(s) below a failure');
+  assert.equal(lines[2], `  skipped \`slice\`: it needed tensor #${e.hugeId}, which carried the failure`);
+  assert.equal(lines[3], '  caused by: zeros+add: 274877906944 bytes exceeds maxBufferSize (268435456)');
+  assert.match(lines[4], /^ {2}registered at http:\/\/127\.0\.0\.1:\d+\/seed\.js:5:\d+$/);
+});
+
+test('an injected GPU failure rejects its tensor and leaves independent work of the same flush intact', async () => {
+  const result = await run(async ({ Device }) => {
+    const gpu = await Device.request();
+    const x = gpu.tensor([[1, 2], [3, 4]]);
+    gpu.injectFault({ op: 'matmul', nth: 1, kind: 'internal' });
+    const product = x.matmul(x);
+    const independent = x.add(10);
+    const values = Array.from(await independent.data());
+    const caught = await product.data().then(() => null, (e) => ({ name: e.name, root: e.root, depth: e.depth }));
+    let bad = null;
+    try {
+      gpu.injectFault({ op: 'matmul', kind: 'meltdown' });
+    } catch (e) {
+      bad = `${e.name}: ${e.message}`;
+    }
+    return { values, caught, bad };
+  });
+  assert.deepEqual(result.values, [11, 12, 13, 14]);
+  assert.equal(result.caught.name, 'TensorError');
+  assert.equal(result.caught.root.kind, 'injected');
+  assert.match(result.caught.root.message, /injected internal fault/);
+  assert.equal(result.caught.depth, 0);
+  assert.match(result.bad, /^RangeError: injectFault: kind must be/);
+});
+
+test('two failures reaching one tensor are both reported, each once', async () => {
+  const result = await run(async ({ Device }) => {
+    const gpu = await Device.request();
+    const a = gpu.zeros([2 ** 18, 2 ** 18]).add(1);
+    await gpu.sync().catch(() => {});
+    const b = gpu.ones([2 ** 18, 2 ** 18]).mul(3);
+    await gpu.sync().catch(() => {});
+    return a.add(b).data().then(() => null, (e) => e.failures.map((f) => f.root.op).sort());
+  });
+  assert.deepEqual(result, ['ones+mul', 'zeros+add']);
+});
+
+test('failuresHeld returns to 0 and bytesInUse to its start once the tainted tensors are disposed', async () => {
+  const result = await run(async ({ Device }) => {
+    const gpu = await Device.request();
+    const start = gpu.stats();
+    // Every handle is kept, so every one can be disposed.
+    const zeros = gpu.zeros([2 ** 18, 2 ** 18]);
+    const huge = zeros.add(1);
+    const slice = huge.slice([0, 0], [2, 2]);
+    const below = slice.exp();
+    const ones = gpu.ones([64]);
+    const fine = ones.mul(3);
+    await fine.data();
+    await below.data().catch(() => {});
+    const held = gpu.stats().failuresHeld;
+    for (const t of [zeros, huge, slice, below, ones, fine]) t.dispose();
+    await gpu.sync().catch(() => {});
+    const end = gpu.stats();
+    return { held, failuresHeld: end.failuresHeld, bytesBack: end.bytesInUse === start.bytesInUse };
+  });
+  assert.ok(result.held > 0);
+  assert.equal(result.failuresHeld, 0);
+  assert.equal(result.bytesBack, true);
+});
+
+test('a destroyed device rejects every read with device-lost, throws on registration, and a new device works', async () => {
+  const result = await run(async ({ Device }) => {
+    const gpu = await Device.request();
+    const a = gpu.tensor([1, 2]).add(1);
+    await a.data();
+    const queued = a.mul(2);
+    gpu.destroy();
+    const kinds = [];
+    for (const t of [a, queued]) kinds.push(await t.data().then(() => 'read', (e) => e.root.kind));
+    let thrown = null;
+    try {
+      a.exp();
+    } catch (e) {
+      thrown = e.message;
+    }
+    const fresh = await Device.request();
+    return { kinds, thrown, lost: gpu.lost !== null, fresh: Array.from(await fresh.tensor([3]).neg().data()) };
+  });
+  assert.deepEqual(result.kinds, ['device-lost', 'device-lost']);
+  assert.match(result.thrown, /was lost/);
+  assert.equal(result.lost, true);
+  assert.deepEqual(result.fresh, [-3]);
+});
+
+test('cross-device ops throw at registration and to() carries a failure onto the other device', async () => {
+  const result = await run(async ({ Device }) => {
+    const [one, two] = [await Device.request(), await Device.request()];
+    let thrown = null;
+    try {
+      one.ones([2]).add(two.ones([2]));
+    } catch (e) {
+      thrown = e.message;
+    }
+    const moved = await one.tensor([1, 2]).to(two);
+    const sum = Array.from(await moved.add(two.ones([2])).data());
+    const tainted = one.zeros([2 ** 18, 2 ** 18]).add(1).slice([0, 0], [1, 2]);
+    const carried = await tainted.to(two);
+    const e = await carried.data().then(() => null, (err) => ({ kind: err.root.kind, message: err.root.message, chain: err.chain.map((h) => h.op) }));
+    return { thrown, sum, e };
+  });
+  assert.match(result.thrown, /^add: tensor #\d+ and tensor #\d+ live on different devices \(device #\d+ and device #\d+\)/);
+  assert.deepEqual(result.sum, [2, 3]);
+  assert.equal(result.e.kind, 'allocation');
+  assert.match(result.e.message, /on device #\d+; carried here by `to`/);
+  assert.deepEqual(result.e.chain, ['to', 'slice']);
+});
+
+test('no test in this page observed a panic', async () => {
+  const count = await run(async ({ panicCount }) => panicCount());
+  assert.equal(count, 0);
+});

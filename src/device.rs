@@ -25,6 +25,11 @@ pub struct DeviceOptions {
     /// the line that registered its root op. Off by default: it costs a
     /// stack capture per op in the browser.
     pub capture_stacks: bool,
+    /// Run each block's GPU work in error scopes and its own submit, so a
+    /// failing block taints only what it was to write. On by default; off
+    /// only to measure what that costs (a GPU error is then not caught, and
+    /// independent work submitted with it is lost).
+    pub error_scopes: bool,
 }
 
 impl Default for DeviceOptions {
@@ -32,6 +37,7 @@ impl Default for DeviceOptions {
         DeviceOptions {
             capacity: 1024,
             capture_stacks: false,
+            error_scopes: true,
         }
     }
 }
@@ -108,6 +114,7 @@ pub(crate) struct DeviceState {
     pub stats: Stats,
     pub capacity: usize,
     pub capture_stacks: bool,
+    pub error_scopes: bool,
     pub label: String,
     /// Flushed work whose error scopes have not all resolved, oldest first.
     pub submissions: VecDeque<Submission>,
@@ -185,6 +192,7 @@ impl Device {
                     stats: Stats::default(),
                     capacity: options.capacity.max(1),
                     capture_stacks: options.capture_stacks,
+                    error_scopes: options.error_scopes,
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
                     late_taints: HashMap::new(),

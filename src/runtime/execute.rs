@@ -128,8 +128,15 @@ impl DeviceState {
             )
         };
         let mut runs = Vec::with_capacity(blocks.len());
+        let mut shared = match self.error_scopes {
+            true => None,
+            false => Some(self.gpu.device.create_command_encoder(&Default::default())),
+        };
         for block in &blocks {
-            runs.push(self.run_block(&ops, block, seq));
+            runs.push(self.run_block(&ops, block, seq, shared.as_mut()));
+        }
+        if let Some(encoder) = shared {
+            self.submit(encoder);
         }
         self.submissions.push_back(Submission { seq, blocks: runs });
 
@@ -145,7 +152,15 @@ impl DeviceState {
         self.settle();
     }
 
-    fn run_block(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
+    /// Runs one block. Its GPU work gets its own encoder, error scope and
+    /// submit, unless `shared` (the flush's encoder, when scopes are off).
+    fn run_block(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        seq: u64,
+        shared: Option<&mut wgpu::CommandEncoder>,
+    ) -> BlockRun {
         let (indices, outputs): (Vec<usize>, Vec<TensorId>) = match block {
             Block::Elementwise(b) => (b.ops.clone(), b.outputs.clone()),
             Block::Single(i) => (vec![*i], vec![ops[*i].output]),
@@ -210,25 +225,37 @@ impl DeviceState {
         }
 
         let injected = self.take_fault(&run);
-        let scope = self.gpu.open_scope();
-        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        // Without error scopes (a benchmark baseline, never the default) the
+        // blocks share the flush's encoder and one submit.
+        let scope = match shared {
+            None => Some(self.gpu.open_scope()),
+            Some(_) => None,
+        };
+        let mut own = None;
+        let encoder = match shared {
+            Some(encoder) => encoder,
+            None => own.insert(self.gpu.device.create_command_encoder(&Default::default())),
+        };
         match block {
             Block::Elementwise(b) => {
                 let written = ElementwiseBlock {
                     outputs: live,
                     ..b.clone()
                 };
-                self.run_elementwise(ops, &written, &mut encoder, seq);
+                self.run_elementwise(ops, &written, encoder, seq);
             }
-            Block::Single(i) => self.run_single(&ops[*i], &mut encoder, seq),
+            Block::Single(i) => self.run_single(&ops[*i], encoder, seq),
         }
         if injected.is_some() {
             self.gpu.provoke_validation_error();
         }
-        self.submit(encoder);
-        let mut scope = scope;
-        scope.pipelines = self.gpu.take_scoped_pipelines();
-        run.scope = Some(scope.close());
+        if let Some(encoder) = own {
+            self.submit(encoder);
+        }
+        if let Some(mut scope) = scope {
+            scope.pipelines = self.gpu.take_scoped_pipelines();
+            run.scope = Some(scope.close());
+        }
         run.injected = injected;
         run
     }

@@ -27,6 +27,8 @@ pub struct Stats {
     /// Ops that ran inside a kernel together with at least one other op.
     pub fused_ops: u64,
     pub buffers_allocated: u64,
+    /// Bytes of the buffers created so far (pool reuse not counted).
+    pub bytes_allocated: u64,
     /// Bytes of the buffers tensors hold now (pooled buffers not counted).
     pub bytes_in_use: u64,
     pub pipelines_compiled: u64,
@@ -231,6 +233,7 @@ impl Gpu {
             return Allocation { buffer, bucket };
         }
         stats.buffers_allocated += 1;
+        stats.bytes_allocated += bucket;
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
             size: bucket,

@@ -366,10 +366,14 @@ impl JsDevice {
             .and_then(|o| Reflect::get(o, &"debug".into()).ok())
             && !debug.is_undefined()
         {
-            opts.capture_stacks = Reflect::get(&debug, &"captureStacks".into())
-                .ok()
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
+            let flag = |key: &str, default: bool| {
+                Reflect::get(&debug, &key.into())
+                    .ok()
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(default)
+            };
+            opts.capture_stacks = flag("captureStacks", false);
+            opts.error_scopes = flag("errorScopes", true);
         }
         crate::device::install_panic_hook();
         match Device::request(opts).await {
@@ -550,7 +554,7 @@ impl JsDevice {
     }
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
+    /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
     pub fn stats(&self) -> Object {
         let s = self.inner.stats();
         let object = Object::new();
@@ -560,6 +564,7 @@ impl JsDevice {
             ("kernelsLaunched", s.kernels_launched),
             ("fusedOps", s.fused_ops),
             ("buffersAllocated", s.buffers_allocated),
+            ("bytesAllocated", s.bytes_allocated),
             ("bytesInUse", s.bytes_in_use),
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),

@@ -1,0 +1,277 @@
+// The benchmark workloads, written once per library. Inputs are seeded and
+// identical for every library; weights stay on the GPU; every timed
+// iteration uploads its input, computes, and reads the result back.
+import { onnxModel } from './onnx.js';
+
+/** Seeded uniform values in [lo, hi) (mulberry32). */
+export function seeded(n, seed, lo = -1, hi = 1) {
+  let a = seed >>> 0;
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = lo + (hi - lo) * (((t ^ (t >>> 14)) >>> 0) / 4294967296);
+  }
+  return out;
+}
+
+// W1: 16 elementwise ops; `x` is the input, numbers are scalar operands.
+const CHAIN = [
+  ['mul', 0.5], ['add', 0.1], ['exp'], ['mul', 'x'], ['tanh'], ['sub', 0.2], ['sigmoid'], ['add', 'x'],
+  ['mul', 1.5], ['tanh'], ['add', 'x'], ['sigmoid'], ['mul', 0.9], ['exp'], ['sub', 'x'], ['tanh'],
+];
+const W1_N = 1 << 20;
+
+// W6: 1000 small ops on 16 elements.
+const SMALL = Array.from({ length: 1000 }, (_, i) => [['add', 0.01], ['mul', 0.999], ['sub', 0.005], ['maximum', -2]][i % 4]);
+
+const MLP = { batch: 256, sizes: [784, 512, 512, 10], lr: 0.01 };
+
+function mlpWeights() {
+  const { sizes } = MLP;
+  return [0, 1, 2].map((l) => ({
+    w: seeded(sizes[l] * sizes[l + 1], 100 + l, -0.05, 0.05),
+    b: seeded(sizes[l + 1], 200 + l, -0.01, 0.01),
+    shape: [sizes[l], sizes[l + 1]],
+  }));
+}
+
+function oneHot(batch, classes, seed) {
+  const labels = seeded(batch, seed, 0, classes);
+  const y = new Float32Array(batch * classes);
+  labels.forEach((v, i) => { y[i * classes + Math.floor(v)] = 1; });
+  return y;
+}
+
+export const WORKLOADS = [
+  { id: 'W1', name: '16 elementwise ops on 2^20', heavy: false },
+  { id: 'W2-256', name: 'matmul 256', n: 256 },
+  { id: 'W2-512', name: 'matmul 512', n: 512 },
+  { id: 'W2-1024', name: 'matmul 1024', n: 1024, heavy: true },
+  { id: 'W3', name: 'MLP forward 256x784-512-512-10', heavy: true },
+  { id: 'W4', name: 'MLP SGD training step', heavy: true },
+  { id: 'W5', name: 'sum over last axis of [1024,4096]' },
+  { id: 'W6', name: '1000 small ops on 16 elements' },
+  { id: 'W7', name: 'softmax over last axis of [1024,1024]' },
+];
+
+// ---------------------------------------------------------------- webfusion
+/** Returns `{ step }`: one timed iteration, resolving to the result values. */
+export function webfusionWorkload(wf, gpu, id) {
+  const live = [];
+  const keep = (t) => { live.push(t); return t; };
+  const cleanup = () => { while (live.length) live.pop().dispose(); };
+  const run = async (fn) => { try { return await fn(); } finally { cleanup(); } };
+  const chain = (x, ops) => ops.reduce((y, [op, arg]) => keep(arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
+  switch (id) {
+    case 'W1': {
+      const data = seeded(W1_N, 1);
+      return { step: () => run(() => chain(keep(gpu.tensor(data)), CHAIN).data()) };
+    }
+    case 'W2-256': case 'W2-512': case 'W2-1024': {
+      const n = Number(id.slice(3));
+      const a = seeded(n * n, 2);
+      const b = gpu.tensor(seeded(n * n, 3), [n, n]);
+      return { step: () => run(() => keep(keep(gpu.tensor(a, [n, n])).matmul(b)).data()) };
+    }
+    case 'W3': {
+      const layers = mlpWeights().map(({ w, b, shape }) => ({ w: gpu.tensor(w, shape), b: gpu.tensor(b) }));
+      const x = seeded(MLP.batch * MLP.sizes[0], 4);
+      return {
+        step: () => run(() => {
+          let h = keep(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
+          layers.forEach(({ w, b }, i) => {
+            h = keep(keep(h.matmul(w)).add(b));
+            h = keep(i < 2 ? h.relu() : h.softmax(-1));
+          });
+          return h.data();
+        }),
+      };
+    }
+    case 'W4': {
+      let layers = mlpWeights().map(({ w, b, shape }) => ({ w: gpu.tensor(w, shape), b: gpu.tensor(b) }));
+      const x = seeded(MLP.batch * MLP.sizes[0], 4);
+      const y = oneHot(MLP.batch, 10, 5);
+      return {
+        step: () => run(async () => {
+          const input = keep(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
+          const labels = keep(gpu.tensor(y, [MLP.batch, 10]));
+          const acts = [input];
+          const pre = [];
+          let h = input;
+          layers.forEach(({ w, b }, i) => {
+            const z = keep(keep(h.matmul(w)).add(b));
+            pre.push(z);
+            h = i < 2 ? keep(z.relu()) : z;
+            acts.push(h);
+          });
+          const logp = keep(h.logSoftmax(-1));
+          const loss = keep(keep(keep(keep(labels.mul(logp)).sum()).neg()).div(MLP.batch));
+          // Backward, by hand: d(loss)/d(logits) = (softmax - y) / batch.
+          let grad = keep(keep(keep(logp.exp()).sub(labels)).div(MLP.batch));
+          const next = [];
+          for (let i = 2; i >= 0; i--) {
+            const { w, b } = layers[i];
+            const dw = keep(keep(acts[i].transpose()).matmul(grad));
+            const db = keep(grad.sum(0));
+            next[i] = { w: w.sub(keep(dw.mul(MLP.lr))), b: b.sub(keep(db.mul(MLP.lr))) };
+            if (i > 0) {
+              const back = keep(grad.matmul(keep(w.transpose())));
+              grad = keep(back.mul(keep(pre[i - 1].greater(0))));
+            }
+          }
+          const values = await loss.data();
+          layers.forEach(({ w, b }) => { w.dispose(); b.dispose(); });
+          layers = next;
+          return values;
+        }),
+      };
+    }
+    case 'W5': {
+      const data = seeded(1024 * 4096, 6);
+      return { step: () => run(() => keep(keep(gpu.tensor(data, [1024, 4096])).sum(-1)).data()) };
+    }
+    case 'W6': {
+      const data = seeded(16, 7);
+      return { step: () => run(() => chain(keep(gpu.tensor(data)), SMALL).data()) };
+    }
+    case 'W7': {
+      const data = seeded(1024 * 1024, 8);
+      return { step: () => run(() => keep(keep(gpu.tensor(data, [1024, 1024])).softmax(-1)).data()) };
+    }
+    default: throw new Error(`unknown workload ${id}`);
+  }
+}
+
+// ---------------------------------------------------------------- TF.js
+export function tfjsWorkload(tf, id) {
+  const chain = (x, ops) => ops.reduce((y, [op, arg]) => (arg === undefined ? tf[op](y) : tf[op](y, arg === 'x' ? x : arg)), x);
+  switch (id) {
+    case 'W1': {
+      const data = seeded(W1_N, 1);
+      return { step: async () => { const y = tf.tidy(() => chain(tf.tensor(data), CHAIN)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W2-256': case 'W2-512': case 'W2-1024': {
+      const n = Number(id.slice(3));
+      const a = seeded(n * n, 2);
+      const b = tf.tensor(seeded(n * n, 3), [n, n]);
+      return { step: async () => { const y = tf.tidy(() => tf.matMul(tf.tensor(a, [n, n]), b)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W3': {
+      const layers = mlpWeights().map(({ w, b, shape }) => ({ w: tf.tensor(w, shape), b: tf.tensor(b) }));
+      const x = seeded(MLP.batch * MLP.sizes[0], 4);
+      return {
+        step: async () => {
+          const y = tf.tidy(() => layers.reduce((h, { w, b }, i) => {
+            const z = tf.add(tf.matMul(h, w), b);
+            return i < 2 ? tf.relu(z) : tf.softmax(z);
+          }, tf.tensor(x, [MLP.batch, MLP.sizes[0]])));
+          const v = await y.data();
+          y.dispose();
+          return v;
+        },
+      };
+    }
+    case 'W4': {
+      const layers = mlpWeights().map(({ w, b, shape }) => ({ w: tf.variable(tf.tensor(w, shape)), b: tf.variable(tf.tensor(b)) }));
+      const x = seeded(MLP.batch * MLP.sizes[0], 4);
+      const y = oneHot(MLP.batch, 10, 5);
+      const optimizer = tf.train.sgd(MLP.lr);
+      return {
+        step: async () => {
+          const input = tf.tensor(x, [MLP.batch, MLP.sizes[0]]);
+          const labels = tf.tensor(y, [MLP.batch, 10]);
+          const loss = optimizer.minimize(() => {
+            const logits = layers.reduce((h, { w, b }, i) => {
+              const z = tf.add(tf.matMul(h, w), b);
+              return i < 2 ? tf.relu(z) : z;
+            }, input);
+            return tf.div(tf.neg(tf.sum(tf.mul(labels, tf.logSoftmax(logits)))), MLP.batch);
+          }, true);
+          const v = await loss.data();
+          tf.dispose([input, labels, loss]);
+          return v;
+        },
+      };
+    }
+    case 'W5': {
+      const data = seeded(1024 * 4096, 6);
+      return { step: async () => { const y = tf.tidy(() => tf.sum(tf.tensor(data, [1024, 4096]), -1)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W6': {
+      const data = seeded(16, 7);
+      return { step: async () => { const y = tf.tidy(() => chain(tf.tensor(data), SMALL)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W7': {
+      const data = seeded(1024 * 1024, 8);
+      return { step: async () => { const y = tf.tidy(() => tf.softmax(tf.tensor(data, [1024, 1024]), -1)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    default: throw new Error(`unknown workload ${id}`);
+  }
+}
+
+// ---------------------------------------------------------------- ONNX Runtime Web
+/** The ONNX graph of a workload, or null where ONNX Runtime has no equivalent run. */
+export function onnxGraph(id) {
+  switch (id) {
+    case 'W1': {
+      const nodes = [];
+      const initializers = [];
+      let prev = 'x';
+      CHAIN.forEach(([op, arg], i) => {
+        const out = i === CHAIN.length - 1 ? 'y' : `t${i}`;
+        const onnxOp = { mul: 'Mul', add: 'Add', sub: 'Sub', exp: 'Exp', tanh: 'Tanh', sigmoid: 'Sigmoid' }[op];
+        if (arg === undefined) nodes.push([onnxOp, [prev], [out]]);
+        else if (arg === 'x') nodes.push([onnxOp, [prev, 'x'], [out]]);
+        else { initializers.push([`c${i}`, [], [arg]]); nodes.push([onnxOp, [prev, `c${i}`], [out]]); }
+        prev = out;
+      });
+      return { graph: { inputs: [['x', [W1_N]]], outputs: [['y', [W1_N]]], initializers, nodes }, feeds: { x: [seeded(W1_N, 1), [W1_N]] } };
+    }
+    case 'W2-256': case 'W2-512': case 'W2-1024': {
+      const n = Number(id.slice(3));
+      return {
+        graph: { inputs: [['a', [n, n]]], outputs: [['y', [n, n]]], initializers: [['b', [n, n], seeded(n * n, 3)]], nodes: [['MatMul', ['a', 'b'], ['y']]] },
+        feeds: { a: [seeded(n * n, 2), [n, n]] },
+      };
+    }
+    case 'W3': {
+      const initializers = [];
+      const nodes = [];
+      let h = 'x';
+      mlpWeights().forEach(({ w, b, shape }, i) => {
+        initializers.push([`w${i}`, shape, w], [`b${i}`, [shape[1]], b]);
+        nodes.push(['MatMul', [h, `w${i}`], [`m${i}`]], ['Add', [`m${i}`, `b${i}`], [`z${i}`]]);
+        h = `z${i}`;
+        if (i < 2) { nodes.push(['Relu', [h], [`h${i}`]]); h = `h${i}`; }
+      });
+      nodes.push(['Softmax', [h], ['y'], { axis: -1 }]);
+      return {
+        graph: { inputs: [['x', [MLP.batch, MLP.sizes[0]]]], outputs: [['y', [MLP.batch, 10]]], initializers, nodes },
+        feeds: { x: [seeded(MLP.batch * MLP.sizes[0], 4), [MLP.batch, MLP.sizes[0]]] },
+      };
+    }
+    case 'W5':
+      return {
+        graph: { inputs: [['x', [1024, 4096]]], outputs: [['y', [1024]]], initializers: [['axes', [1], [-1], 7]], nodes: [['ReduceSum', ['x', 'axes'], ['y'], { keepdims: 0 }]] },
+        feeds: { x: [seeded(1024 * 4096, 6), [1024, 4096]] },
+      };
+    case 'W7':
+      return {
+        graph: { inputs: [['x', [1024, 1024]]], outputs: [['y', [1024, 1024]]], nodes: [['Softmax', ['x'], ['y'], { axis: -1 }]] },
+        feeds: { x: [seeded(1024 * 1024, 8), [1024, 1024]] },
+      };
+    default:
+      return null; // W4 (training) and W6 (1000 tiny ops): no ONNX Runtime equivalent
+  }
+}
+
+export async function ortWorkload(ort, id) {
+  const spec = onnxGraph(id);
+  if (!spec) return null;
+  const session = await ort.InferenceSession.create(onnxModel(spec.graph), { executionProviders: ['webgpu'] });
+  const feeds = Object.fromEntries(Object.entries(spec.feeds).map(([k, [data, dims]]) => [k, new ort.Tensor('float32', data, dims)]));
+  return { step: async () => (await session.run(feeds)).y.data };
+}

@@ -1,6 +1,6 @@
 // Runs every workload on every library, side by side in one page, and
 // exposes the results as `window.runBench()`.
-import init, { Device } from 'webfusion';
+import init, { Device, tidy } from 'webfusion';
 import * as ort from 'onnxruntime-web';
 import { WORKLOADS, ortWorkload, tfjsWorkload, webfusionWorkload } from './workloads.js';
 
@@ -25,7 +25,7 @@ async function time(step, heavy) {
 }
 
 async function webfusionRun(gpu, w) {
-  const { step } = webfusionWorkload({ Device }, gpu, w.id);
+  const { step } = webfusionWorkload({ tidy }, gpu, w.id);
   const ms = await time(step, w.heavy);
   const before = gpu.stats();
   await step();

@@ -59,35 +59,33 @@ export const WORKLOADS = [
 
 // ---------------------------------------------------------------- webfusion
 /** Returns `{ step }`: one timed iteration, resolving to the result values. */
-export function webfusionWorkload(wf, gpu, id) {
-  const live = [];
-  const keep = (t) => { live.push(t); return t; };
-  const cleanup = () => { while (live.length) live.pop().dispose(); };
-  const run = async (fn) => { try { return await fn(); } finally { cleanup(); } };
-  const chain = (x, ops) => ops.reduce((y, [op, arg]) => keep(arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
+export function webfusionWorkload({ tidy }, gpu, id) {
+  // Like TF.js's tidy: intermediates are disposed when built, so the queue
+  // knows nobody holds them and fuses them away.
+  const read = async (build) => {
+    const y = tidy(build);
+    try { return await y.data(); } finally { y.dispose(); }
+  };
+  const chain = (x, ops) => ops.reduce((y, [op, arg]) => (arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
   switch (id) {
     case 'W1': {
       const data = seeded(W1_N, 1);
-      return { step: () => run(() => chain(keep(gpu.tensor(data)), CHAIN).data()) };
+      return { step: () => read(() => chain(gpu.tensor(data), CHAIN)) };
     }
     case 'W2-256': case 'W2-512': case 'W2-1024': {
       const n = Number(id.slice(3));
       const a = seeded(n * n, 2);
       const b = gpu.tensor(seeded(n * n, 3), [n, n]);
-      return { step: () => run(() => keep(keep(gpu.tensor(a, [n, n])).matmul(b)).data()) };
+      return { step: () => read(() => gpu.tensor(a, [n, n]).matmul(b)) };
     }
     case 'W3': {
       const layers = mlpWeights().map(({ w, b, shape }) => ({ w: gpu.tensor(w, shape), b: gpu.tensor(b) }));
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       return {
-        step: () => run(() => {
-          let h = keep(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
-          layers.forEach(({ w, b }, i) => {
-            h = keep(keep(h.matmul(w)).add(b));
-            h = keep(i < 2 ? h.relu() : h.softmax(-1));
-          });
-          return h.data();
-        }),
+        step: () => read(() => layers.reduce((h, { w, b }, i) => {
+          const z = h.matmul(w).add(b);
+          return i < 2 ? z.relu() : z.softmax(-1);
+        }, gpu.tensor(x, [MLP.batch, MLP.sizes[0]]))),
       };
     }
     case 'W4': {
@@ -95,51 +93,53 @@ export function webfusionWorkload(wf, gpu, id) {
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       const y = oneHot(MLP.batch, 10, 5);
       return {
-        step: () => run(async () => {
-          const input = keep(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
-          const labels = keep(gpu.tensor(y, [MLP.batch, 10]));
-          const acts = [input];
-          const pre = [];
-          let h = input;
-          layers.forEach(({ w, b }, i) => {
-            const z = keep(keep(h.matmul(w)).add(b));
-            pre.push(z);
-            h = i < 2 ? keep(z.relu()) : z;
-            acts.push(h);
-          });
-          const logp = keep(h.logSoftmax(-1));
-          const loss = keep(keep(keep(keep(labels.mul(logp)).sum()).neg()).div(MLP.batch));
-          // Backward, by hand: d(loss)/d(logits) = (softmax - y) / batch.
-          let grad = keep(keep(keep(logp.exp()).sub(labels)).div(MLP.batch));
-          const next = [];
-          for (let i = 2; i >= 0; i--) {
-            const { w, b } = layers[i];
-            const dw = keep(keep(acts[i].transpose()).matmul(grad));
-            const db = keep(grad.sum(0));
-            next[i] = { w: w.sub(keep(dw.mul(MLP.lr))), b: b.sub(keep(db.mul(MLP.lr))) };
-            if (i > 0) {
-              const back = keep(grad.matmul(keep(w.transpose())));
-              grad = keep(back.mul(keep(pre[i - 1].greater(0))));
+        step: async () => {
+          const { loss, next } = tidy(() => {
+            const input = gpu.tensor(x, [MLP.batch, MLP.sizes[0]]);
+            const labels = gpu.tensor(y, [MLP.batch, 10]);
+            const acts = [input];
+            const pre = [];
+            let h = input;
+            layers.forEach(({ w, b }, i) => {
+              const z = h.matmul(w).add(b);
+              pre.push(z);
+              h = i < 2 ? z.relu() : z;
+              acts.push(h);
+            });
+            const logp = h.logSoftmax(-1);
+            const loss = labels.mul(logp).sum().neg().div(MLP.batch);
+            // Backward, by hand: d(loss)/d(logits) = (softmax - y) / batch.
+            let grad = logp.exp().sub(labels).div(MLP.batch);
+            const next = [];
+            for (let i = 2; i >= 0; i--) {
+              const { w, b } = layers[i];
+              next[i] = {
+                w: w.sub(acts[i].transpose().matmul(grad).mul(MLP.lr)),
+                b: b.sub(grad.sum(0).mul(MLP.lr)),
+              };
+              if (i > 0) grad = grad.matmul(w.transpose()).mul(pre[i - 1].greater(0));
             }
-          }
+            return { loss, next };
+          });
           const values = await loss.data();
+          loss.dispose();
           layers.forEach(({ w, b }) => { w.dispose(); b.dispose(); });
           layers = next;
           return values;
-        }),
+        },
       };
     }
     case 'W5': {
       const data = seeded(1024 * 4096, 6);
-      return { step: () => run(() => keep(keep(gpu.tensor(data, [1024, 4096])).sum(-1)).data()) };
+      return { step: () => read(() => gpu.tensor(data, [1024, 4096]).sum(-1)) };
     }
     case 'W6': {
       const data = seeded(16, 7);
-      return { step: () => run(() => chain(keep(gpu.tensor(data)), SMALL).data()) };
+      return { step: () => read(() => chain(gpu.tensor(data), SMALL)) };
     }
     case 'W7': {
       const data = seeded(1024 * 1024, 8);
-      return { step: () => run(() => keep(keep(gpu.tensor(data, [1024, 1024])).softmax(-1)).data()) };
+      return { step: () => read(() => gpu.tensor(data, [1024, 1024]).softmax(-1)) };
     }
     default: throw new Error(`unknown workload ${id}`);
   }

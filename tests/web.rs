@@ -3,6 +3,7 @@
 #![cfg(target_arch = "wasm32")]
 
 mod cases;
+mod common;
 
 use wasm_bindgen_test::*;
 
@@ -19,3 +20,17 @@ macro_rules! browser {
 }
 
 all_cases!(browser);
+
+/// A seeded subset of `tests/properties.rs`: random op graphs against the CPU
+/// reference, on WebGPU.
+#[wasm_bindgen_test]
+async fn random_op_graphs_match_the_cpu_reference_in_the_browser() {
+    let gpu = cases::engine::device().await;
+    for seed in 0..24u64 {
+        let seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        if let Err(e) = common::graphs::check_graph(&gpu, seed).await {
+            panic!("{e}");
+        }
+    }
+    assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
+}

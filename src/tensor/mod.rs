@@ -25,7 +25,7 @@ pub struct Tensor {
 
 /// What a tensor handle holds; the device releases the tensor when the last
 /// one is dropped.
-pub(crate) struct Handle {
+struct Handle {
     device: Device,
     id: TensorId,
     shape: Vec<usize>,
@@ -230,18 +230,6 @@ fn registration_site(capture: bool, caller: &Location<'_>) -> Option<Rc<str>> {
 }
 
 impl Tensor {
-    /// A reference that does not keep the tensor alive (the JS layer's table
-    /// of live tensors).
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    pub(crate) fn downgrade(&self) -> std::rc::Weak<Handle> {
-        Rc::downgrade(&self.handle)
-    }
-
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    pub(crate) fn from_handle(handle: Rc<Handle>) -> Tensor {
-        Tensor { handle }
-    }
-
     pub fn id(&self) -> TensorId {
         self.handle.id
     }

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Weak;
+use std::rc::Rc;
 
 use js_sys::{Array, Float32Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 use crate::device::{Device, DeviceOptions};
 use crate::error::{ErrorClass, RegistrationError};
 use crate::runtime::execute::FaultKind;
-use crate::tensor::{Handle, Operand, Tensor, set_registration_site};
+use crate::tensor::{Operand, Tensor, set_registration_site};
 
 mod errors;
 
@@ -31,11 +31,17 @@ pub fn panic_count() -> f64 {
     crate::device::panics_observed() as f64
 }
 
+/// A JS tensor's hold on its tensor: emptied by `dispose()` or by the
+/// `tidy()` that created it, after which the JS object throws when used.
+type Slot = Rc<RefCell<Option<Tensor>>>;
+
 thread_local! {
     /// The tensors JS holds, by id, so an operand passed from JS can be found
     /// without taking it over (wasm-bindgen's by-value conversion would
-    /// invalidate the caller's object). Weak: JS objects own their tensors.
-    static LIVE: RefCell<HashMap<u64, Weak<Handle>>> = RefCell::new(HashMap::new());
+    /// invalidate the caller's object), and so `tidy()` can dispose them.
+    static LIVE: RefCell<HashMap<u64, Slot>> = RefCell::new(HashMap::new());
+    /// The open `tidy()` scopes, innermost last: the ids each created.
+    static SCOPES: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A GPU device.
@@ -47,9 +53,20 @@ pub struct JsDevice {
 /// A tensor; its values are computed when read.
 #[wasm_bindgen(js_name = Tensor)]
 pub struct JsTensor {
-    /// `None` once disposed.
-    inner: Option<Tensor>,
+    slot: Slot,
     id: u64,
+}
+
+impl Drop for JsTensor {
+    /// The JS object was freed (`free()`, `Symbol.dispose`, or garbage
+    /// collection): the table forgets it.
+    fn drop(&mut self) {
+        LIVE.with(|live| {
+            if let Ok(mut live) = live.try_borrow_mut() {
+                live.remove(&self.id);
+            }
+        });
+    }
 }
 
 fn js_error(err: &RegistrationError) -> JsValue {
@@ -62,11 +79,83 @@ fn type_error(op: &'static str, reason: String) -> JsValue {
 
 fn wrap(tensor: Tensor) -> JsTensor {
     let id = tensor.id().0;
-    LIVE.with(|live| live.borrow_mut().insert(id, tensor.downgrade()));
-    JsTensor {
-        inner: Some(tensor),
-        id,
+    let slot: Slot = Rc::new(RefCell::new(Some(tensor)));
+    LIVE.with(|live| live.borrow_mut().insert(id, slot.clone()));
+    SCOPES.with(|scopes| {
+        if let Some(scope) = scopes.borrow_mut().last_mut() {
+            scope.push(id);
+        }
+    });
+    JsTensor { slot, id }
+}
+
+/// Disposes the tensor JS knows as `id`, wherever its JS object is.
+fn dispose_id(id: u64) {
+    if let Some(slot) = LIVE.with(|live| live.borrow_mut().remove(&id)) {
+        slot.borrow_mut().take();
     }
+}
+
+/// The ids of the tensors in `value`: a `Tensor`, or arrays and plain
+/// objects holding them (a few levels deep).
+fn tensor_ids(value: &JsValue, depth: usize, out: &mut Vec<u64>) {
+    if depth > 4 || !value.is_object() {
+        return;
+    }
+    if is_tensor(value) {
+        if let Some(id) = Reflect::get(value, &"id".into())
+            .ok()
+            .and_then(|v| v.as_f64())
+        {
+            out.push(id as u64);
+        }
+    } else if Array::is_array(value) {
+        for item in Array::from(value).iter() {
+            tensor_ids(&item, depth + 1, out);
+        }
+    } else if let Some(object) = value.dyn_ref::<Object>() {
+        for item in Object::values(object).iter() {
+            tensor_ids(&item, depth + 1, out);
+        }
+    }
+}
+
+/// `tidy(fn)`: runs `fn` and disposes every tensor it created, except those
+/// it returns (a tensor, or arrays and objects of tensors). Tensors nobody
+/// holds can then fuse: a JS object keeps its tensor alive until it is
+/// disposed or garbage-collected, and garbage collection comes late.
+#[wasm_bindgen]
+pub fn tidy(f: &js_sys::Function) -> Result<JsValue, JsValue> {
+    SCOPES.with(|scopes| scopes.borrow_mut().push(Vec::new()));
+    let result = f.call0(&JsValue::NULL);
+    let created = SCOPES
+        .with(|scopes| scopes.borrow_mut().pop())
+        .unwrap_or_default();
+    let mut kept = Vec::new();
+    if let Ok(value) = &result {
+        tensor_ids(value, 0, &mut kept);
+    }
+    let promise = result
+        .as_ref()
+        .is_ok_and(|v| v.is_instance_of::<js_sys::Promise>());
+    for &id in &created {
+        if promise || !kept.contains(&id) {
+            dispose_id(id);
+        }
+    }
+    // What it returns belongs to the enclosing scope, if any.
+    SCOPES.with(|scopes| {
+        if let Some(outer) = scopes.borrow_mut().last_mut() {
+            outer.extend(created.iter().filter(|id| kept.contains(id)));
+        }
+    });
+    if promise {
+        return Err(type_error(
+            "tidy",
+            "fn must not be async (it returned a Promise)".to_string(),
+        ));
+    }
+    result
 }
 
 /// A number read from an options object, if present.
@@ -182,25 +271,33 @@ fn flatten(value: &JsValue, shape: &[usize], out: &mut Vec<f32>) -> Result<(), J
     }
 }
 
-/// A `Tensor` passed from JS, found in the table of live tensors without
-/// taking it over.
-fn tensor_arg(op: &'static str, value: &JsValue) -> Result<Tensor, JsValue> {
-    let not_a_tensor = || type_error(op, format!("expected a Tensor, got {value:?}"));
-    let is_tensor = value.is_object()
+fn is_tensor(value: &JsValue) -> bool {
+    value.is_object()
         && Reflect::get(value, &"constructor".into())
             .ok()
             .and_then(|c| Reflect::get(&c, &"name".into()).ok())
             .and_then(|n| n.as_string())
-            .is_some_and(|n| n == "Tensor");
-    if !is_tensor {
+            .is_some_and(|n| n == "Tensor")
+}
+
+/// A `Tensor` passed from JS, found in the table of live tensors without
+/// taking it over.
+fn tensor_arg(op: &'static str, value: &JsValue) -> Result<Tensor, JsValue> {
+    let not_a_tensor = || type_error(op, format!("expected a Tensor, got {value:?}"));
+    if !is_tensor(value) {
         return Err(not_a_tensor());
     }
     let id = Reflect::get(value, &"id".into())
         .ok()
         .and_then(|v| v.as_f64())
         .ok_or_else(not_a_tensor)?;
-    match LIVE.with(|live| live.borrow().get(&(id as u64)).and_then(Weak::upgrade)) {
-        Some(handle) => Ok(Tensor::from_handle(handle)),
+    let found = LIVE.with(|live| {
+        live.borrow()
+            .get(&(id as u64))
+            .and_then(|slot| slot.borrow().clone())
+    });
+    match found {
+        Some(tensor) => Ok(tensor),
         None => Err(js_error(&RegistrationError::new(
             op,
             ErrorClass::Other,
@@ -578,8 +675,8 @@ impl JsDevice {
 
 impl JsTensor {
     /// The tensor, unless disposed.
-    fn get(&self, op: &'static str) -> Result<&Tensor, JsValue> {
-        self.inner.as_ref().ok_or_else(|| {
+    fn get(&self, op: &'static str) -> Result<Tensor, JsValue> {
+        self.slot.borrow().clone().ok_or_else(|| {
             js_error(&RegistrationError::new(
                 op,
                 ErrorClass::Other,
@@ -591,7 +688,7 @@ impl JsTensor {
     /// The tensor, about to be an operand of `op`: refused when disposed or
     /// when its device is lost; hands the caller's JS frame to the
     /// registration when the device captures stacks.
-    fn tensor(&self, op: &'static str) -> Result<&Tensor, JsValue> {
+    fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
         let tensor = self.get(op)?;
         registering(op, tensor.device())?;
         Ok(tensor)
@@ -613,8 +710,8 @@ impl JsTensor {
     ) -> Result<JsTensor, JsValue> {
         let this = self.tensor(op)?;
         let result = match Self::operand(op, other)? {
-            OperandArg::Scalar(v) => f(this, Operand::Scalar(v)),
-            OperandArg::Tensor(t) => f(this, Operand::Tensor(&t)),
+            OperandArg::Scalar(v) => f(&this, Operand::Scalar(v)),
+            OperandArg::Tensor(t) => f(&this, Operand::Tensor(&t)),
         };
         result.map(wrap).map_err(|e| js_error(&e))
     }
@@ -655,7 +752,7 @@ impl JsTensor {
 
     /// `Promise<Float32Array>` of the values, row-major.
     pub fn data(&self) -> Result<js_sys::Promise, JsValue> {
-        let tensor = self.get("data")?.clone();
+        let tensor = self.get("data")?;
         let asked_at = errors::caller_site();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match tensor.read(asked_at).await {
@@ -667,7 +764,7 @@ impl JsTensor {
 
     /// `Promise` of the values as nested arrays (a number for a scalar).
     pub fn array(&self) -> Result<js_sys::Promise, JsValue> {
-        let tensor = self.get("array")?.clone();
+        let tensor = self.get("array")?;
         let asked_at = errors::caller_site();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match tensor.read(asked_at).await {
@@ -680,7 +777,7 @@ impl JsTensor {
     /// `to(device)`: a `Promise` of this tensor on `device`. A tainted tensor
     /// arrives tainted: the copy carries its failures, naming this device.
     pub fn to(&self, device: &JsDevice) -> Result<js_sys::Promise, JsValue> {
-        let tensor = self.get("to")?.clone();
+        let tensor = self.get("to")?;
         let device = device.inner.clone();
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match tensor.to(&device).await {
@@ -691,8 +788,8 @@ impl JsTensor {
     }
 
     /// Releases the tensor's memory now; using it afterwards throws.
-    pub fn dispose(&mut self) {
-        self.inner = None;
+    pub fn dispose(&self) {
+        self.slot.borrow_mut().take();
         LIVE.with(|live| live.borrow_mut().remove(&self.id));
     }
 }

@@ -387,3 +387,22 @@ pub async fn ops_on_tensors_of_different_devices_are_refused_at_registration() {
     );
     assert!(one.cat(&[&a, &b], 0).is_err());
 }
+
+pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_binding_limit() {
+    let gpu = device().await;
+    let inputs: Vec<Tensor> = (0..10)
+        .map(|i| gpu.full(&[3], i as f32).unwrap().exp().log())
+        .collect();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let mut total = inputs[0].clone();
+    for t in &inputs[1..] {
+        total = total.add(t).unwrap();
+    }
+    close(&read(&total).await, &[45.0; 3]);
+    let kernels = gpu.stats().kernels_launched - before.kernels_launched;
+    assert!(
+        kernels >= 2,
+        "eleven buffers cannot bind in one kernel: {kernels}"
+    );
+}

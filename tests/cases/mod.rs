@@ -52,6 +52,10 @@ macro_rules! all_cases {
             ops_on_tensors_of_different_devices_are_refused_at_registration
         );
         $run!(
+            engine,
+            a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_binding_limit
+        );
+        $run!(
             failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why
         );

@@ -81,8 +81,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Vec<usize> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -427,7 +435,9 @@ impl Ref {
 
     pub fn max(&self, axes: Option<&[isize]>, keep_dims: bool) -> Ref {
         self.reduce(axes, keep_dims, |v| {
-            v.iter().map(|&x| x as f64).fold(f64::NEG_INFINITY, f64::max)
+            v.iter()
+                .map(|&x| x as f64)
+                .fold(f64::NEG_INFINITY, f64::max)
         })
     }
 
@@ -495,7 +505,10 @@ impl Ref {
 impl Ref {
     /// `[..., m, k] @ [..., k, n] -> [..., m, n]`, the batch dims broadcast.
     pub fn matmul(&self, other: &Ref) -> Ref {
-        assert!(self.rank() >= 2 && other.rank() >= 2, "matmul needs rank >= 2");
+        assert!(
+            self.rank() >= 2 && other.rank() >= 2,
+            "matmul needs rank >= 2"
+        );
         let (ra, rb) = (self.rank(), other.rank());
         let (m, k) = (self.shape[ra - 2], self.shape[ra - 1]);
         let (k2, n) = (other.shape[rb - 2], other.shape[rb - 1]);
@@ -553,7 +566,11 @@ impl Ref {
 impl Ref {
     /// The same values in a new shape; one dim may be -1 (inferred).
     pub fn reshape(&self, shape: &[isize]) -> Ref {
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let known: usize = shape
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
         let out: Vec<usize> = shape
             .iter()
             .map(|&d| {
@@ -565,7 +582,12 @@ impl Ref {
                 }
             })
             .collect();
-        assert_eq!(numel(&out), self.size(), "reshape {:?} to {shape:?}", self.shape);
+        assert_eq!(
+            numel(&out),
+            self.size(),
+            "reshape {:?} to {shape:?}",
+            self.shape
+        );
         Ref::new(self.data.clone(), &out)
     }
 

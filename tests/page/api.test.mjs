@@ -118,9 +118,18 @@ test('a disposed tensor throws when used, and an operand can be reused', async (
     } catch (e) {
       message = e.message;
     }
-    return { message, sum: Array.from(await sum.data()), again: Array.from(await again.data()) };
+    const c = gpu.tensor([5]);
+    c[Symbol.dispose]();
+    let afterSymbol = null;
+    try {
+      c.exp();
+    } catch (e) {
+      afterSymbol = e instanceof Error;
+    }
+    return { message, afterSymbol, sum: Array.from(await sum.data()), again: Array.from(await again.data()) };
   });
   assert.match(result.message, /was disposed/);
+  assert.equal(result.afterSymbol, true, 'a tensor freed by Symbol.dispose throws when used');
   assert.deepEqual(result.sum, [4, 6]);
   assert.deepEqual(result.again, [4, 6]);
 });
@@ -221,4 +230,49 @@ test('invalid registrations throw the conventional JS error naming the op and th
   assert.match(result.reshape, /^RangeError: reshape: cannot reshape \[2,3\]/);
   assert.match(result.seed, /^RangeError: randomUniform: seed/);
   assert.deepEqual(result.works, [2, 2, 2, 2, 2, 2]);
+});
+
+test('tidy disposes what its function created except what it returns, so the chain fuses', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, tidy }) => {
+    const gpu = await Device.request();
+    const x = gpu.tensor([1, 2, 3, 4]);
+    await x.data();
+    let inner = null;
+    const before = gpu.stats();
+    const y = tidy(() => {
+      inner = x.mul(2);
+      let t = inner;
+      for (let i = 0; i < 15; i += 1) t = t.add(1);
+      return t;
+    });
+    const values = Array.from(await y.data());
+    const after = gpu.stats();
+    let disposed = null;
+    try {
+      inner.exp();
+    } catch (e) {
+      disposed = e.message;
+    }
+    let asyncRefused = null;
+    try {
+      tidy(async () => x.exp());
+    } catch (e) {
+      asyncRefused = e.name;
+    }
+    const pair = tidy(() => ({ a: x.add(1), b: [x.sub(1)] }));
+    return {
+      values,
+      kernels: after.kernelsLaunched - before.kernelsLaunched,
+      buffers: after.buffersAllocated - before.buffersAllocated,
+      disposed,
+      asyncRefused,
+      pair: [Array.from(await pair.a.data()), Array.from(await pair.b[0].data())],
+    };
+  });
+  assert.deepEqual(result.values, [17, 19, 21, 23]);
+  assert.equal(result.kernels, 1, 'sixteen ops, one kernel');
+  assert.ok(result.buffers <= 1);
+  assert.match(result.disposed, /was disposed/);
+  assert.equal(result.asyncRefused, 'TypeError');
+  assert.deepEqual(result.pair, [[2, 3, 4, 5], [0, 1, 2, 3]]);
 });

@@ -73,6 +73,21 @@ window.runBench = async (only) => {
     log(JSON.stringify(row));
     results.push(row);
   }
-  return results;
+  // Registration cost: ops recorded per second (JS call -> wasm -> queue),
+  // with a queue large enough that nothing flushes while recording.
+  const recorder = await Device.request({ capacity: 1_000_000 });
+  const x = recorder.tensor(new Float32Array(16));
+  const n = 20000;
+  const t0 = performance.now();
+  tidy(() => {
+    let y = x;
+    for (let i = 0; i < n; i += 1) y = y.add(1);
+    return null;
+  });
+  const registration = { ops: n, ms: performance.now() - t0 };
+  registration.opsPerSecond = Math.round((n / registration.ms) * 1000);
+  await recorder.sync();
+  log(JSON.stringify({ registration }));
+  return { results, registration };
 };
 document.body.dataset.ready = 'yes';

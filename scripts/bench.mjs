@@ -19,7 +19,7 @@ try {
   page.on('console', (m) => { if (m.type() === 'log') console.log(`[bench] ${m.text()}`); });
   await page.goto(urlOf(server));
   await page.waitForSelector('body[data-ready]', { state: 'attached', timeout: 60_000 });
-  const results = await page.evaluate((ids) => window.runBench(ids.length ? ids : null), only);
+  const { results, registration } = await page.evaluate((ids) => window.runBench(ids.length ? ids : null), only);
 
   const fmt = (v) => (v == null ? '-' : v >= 100 ? v.toFixed(0) : v.toFixed(2));
   const ratio = (a, b) => (a == null || b == null ? '-' : `${(b / a).toFixed(2)}x`);
@@ -37,7 +37,8 @@ try {
   console.log(`\n${line(head)}\n${rows.map(line).join('\n')}`);
   console.log('\nratios > 1x: webfusion faster. stacks cost: captureStacks on vs default. scopes cost: default vs error scopes off.');
   for (const r of results) if (r.ortError) console.log(`ort ${r.id}: ${r.ortError}`);
-  writeFileSync(join(repo, 'bench-results.json'), `${JSON.stringify({ date: new Date().toISOString(), results }, null, 2)}\n`);
+  console.log(`registration: ${registration.opsPerSecond} ops/s (${registration.ops} ops in ${registration.ms.toFixed(1)} ms)`);
+  writeFileSync(join(repo, 'bench-results.json'), `${JSON.stringify({ date: new Date().toISOString(), results, registration }, null, 2)}\n`);
   console.log('wrote bench-results.json');
 } finally {
   await browser.close();

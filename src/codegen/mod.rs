@@ -10,6 +10,7 @@
 //! so the runtime can fold any count into a 2-D grid that stays within
 //! `maxComputeWorkgroupsPerDimension`; a workgroup past the end returns.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::fusion::ElementwiseBlock;
@@ -139,13 +140,20 @@ pub fn elementwise(
 
     // Each op's value, named v{op index}; operands resolve to a loaded input
     // or an earlier value of this block.
+    let input_index: HashMap<TensorId, usize> = block
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(j, &t)| (t, j))
+        .collect();
+    let producer: HashMap<TensorId, usize> =
+        block.ops.iter().map(|&i| (ops[i].output, i)).collect();
     let value_of = |t: TensorId| -> String {
-        match block.inputs.iter().position(|&i| i == t) {
-            Some(j) => format!("x{j}"),
-            None => {
-                let producer = block.ops.iter().find(|&&i| ops[i].output == t);
-                format!("v{}", producer.copied().unwrap_or_default())
-            }
+        match (input_index.get(&t), producer.get(&t)) {
+            (Some(j), _) => format!("x{j}"),
+            (None, Some(i)) => format!("v{i}"),
+            // The planner gives every operand a source; unreachable.
+            (None, None) => "0.0".to_string(),
         }
     };
     for &i in &block.ops {

@@ -41,7 +41,8 @@ pub struct ElementwiseBlock {
 }
 
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
-/// handle still refers to a tensor.
+/// handle still refers to a tensor. Linear in the number of ops: a loop that
+/// registers thousands of small ops must not pay for planning them.
 pub fn plan(
     ops: &[OpIr],
     held: impl Fn(TensorId) -> bool,
@@ -49,12 +50,18 @@ pub fn plan(
 ) -> Vec<Block> {
     let consumers = consumers(ops);
     let live = liveness(ops, &consumers, &held);
+    let live_consumers = |t: TensorId| {
+        consumers
+            .get(&t)
+            .map_or(0, |c| c.iter().filter(|&&j| live[j]).count())
+    };
     let mut blocks = Vec::new();
-    let mut group: Option<ElementwiseBlock> = None;
+    let mut group: Option<Group> = None;
     // Ops that are not elementwise, met while a group was open. They run
     // right after the group (they may read what it writes), so an op reading
     // one of their outputs cannot join the group.
     let mut pending: Vec<usize> = Vec::new();
+    let mut pending_outputs: HashSet<TensorId> = HashSet::new();
 
     for (i, op) in ops.iter().enumerate() {
         if !live[i] {
@@ -63,49 +70,141 @@ pub fn plan(
         if !op.kind.is_elementwise() {
             if group.is_some() {
                 pending.push(i);
+                pending_outputs.insert(op.output);
             } else {
                 blocks.push(Block::Single(i));
             }
             continue;
         }
-        let joined = group.as_mut().is_some_and(|g| {
+        let joins = group.as_ref().is_some_and(|g| {
             g.shape == op.shape
-                && !op
-                    .inputs
-                    .iter()
-                    .any(|t| pending.iter().any(|&p| ops[p].output == *t))
-                && {
-                    let mut trial = g.ops.clone();
-                    trial.push(i);
-                    bindings(ops, &trial, &consumers, &live, &held) <= max_storage_buffers
-                }
+                && !op.inputs.iter().any(|t| pending_outputs.contains(t))
+                && g.bindings_with(op, &held, &live_consumers) <= max_storage_buffers
         });
-        if joined {
-            if let Some(g) = group.as_mut() {
-                g.ops.push(i);
-            }
-        } else {
+        if !joins {
             if let Some(done) = group.take() {
-                blocks.push(Block::Elementwise(finish(
-                    ops, done, &consumers, &live, &held,
-                )));
+                blocks.push(Block::Elementwise(done.finish(ops, &held)));
             }
             blocks.extend(pending.drain(..).map(Block::Single));
-            group = Some(ElementwiseBlock {
-                ops: vec![i],
-                inputs: Vec::new(),
-                outputs: Vec::new(),
-                shape: op.shape.clone(),
-            });
+            pending_outputs.clear();
+            group = Some(Group::new(op.shape.clone()));
+        }
+        if let Some(g) = group.as_mut() {
+            g.add(i, op, &held, &live_consumers);
         }
     }
     if let Some(done) = group.take() {
-        blocks.push(Block::Elementwise(finish(
-            ops, done, &consumers, &live, &held,
-        )));
+        blocks.push(Block::Elementwise(done.finish(ops, &held)));
     }
     blocks.extend(pending.drain(..).map(Block::Single));
     blocks
+}
+
+/// An elementwise group being built, with what it would bind kept up to
+/// date as ops join.
+struct Group {
+    shape: Vec<usize>,
+    ops: Vec<usize>,
+    /// Tensors read from memory, first use first.
+    inputs: Vec<TensorId>,
+    input_set: HashSet<TensorId>,
+    /// For each tensor produced in the group: its live consumers outside the
+    /// group (so far: ops not yet met count as outside). Written to memory
+    /// while held or while this is non-zero.
+    outside: HashMap<TensorId, usize>,
+    /// How many produced tensors are written.
+    written: usize,
+}
+
+impl Group {
+    fn new(shape: Vec<usize>) -> Group {
+        Group {
+            shape,
+            ops: Vec::new(),
+            inputs: Vec::new(),
+            input_set: HashSet::new(),
+            outside: HashMap::new(),
+            written: 0,
+        }
+    }
+
+    /// Storage buffers the group would bind with `op` in it. Counts as written
+    /// every output some op not yet in the group reads, which only
+    /// over-counts: an op that joins later can only take outputs away.
+    fn bindings_with(
+        &self,
+        op: &OpIr,
+        held: &impl Fn(TensorId) -> bool,
+        live_consumers: &impl Fn(TensorId) -> usize,
+    ) -> usize {
+        let mut seen = HashSet::new();
+        let mut new_inputs = 0;
+        let mut no_longer_written = 0;
+        for &t in &op.inputs {
+            if !seen.insert(t) {
+                continue;
+            }
+            match self.outside.get(&t) {
+                None if !self.input_set.contains(&t) => new_inputs += 1,
+                Some(&1) if !held(t) => no_longer_written += 1,
+                _ => {}
+            }
+        }
+        let writes_output = held(op.output) || live_consumers(op.output) > 0;
+        self.inputs.len() + self.written + new_inputs + usize::from(writes_output)
+            - no_longer_written
+    }
+
+    fn add(
+        &mut self,
+        i: usize,
+        op: &OpIr,
+        held: &impl Fn(TensorId) -> bool,
+        live_consumers: &impl Fn(TensorId) -> usize,
+    ) {
+        let mut seen = HashSet::new();
+        for &t in &op.inputs {
+            if !seen.insert(t) {
+                continue;
+            }
+            match self.outside.get_mut(&t) {
+                Some(count) => {
+                    // This consumer is inside now.
+                    let was_written = held(t) || *count > 0;
+                    *count = count.saturating_sub(1);
+                    if was_written && !(held(t) || *count > 0) {
+                        self.written -= 1;
+                    }
+                }
+                None => {
+                    if self.input_set.insert(t) {
+                        self.inputs.push(t);
+                    }
+                }
+            }
+        }
+        let outside = live_consumers(op.output);
+        if held(op.output) || outside > 0 {
+            self.written += 1;
+        }
+        self.outside.insert(op.output, outside);
+        self.ops.push(i);
+    }
+
+    fn finish(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
+        let outputs = self
+            .ops
+            .iter()
+            .map(|&i| ops[i].output)
+            .filter(|t| held(*t) || self.outside.get(t).is_some_and(|&n| n > 0))
+            .collect();
+        ElementwiseBlock {
+            ops: self.ops,
+            inputs: self.inputs,
+            outputs,
+            shape: self.shape,
+        }
+    }
 }
 
 /// For each tensor, the ops (by index) that read it.
@@ -135,66 +234,6 @@ fn liveness(
                 .is_some_and(|c| c.iter().any(|&j| live[j]));
     }
     live
-}
-
-/// Which of `group`'s outputs must be written: held, or read by a live op
-/// outside the group.
-fn written(
-    ops: &[OpIr],
-    group: &[usize],
-    consumers: &HashMap<TensorId, Vec<usize>>,
-    live: &[bool],
-    held: &impl Fn(TensorId) -> bool,
-) -> Vec<TensorId> {
-    group
-        .iter()
-        .map(|&i| ops[i].output)
-        .filter(|&t| {
-            held(t)
-                || consumers
-                    .get(&t)
-                    .is_some_and(|c| c.iter().any(|&j| live[j] && !group.contains(&j)))
-        })
-        .collect()
-}
-
-/// Tensors `group` reads that it does not produce, first use first.
-fn external_inputs(ops: &[OpIr], group: &[usize]) -> Vec<TensorId> {
-    let produced: HashSet<TensorId> = group.iter().map(|&i| ops[i].output).collect();
-    let mut inputs = Vec::new();
-    for &i in group {
-        for &t in &ops[i].inputs {
-            if !produced.contains(&t) && !inputs.contains(&t) {
-                inputs.push(t);
-            }
-        }
-    }
-    inputs
-}
-
-/// Storage buffers `group` would bind. Counts as written every output some op
-/// not yet in the group reads, which only over-counts: an op that joins later
-/// can only take outputs away.
-fn bindings(
-    ops: &[OpIr],
-    group: &[usize],
-    consumers: &HashMap<TensorId, Vec<usize>>,
-    live: &[bool],
-    held: &impl Fn(TensorId) -> bool,
-) -> usize {
-    external_inputs(ops, group).len() + written(ops, group, consumers, live, held).len()
-}
-
-fn finish(
-    ops: &[OpIr],
-    mut group: ElementwiseBlock,
-    consumers: &HashMap<TensorId, Vec<usize>>,
-    live: &[bool],
-    held: &impl Fn(TensorId) -> bool,
-) -> ElementwiseBlock {
-    group.inputs = external_inputs(ops, &group.ops);
-    group.outputs = written(ops, &group.ops, consumers, live, held);
-    group
 }
 
 #[cfg(test)]

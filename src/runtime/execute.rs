@@ -96,8 +96,9 @@ impl Fault {
 
 /// What a read does next.
 pub enum ReadStep {
-    /// Wait for these scopes, then ask again.
-    Wait(Vec<Scope>),
+    /// Wait for these scopes, then ask again (`reread`), handing back the
+    /// copy already started, if any.
+    Wait(Vec<Scope>, Option<PendingRead>),
     /// The bytes were never written.
     Failed(Vec<Report>),
     /// The bytes are on their way.
@@ -465,17 +466,21 @@ impl DeviceState {
         self.set_data(id, Data::Failed(taints), None);
     }
 
-    /// The next step of a read of `id`: flush, settle, then either wait,
-    /// report the failures it carries, or start copying its bytes back.
+    /// The next step of a read of `id`: flush, then either report the
+    /// failures it carries, start copying its bytes back, or (while its
+    /// scopes are pending) both wait and start the copy, so the copy and the
+    /// scopes' answer travel together rather than one after the other.
     pub fn read(&mut self, id: TensorId) -> ReadStep {
         self.flush();
+        self.reread(id, None)
+    }
+
+    /// `read` after waiting: `early` is the copy started while waiting.
+    pub fn reread(&mut self, id: TensorId, early: Option<PendingRead>) -> ReadStep {
         let waiting = self.settle();
         let Some(record) = self.records.get(&id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "its record is gone")]);
         };
-        if record.pending.is_some() && !waiting.is_empty() {
-            return ReadStep::Wait(waiting);
-        }
         if let Data::Failed(taints) = &record.data {
             let reports = taints
                 .iter()
@@ -483,33 +488,40 @@ impl DeviceState {
                 .collect();
             return ReadStep::Failed(reports);
         }
-        let Some((buffer, access)) = self.access(id) else {
-            return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);
-        };
+        if record.pending.is_some() && !waiting.is_empty() {
+            let early = early.or_else(|| self.start_copy(id));
+            return ReadStep::Wait(waiting, early);
+        }
+        match early.or_else(|| self.start_copy(id)) {
+            Some(read) => ReadStep::Go(read),
+            None => ReadStep::Failed(vec![self.internal_report(id, "it was never written")]),
+        }
+    }
+
+    /// Starts copying `id`'s bytes to the host, made row-major first if it
+    /// is a strided view; `None` when it has no bytes to copy.
+    fn start_copy(&mut self, id: TensorId) -> Option<PendingRead> {
+        let (buffer, access) = self.access(id)?;
         let numel = shape::numel(&access.shape);
         if numel == 0 {
-            return ReadStep::Go(self.gpu.read(&buffer, 0, 0));
+            return Some(self.gpu.read(&buffer, 0, 0));
         }
         if access.layout.is_contiguous(&access.shape) {
-            return ReadStep::Go(self.gpu.read(
-                &buffer,
-                4 * access.layout.offset as u64,
-                4 * numel as u64,
-            ));
+            return Some(
+                self.gpu
+                    .read(&buffer, 4 * access.layout.offset as u64, 4 * numel as u64),
+            );
         }
-        // A strided view: made row-major first.
         let temp = self.allocate(&access.shape);
         let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
         let kernel = codegen::copy(&access, &Layout::contiguous(&access.shape));
         self.launch(&mut encoder, &kernel, &[buffer], &[&temp]);
         self.submit(encoder);
-        let Data::Owned(temp) = temp else {
-            return ReadStep::Failed(vec![self.internal_report(id, "its copy could not be made")]);
-        };
+        let Data::Owned(temp) = temp else { return None };
         let read = self.gpu.read(&temp.buffer, 0, 4 * numel as u64);
         // The read's copy is submitted: later work cannot overtake it.
         self.gpu.release(temp, &mut self.stats);
-        ReadStep::Go(read)
+        Some(read)
     }
 
     /// A report for a read that failed for a reason of the runtime's own (a

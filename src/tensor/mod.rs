@@ -269,10 +269,13 @@ impl Tensor {
             failures,
             asked_at: asked_at.clone(),
         };
+        let mut step = self.device().with_state(|state| state.read(self.id()));
         loop {
-            match self.device().with_state(|state| state.read(self.id())) {
-                ReadStep::Wait(scopes) => {
+            step = match step {
+                ReadStep::Wait(scopes, early) => {
                     futures_util::future::join_all(scopes).await;
+                    self.device()
+                        .with_state(|state| state.reread(self.id(), early))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
                 ReadStep::Go(pending) => {
@@ -286,7 +289,7 @@ impl Tensor {
                         }
                     };
                 }
-            }
+            };
         }
     }
 

@@ -295,27 +295,54 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
         let stride = params.push(input.layout.strides[d]);
         let _ = writeln!(body, "    base = base + k{i} * {stride};");
     }
-    let (init, combine) = if argmax {
+    // Each thread folds its elements into `acc` (and `aux`, for argmax the
+    // index, for logSumExp the sum of exp(x - acc)); then the workgroup folds
+    // the threads' states pairwise in shared memory. `merge` folds another
+    // state (`x`, `r`) into this one.
+    let final_argmax = argmax && matches!(stage, Stage::Final { .. });
+    let (init, aux, element, merge, finish) = if argmax {
+        let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
+        let r = if final_argmax { "in1[at]" } else { "i" };
         (
             "ninf()",
-            "if (x > acc || (x == acc && r < best)) { acc = x; best = r; }",
+            Some(("u32", "0xffffffffu")),
+            format!("let r = {r}; {pick}"),
+            pick.to_string(),
+            "f32(aux)".to_string(),
         )
     } else {
         match op {
-            ReduceOp::Sum | ReduceOp::Mean => ("0.0", "acc = acc + x;"),
-            ReduceOp::Max => ("ninf()", "acc = max(acc, x);"),
-            ReduceOp::Min => ("-ninf()", "acc = min(acc, x);"),
+            ReduceOp::Sum | ReduceOp::Mean => {
+                let finish = match (op, stage) {
+                    (ReduceOp::Mean, Stage::First { .. }) | (ReduceOp::Sum, _) => "acc".to_string(),
+                    (ReduceOp::Mean, _) => format!("acc / f32({divisor})"),
+                    _ => "acc".to_string(),
+                };
+                ("0.0", None, "acc = acc + x;".to_string(), "acc = acc + x;".to_string(), finish)
+            }
+            ReduceOp::Max => ("ninf()", None, "acc = max(acc, x);".to_string(), "acc = max(acc, x);".to_string(), "acc".to_string()),
+            ReduceOp::Min => ("-ninf()", None, "acc = min(acc, x);".to_string(), "acc = min(acc, x);".to_string(), "acc".to_string()),
+            // log(sum(exp(x))) in one pass: `acc` is the running max and
+            // `aux` the sum of exp(x - acc), rescaled when the max grows. A
+            // partial result is itself a logSumExp, so the final stage folds
+            // partials exactly like elements.
+            ReduceOp::LogSumExp => (
+                "ninf()",
+                Some(("f32", "0.0")),
+                "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
+                "if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
+                "acc + log(aux)".to_string(),
+            ),
         }
-    };
-    let candidate = match stage {
-        Stage::Final { .. } if argmax => "in1[at]",
-        _ => "i",
     };
     let _ = writeln!(
         body,
-        "    var acc = {init};\n    var best = 0xffffffffu;\n\
+        "    var acc = {init};\n{}\
          \x20   for (var i = start + lid; i < end; i = i + {WORKGROUP_SIZE}u) {{\n\
-         \x20       var at = base;\n        var rrem = i;"
+         \x20       var at = base;\n        var rrem = i;",
+        aux.map_or(String::new(), |(ty, v)| format!(
+            "    var aux: {ty} = {v};\n"
+        ))
     );
     for &d in axes.iter().rev() {
         let (dim, stride) = (
@@ -327,23 +354,37 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
             "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim};"
         );
     }
+    let (save, load) = match aux {
+        Some(_) => (
+            "part_aux[lid] = aux;",
+            "let r = part_aux[lid + s];\n            var aux = part_aux[lid];",
+        ),
+        None => ("", ""),
+    };
+    let save_back = if aux.is_some() {
+        "part_aux[lid] = aux;"
+    } else {
+        ""
+    };
     let _ = writeln!(
         body,
-        "        let x = in0[at];\n        let r = {candidate};\n        {combine}\n    }}\n\
-         \x20   part[lid] = acc;\n    part_index[lid] = best;\n    workgroupBarrier();\n\
+        "        let x = in0[at];\n        {element}\n    }}\n\
+         \x20   part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
          \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
          \x20       if (lid < s) {{\n\
-         \x20           let x = part[lid + s];\n            let r = part_index[lid + s];\n\
-         \x20           var acc = part[lid];\n            var best = part_index[lid];\n\
-         \x20           {combine}\n\
-         \x20           part[lid] = acc;\n            part_index[lid] = best;\n\
+         \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load}\n\
+         \x20           {merge}\n\
+         \x20           part[lid] = acc;\n            {save_back}\n\
          \x20       }}\n        workgroupBarrier();\n    }}\n\
-         \x20   if (lid == 0u) {{",
+         \x20   if (lid == 0u) {{\n        let acc = part[0];",
         half = WORKGROUP_SIZE / 2,
     );
+    if aux.is_some() {
+        body += "        let aux = part_aux[0];\n";
+    }
     let mut decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string();
     let mut binding = 2;
-    if argmax && matches!(stage, Stage::Final { .. }) {
+    if final_argmax {
         decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
         binding = 3;
     }
@@ -351,27 +392,30 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
         decls,
         "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
     );
-    match (stage, argmax) {
-        (Stage::First { .. }, true) => {
+    match stage {
+        Stage::First { .. } if argmax => {
             let _ = writeln!(
                 decls,
                 "@group(0) @binding({}) var<storage, read_write> out1: array<u32>;",
                 binding + 1
             );
-            body += "        out0[wg] = part[0];\n        out1[wg] = part_index[0];\n";
+            body += "        out0[wg] = acc;\n        out1[wg] = aux;\n";
         }
-        (Stage::First { .. }, false) => body += "        out0[wg] = part[0];\n",
-        (_, true) => body += "        out0[wg] = f32(part_index[0]);\n",
-        (_, false) if op == ReduceOp::Mean => {
-            let _ = writeln!(body, "        out0[wg] = part[0] / f32({divisor});");
+        // Partials of a sum or mean are raw sums; of max/min/logSumExp,
+        // their own results.
+        Stage::First { .. } if op == ReduceOp::Mean => body += "        out0[wg] = acc;\n",
+        _ => {
+            let _ = writeln!(body, "        out0[wg] = {finish};");
         }
-        (_, false) => body += "        out0[wg] = part[0];\n",
     }
     body += "    }\n";
-    let _ = write!(
-        decls,
-        "var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;\nvar<workgroup> part_index: array<u32, {WORKGROUP_SIZE}>;\n"
-    );
+    let _ = writeln!(decls, "var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;");
+    if let Some((ty, _)) = aux {
+        let _ = writeln!(
+            decls,
+            "var<workgroup> part_aux: array<{ty}, {WORKGROUP_SIZE}>;"
+        );
+    }
     let params = params.finish();
     Kernel {
         wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),

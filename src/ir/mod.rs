@@ -116,6 +116,8 @@ pub enum ReduceOp {
     Mean,
     Max,
     Min,
+    /// `log(sum(exp(x)))`, computed stably in one pass.
+    LogSumExp,
 }
 
 impl ReduceOp {
@@ -125,6 +127,7 @@ impl ReduceOp {
             ReduceOp::Mean => "mean",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::LogSumExp => "logSumExp",
         }
     }
 }

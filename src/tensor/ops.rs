@@ -272,21 +272,26 @@ impl Tensor {
             .record(OpKind::Argmax { axis }, vec![self.id()], shape)
     }
 
-    /// `exp(x - max) / sum(exp(x - max))` along `axis`.
+    /// `log(sum(exp(x)))` over `axes` (all when `None`), computed stably in
+    /// one pass.
+    #[track_caller]
+    pub fn log_sum_exp(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::LogSumExp, axes, keep_dims)
+    }
+
+    /// `exp(x - logSumExp(x))` along `axis`: one reduction, then one
+    /// elementwise kernel (which fuses with what follows).
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("softmax", axis, self.rank())?;
-        let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
-        let e = shifted.exp();
-        e.div(&e.sum(Some(&[axis]), true)?)
+        Ok(self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp())
     }
 
-    /// `x - max - log(sum(exp(x - max)))` along `axis`.
+    /// `x - logSumExp(x)` along `axis`.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("logSoftmax", axis, self.rank())?;
-        let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
-        shifted.sub(&shifted.exp().sum(Some(&[axis]), true)?.log())
+        self.sub(&self.log_sum_exp(Some(&[axis]), true)?)
     }
 
     /// The matrix product over the last two dims, batched over the others

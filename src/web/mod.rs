@@ -837,6 +837,16 @@ impl JsTensor {
         )
     }
 
+    /// `logSumExp(axis?, keepDims = false)`: `log(sum(exp(x)))`, stably.
+    #[wasm_bindgen(js_name = logSumExp)]
+    pub fn log_sum_exp(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+        let axes = axes_arg("logSumExp", &axis)?;
+        done(
+            self.tensor("logSumExp")?
+                .log_sum_exp(axes.as_deref(), keep_dims.unwrap_or(false)),
+        )
+    }
+
     /// `argmax(axis = 0)`: the index of the largest value, as a float.
     pub fn argmax(&self, axis: JsValue) -> Result<JsTensor, JsValue> {
         let axis = int_arg("argmax", "axis", &axis, 0)?;

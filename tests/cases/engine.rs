@@ -406,3 +406,37 @@ pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_b
         "eleven buffers cannot bind in one kernel: {kernels}"
     );
 }
+
+pub async fn log_sum_exp_is_stable_for_large_values_and_long_rows() {
+    let gpu = device().await;
+    let big = gpu
+        .tensor(&[1000.0, 1000.0, -1000.0, 0.0], Some(&[2, 2]))
+        .unwrap();
+    close(
+        &read(&big.log_sum_exp(Some(&[-1]), false).unwrap()).await,
+        &[1000.0 + 2f32.ln(), 0.0],
+    );
+    // Longer than one workgroup's chunk: partial results are combined.
+    let n = 40_000;
+    let long = gpu.zeros(&[2, n]).unwrap();
+    let lse = read(&long.log_sum_exp(Some(&[1]), false).unwrap()).await;
+    close(&lse, &[(n as f32).ln(); 2]);
+    let softmax = read(&long.softmax(-1).unwrap().sum(Some(&[1]), false).unwrap()).await;
+    assert!(
+        softmax.iter().all(|s| (s - 1.0).abs() < 1e-3),
+        "{softmax:?}"
+    );
+}
+
+pub async fn softmax_runs_in_two_kernels() {
+    let gpu = device().await;
+    let x = gpu.random_uniform(&[64, 128], -3.0, 3.0, 9).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats().kernels_launched;
+    let y = x.softmax(-1).unwrap();
+    read(&y).await;
+    assert_eq!(gpu.stats().kernels_launched - before, 2);
+    let before = gpu.stats().kernels_launched;
+    read(&x.log_softmax(0).unwrap()).await;
+    assert_eq!(gpu.stats().kernels_launched - before, 2);
+}

@@ -55,6 +55,8 @@ macro_rules! all_cases {
             engine,
             a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_binding_limit
         );
+        $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
+        $run!(engine, softmax_runs_in_two_kernels);
         $run!(
             failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why

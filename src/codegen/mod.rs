@@ -20,8 +20,6 @@ use crate::tensor::shape;
 
 /// Threads per workgroup of the elementwise, copy and reduction kernels.
 pub const WORKGROUP_SIZE: u32 = 256;
-/// The matmul kernel's output tile edge (a 16x16 workgroup).
-const TILE: usize = 16;
 
 /// A kernel ready to compile and launch.
 #[derive(Debug, Clone, PartialEq)]
@@ -424,9 +422,16 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
     }
 }
 
-/// Batched `a @ b` with broadcast batch dims, in 16x16 output tiles staged
-/// through shared memory. Operands are read through their layouts, so a
-/// transposed operand is never copied. Writes `[batch.., m, n]` row-major.
+/// The matmul kernel's output tile edge; each of its 16x16 threads computes
+/// a 4x4 block of the tile (rows `ty + 16i`, columns `tx + 16j`).
+const TILE: usize = 64;
+/// The depth of one shared-memory stage of the matmul.
+const TILE_K: usize = 16;
+
+/// Batched `a @ b` with broadcast batch dims: 64x64 output tiles staged
+/// through shared memory, 16 outputs per thread held in registers. Operands
+/// are read through their layouts, so a transposed operand is never copied.
+/// Writes `[batch.., m, n]` row-major.
 pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
     let rank = out_shape.len();
     let batch_shape = &out_shape[..rank - 2];
@@ -446,8 +451,8 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
         "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
          \x20   let tile_n = wg % {p_tn};\n    let tile_m = (wg / {p_tn}) % {p_tm};\n    let batch = wg / ({p_tn} * {p_tm});\n\
          \x20   if (batch >= {p_batches}) {{ return; }}\n\
-         \x20   let ly = lid / {TILE}u;\n    let lx = lid % {TILE}u;\n\
-         \x20   let row = tile_m * {TILE}u + ly;\n    let col = tile_n * {TILE}u + lx;\n"
+         \x20   let ty = lid / 16u;\n    let tx = lid % 16u;\n\
+         \x20   let row0 = tile_m * {TILE}u;\n    let col0 = tile_n * {TILE}u;\n"
     );
     coords(&mut body, &mut params, "batch", "b", batch_shape);
     let operand = |params: &mut Params, access: &Access, name: &str| {
@@ -471,34 +476,68 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
     };
     body += &operand(&mut params, a, "a");
     body += &operand(&mut params, b, "b");
-    let _ = write!(
+    for i in 0..4 {
+        for j in 0..4 {
+            let _ = writeln!(body, "    var acc{i}{j} = 0.0;");
+        }
+    }
+    let _ = writeln!(
         body,
-        "    var acc = 0.0;\n\
-         \x20   for (var t = 0u; t < {p_k}; t = t + {TILE}u) {{\n\
-         \x20       let ak = t + lx;\n\
-         \x20       ta[ly][lx] = select(0.0, in0[a_base + row * a_rows + ak * a_cols], row < {p_m} && ak < {p_k});\n\
-         \x20       let bk = t + ly;\n\
-         \x20       tb[ly][lx] = select(0.0, in1[b_base + bk * b_rows + col * b_cols], bk < {p_k} && col < {p_n});\n\
-         \x20       workgroupBarrier();\n\
-         \x20       for (var i = 0u; i < {TILE}u; i = i + 1u) {{\n\
-         \x20           acc = acc + ta[ly][i] * tb[i][lx];\n\
-         \x20       }}\n\
-         \x20       workgroupBarrier();\n\
-         \x20   }}\n\
-         \x20   if (row < {p_m} && col < {p_n}) {{\n\
-         \x20       out0[(batch * {p_m} + row) * {p_n} + col] = acc;\n\
-         \x20   }}\n"
+        "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
     );
+    // Each thread stages 4 elements of each operand's tile.
+    for q in 0..4 {
+        let _ = writeln!(
+            body,
+            "        {{\n            let e = lid + {off}u;\n\
+             \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
+             \x20           let ar = row0 + am; let ac = t + ak;\n\
+             \x20           ta[ak][am] = select(0.0, in0[a_base + ar * a_rows + ac * a_cols], ar < {p_m} && ac < {p_k});\n\
+             \x20           let bk = e / {TILE}u; let bn = e % {TILE}u;\n\
+             \x20           let br = t + bk; let bc = col0 + bn;\n\
+             \x20           tb[bk][bn] = select(0.0, in1[b_base + br * b_rows + bc * b_cols], br < {p_k} && bc < {p_n});\n\
+             \x20       }}",
+            off = q * 256,
+        );
+    }
+    body += "        workgroupBarrier();\n";
+    let _ = writeln!(
+        body,
+        "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
+    );
+    for i in 0..4 {
+        let _ = writeln!(body, "            let a{i} = ta[kk][ty + {}u];", 16 * i);
+    }
+    for j in 0..4 {
+        let _ = writeln!(body, "            let b{j} = tb[kk][tx + {}u];", 16 * j);
+    }
+    for i in 0..4 {
+        for j in 0..4 {
+            let _ = writeln!(body, "            acc{i}{j} = acc{i}{j} + a{i} * b{j};");
+        }
+    }
+    body += "        }\n        workgroupBarrier();\n    }\n";
+    for i in 0..4 {
+        for j in 0..4 {
+            let _ = writeln!(
+                body,
+                "    {{\n        let row = row0 + ty + {ri}u; let col = col0 + tx + {cj}u;\n\
+                 \x20       if (row < {p_m} && col < {p_n}) {{ out0[(batch * {p_m} + row) * {p_n} + col] = acc{i}{j}; }}\n    }}",
+                ri = 16 * i,
+                cj = 16 * j,
+            );
+        }
+    }
     let decls = format!(
         "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
          @group(0) @binding(2) var<storage, read> in1: array<f32>;\n\
          @group(0) @binding(3) var<storage, read_write> out0: array<f32>;\n\
-         var<workgroup> ta: array<array<f32, {TILE}>, {TILE}>;\n\
-         var<workgroup> tb: array<array<f32, {TILE}>, {TILE}>;\n"
+         var<workgroup> ta: array<array<f32, {TILE}>, {TILE_K}>;\n\
+         var<workgroup> tb: array<array<f32, {TILE}>, {TILE_K}>;\n"
     );
     let params = params.finish();
     Kernel {
-        wgsl: shader(&params, &decls, &(TILE * TILE).to_string(), &body),
+        wgsl: shader(&params, &decls, "256", &body),
         params,
         workgroups: (batches * tiles_m * tiles_n) as u64,
     }
@@ -635,11 +674,12 @@ mod tests {
 
     #[test]
     fn matmul_launches_one_workgroup_per_output_tile_and_batch() {
+        // 64x64 tiles: 100 rows take 2, 70 columns take 2.
         let kernel = matmul(
-            &contiguous(&[3, 40, 8]),
-            &contiguous(&[8, 20]),
-            &[3, 40, 20],
+            &contiguous(&[3, 100, 8]),
+            &contiguous(&[8, 70]),
+            &[3, 100, 70],
         );
-        assert_eq!(kernel.workgroups, 3 * 3 * 2);
+        assert_eq!(kernel.workgroups, 3 * 2 * 2);
     }
 }

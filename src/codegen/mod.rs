@@ -239,7 +239,12 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
 /// split across workgroups and finished by a second launch: a single
 /// workgroup looping over millions of elements leaves the GPU idle (and
 /// lavapipe was seen returning wrong sums for one workgroup looping over 2^24).
-pub const REDUCE_CHUNK: usize = 64 * WORKGROUP_SIZE as usize;
+pub const REDUCE_CHUNK: usize = 256 * REDUCE_WORKGROUP as usize;
+
+/// Threads per reduction workgroup. Fewer than the elementwise kernels use:
+/// each halving of the tree is a barrier, and barriers are what a reduction
+/// spends its time on when rows are short.
+const REDUCE_WORKGROUP: u32 = 32;
 
 /// Which launch of a reduction a kernel is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,7 +341,7 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
     let _ = writeln!(
         body,
         "    var acc = {init};\n{}\
-         \x20   for (var i = start + lid; i < end; i = i + {WORKGROUP_SIZE}u) {{\n\
+         \x20   for (var i = start + lid; i < end; i = i + {REDUCE_WORKGROUP}u) {{\n\
          \x20       var at = base;\n        var rrem = i;",
         aux.map_or(String::new(), |(ty, v)| format!(
             "    var aux: {ty} = {v};\n"
@@ -375,7 +380,7 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
          \x20           part[lid] = acc;\n            {save_back}\n\
          \x20       }}\n        workgroupBarrier();\n    }}\n\
          \x20   if (lid == 0u) {{\n        let acc = part[0];",
-        half = WORKGROUP_SIZE / 2,
+        half = REDUCE_WORKGROUP / 2,
     );
     if aux.is_some() {
         body += "        let aux = part_aux[0];\n";
@@ -407,16 +412,16 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
         }
     }
     body += "    }\n";
-    let _ = writeln!(decls, "var<workgroup> part: array<f32, {WORKGROUP_SIZE}>;");
+    let _ = writeln!(decls, "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;");
     if let Some((ty, _)) = aux {
         let _ = writeln!(
             decls,
-            "var<workgroup> part_aux: array<{ty}, {WORKGROUP_SIZE}>;"
+            "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
         );
     }
     let params = params.finish();
     Kernel {
-        wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),
+        wgsl: shader(&params, &decls, &REDUCE_WORKGROUP.to_string(), &body),
         params,
         workgroups: (n_out * splits) as u64,
     }

@@ -38,9 +38,14 @@ fn mlp(gpu: &Device) -> Vec<Layer> {
     (0..3)
         .map(|l| Layer {
             w: gpu
-                .tensor(&seeded(MLP[l] * MLP[l + 1], 100 + l as u32, -0.05, 0.05), Some(&[MLP[l], MLP[l + 1]]))
+                .tensor(
+                    &seeded(MLP[l] * MLP[l + 1], 100 + l as u32, -0.05, 0.05),
+                    Some(&[MLP[l], MLP[l + 1]]),
+                )
                 .unwrap(),
-            b: gpu.tensor(&seeded(MLP[l + 1], 200 + l as u32, -0.01, 0.01), None).unwrap(),
+            b: gpu
+                .tensor(&seeded(MLP[l + 1], 200 + l as u32, -0.01, 0.01), None)
+                .unwrap(),
         })
         .collect()
 }
@@ -62,7 +67,10 @@ fn workloads(c: &mut Criterion) {
     eprintln!("adapter: {}", gpu.adapter_info());
     let mut group = c.benchmark_group("webfusion");
     if std::env::var_os("WF_BENCH_QUICK").is_some() {
-        group.sample_size(10).measurement_time(std::time::Duration::from_secs(2)).warm_up_time(std::time::Duration::from_millis(500));
+        group
+            .sample_size(10)
+            .measurement_time(std::time::Duration::from_secs(2))
+            .warm_up_time(std::time::Duration::from_millis(500));
     } else {
         group.sample_size(10);
     }
@@ -71,20 +79,50 @@ fn workloads(c: &mut Criterion) {
     group.bench_function("W1 16 elementwise ops on 2^20", |bench| {
         bench.iter(|| {
             let x = gpu.tensor(&w1, None).unwrap();
-            let mut y = x.mul(0.5).unwrap().add(0.1).unwrap().exp().mul(&x).unwrap().tanh();
-            y = y.sub(0.2).unwrap().sigmoid().add(&x).unwrap().mul(1.5).unwrap().tanh();
-            y = y.add(&x).unwrap().sigmoid().mul(0.9).unwrap().exp().sub(&x).unwrap().tanh();
+            let mut y = x
+                .mul(0.5)
+                .unwrap()
+                .add(0.1)
+                .unwrap()
+                .exp()
+                .mul(&x)
+                .unwrap()
+                .tanh();
+            y = y
+                .sub(0.2)
+                .unwrap()
+                .sigmoid()
+                .add(&x)
+                .unwrap()
+                .mul(1.5)
+                .unwrap()
+                .tanh();
+            y = y
+                .add(&x)
+                .unwrap()
+                .sigmoid()
+                .mul(0.9)
+                .unwrap()
+                .exp()
+                .sub(&x)
+                .unwrap()
+                .tanh();
             read(&y)
         })
     });
 
     let mut sizes = vec![256, 512, 1024];
-    if let Some(n) = std::env::var("WF_BENCH_MATMUL").ok().and_then(|v| v.parse().ok()) {
+    if let Some(n) = std::env::var("WF_BENCH_MATMUL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         sizes.push(n);
     }
     for n in sizes {
         let a = seeded(n * n, 2, -1.0, 1.0);
-        let b = gpu.tensor(&seeded(n * n, 3, -1.0, 1.0), Some(&[n, n])).unwrap();
+        let b = gpu
+            .tensor(&seeded(n * n, 3, -1.0, 1.0), Some(&[n, n]))
+            .unwrap();
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         group.bench_function(format!("W2 matmul {n} (throughput = FLOP)"), |bench| {
             bench.iter(|| read(&gpu.tensor(&a, Some(&[n, n])).unwrap().matmul(&b).unwrap()))
@@ -96,9 +134,10 @@ fn workloads(c: &mut Criterion) {
         let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
         let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
         group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
-        group.bench_function(format!("W2 matmul {n} resident (throughput = FLOP)"), |bench| {
-            bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap()))
-        });
+        group.bench_function(
+            format!("W2 matmul {n} resident (throughput = FLOP)"),
+            |bench| bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap())),
+        );
     }
     group.throughput(Throughput::Elements(1));
 
@@ -127,7 +166,14 @@ fn workloads(c: &mut Criterion) {
             let y = gpu.tensor(&labels, Some(&[BATCH, 10])).unwrap();
             let (acts, pre) = forward(&layers, &input);
             let logp = acts[3].log_softmax(-1).unwrap();
-            let loss = y.mul(&logp).unwrap().sum(None, false).unwrap().neg().div(BATCH as f32).unwrap();
+            let loss = y
+                .mul(&logp)
+                .unwrap()
+                .sum(None, false)
+                .unwrap()
+                .neg()
+                .div(BATCH as f32)
+                .unwrap();
             let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
             let mut next = Vec::new();
             for i in (0..3).rev() {
@@ -152,7 +198,14 @@ fn workloads(c: &mut Criterion) {
 
     let w5 = seeded(1024 * 4096, 6, -1.0, 1.0);
     group.bench_function("W5 sum over last axis of [1024,4096]", |bench| {
-        bench.iter(|| read(&gpu.tensor(&w5, Some(&[1024, 4096])).unwrap().sum(Some(&[-1]), false).unwrap()))
+        bench.iter(|| {
+            read(
+                &gpu.tensor(&w5, Some(&[1024, 4096]))
+                    .unwrap()
+                    .sum(Some(&[-1]), false)
+                    .unwrap(),
+            )
+        })
     });
 
     let w6 = seeded(16, 7, -1.0, 1.0);
@@ -174,7 +227,14 @@ fn workloads(c: &mut Criterion) {
 
     let w7 = seeded(1024 * 1024, 8, -1.0, 1.0);
     group.bench_function("W7 softmax over last axis of [1024,1024]", |bench| {
-        bench.iter(|| read(&gpu.tensor(&w7, Some(&[1024, 1024])).unwrap().softmax(-1).unwrap()))
+        bench.iter(|| {
+            read(
+                &gpu.tensor(&w7, Some(&[1024, 1024]))
+                    .unwrap()
+                    .softmax(-1)
+                    .unwrap(),
+            )
+        })
     });
     group.finish();
 }

@@ -440,3 +440,28 @@ pub async fn softmax_runs_in_two_kernels() {
     read(&x.log_softmax(0).unwrap()).await;
     assert_eq!(gpu.stats().kernels_launched - before, 2);
 }
+
+pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
+    let gpu = device().await;
+    let (m, k, n) = (1030, 20, 1027);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+        .collect();
+    let product = gpu
+        .tensor(&a, Some(&[m, k]))
+        .unwrap()
+        .matmul(&gpu.tensor(&b, Some(&[k, n])).unwrap())
+        .unwrap();
+    let got = read(&product).await;
+    for (row, col) in [(0, 0), (1029, 1026), (517, 3), (128, 127), (1000, 1000)] {
+        let want: f32 = (0..k).map(|p| a[row * k + p] * b[p * n + col]).sum();
+        assert!(
+            (got[row * n + col] - want).abs() < 1e-4,
+            "({row},{col}): {} vs {want}",
+            got[row * n + col]
+        );
+    }
+}

@@ -57,6 +57,7 @@ macro_rules! all_cases {
         );
         $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
         $run!(engine, softmax_runs_in_two_kernels);
+        $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);
         $run!(
             failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why

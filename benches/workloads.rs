@@ -6,238 +6,250 @@
 //! `WF_BENCH_MATMUL=4096` adds a square matmul of that size (the real-GPU
 //! figure); `WF_BENCH_QUICK=1` shortens every measurement.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use webfusion::{Device, DeviceOptions, Tensor};
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use criterion::{Criterion, Throughput};
+    use webfusion::{Device, DeviceOptions, Tensor};
 
-fn seeded(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
-    let mut a = seed;
-    (0..n)
-        .map(|_| {
-            a = a.wrapping_add(0x6d2b_79f5);
-            let mut t = a;
-            t = (t ^ (t >> 15)).wrapping_mul(t | 1);
-            t ^= t.wrapping_add((t ^ (t >> 7)).wrapping_mul(t | 61));
-            lo + (hi - lo) * (((t ^ (t >> 14)) as f64) / 4_294_967_296.0) as f32
-        })
-        .collect()
-}
-
-fn read(t: &Tensor) -> Vec<f32> {
-    pollster::block_on(t.to_vec()).expect("the benchmark tensor reads")
-}
-
-const MLP: [usize; 4] = [784, 512, 512, 10];
-const BATCH: usize = 256;
-
-struct Layer {
-    w: Tensor,
-    b: Tensor,
-}
-
-fn mlp(gpu: &Device) -> Vec<Layer> {
-    (0..3)
-        .map(|l| Layer {
-            w: gpu
-                .tensor(
-                    &seeded(MLP[l] * MLP[l + 1], 100 + l as u32, -0.05, 0.05),
-                    Some(&[MLP[l], MLP[l + 1]]),
-                )
-                .unwrap(),
-            b: gpu
-                .tensor(&seeded(MLP[l + 1], 200 + l as u32, -0.01, 0.01), None)
-                .unwrap(),
-        })
-        .collect()
-}
-
-fn forward(layers: &[Layer], x: &Tensor) -> (Vec<Tensor>, Vec<Tensor>) {
-    let mut acts = vec![x.clone()];
-    let mut pre = Vec::new();
-    for (i, layer) in layers.iter().enumerate() {
-        let z = acts[i].matmul(&layer.w).unwrap().add(&layer.b).unwrap();
-        let h = if i < 2 { z.relu() } else { z.clone() };
-        pre.push(z);
-        acts.push(h);
-    }
-    (acts, pre)
-}
-
-fn workloads(c: &mut Criterion) {
-    let gpu = pollster::block_on(Device::request(DeviceOptions::default())).expect("a GPU adapter");
-    eprintln!("adapter: {}", gpu.adapter_info());
-    let mut group = c.benchmark_group("webfusion");
-    if std::env::var_os("WF_BENCH_QUICK").is_some() {
-        group
-            .sample_size(10)
-            .measurement_time(std::time::Duration::from_secs(2))
-            .warm_up_time(std::time::Duration::from_millis(500));
-    } else {
-        group.sample_size(10);
+    fn seeded(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
+        let mut a = seed;
+        (0..n)
+            .map(|_| {
+                a = a.wrapping_add(0x6d2b_79f5);
+                let mut t = a;
+                t = (t ^ (t >> 15)).wrapping_mul(t | 1);
+                t ^= t.wrapping_add((t ^ (t >> 7)).wrapping_mul(t | 61));
+                lo + (hi - lo) * (((t ^ (t >> 14)) as f64) / 4_294_967_296.0) as f32
+            })
+            .collect()
     }
 
-    let w1 = seeded(1 << 20, 1, -1.0, 1.0);
-    group.bench_function("W1 16 elementwise ops on 2^20", |bench| {
-        bench.iter(|| {
-            let x = gpu.tensor(&w1, None).unwrap();
-            let mut y = x
-                .mul(0.5)
-                .unwrap()
-                .add(0.1)
-                .unwrap()
-                .exp()
-                .mul(&x)
-                .unwrap()
-                .tanh();
-            y = y
-                .sub(0.2)
-                .unwrap()
-                .sigmoid()
-                .add(&x)
-                .unwrap()
-                .mul(1.5)
-                .unwrap()
-                .tanh();
-            y = y
-                .add(&x)
-                .unwrap()
-                .sigmoid()
-                .mul(0.9)
-                .unwrap()
-                .exp()
-                .sub(&x)
-                .unwrap()
-                .tanh();
-            read(&y)
-        })
-    });
-
-    let mut sizes = vec![256, 512, 1024];
-    if let Some(n) = std::env::var("WF_BENCH_MATMUL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        sizes.push(n);
+    fn read(t: &Tensor) -> Vec<f32> {
+        pollster::block_on(t.to_vec()).expect("the benchmark tensor reads")
     }
-    for n in sizes {
-        let a = seeded(n * n, 2, -1.0, 1.0);
-        let b = gpu
-            .tensor(&seeded(n * n, 3, -1.0, 1.0), Some(&[n, n]))
-            .unwrap();
-        group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
-        group.bench_function(format!("W2 matmul {n} (throughput = FLOP)"), |bench| {
-            bench.iter(|| read(&gpu.tensor(&a, Some(&[n, n])).unwrap().matmul(&b).unwrap()))
-        });
-    }
-    // The kernel's own throughput: operands resident, one element read back
-    // (the read waits for the product to finish).
-    for n in [1024, 4096] {
-        let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
-        let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
-        group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
-        group.bench_function(
-            format!("W2 matmul {n} resident (throughput = FLOP)"),
-            |bench| bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap())),
-        );
-    }
-    group.throughput(Throughput::Elements(1));
 
-    let layers = mlp(&gpu);
-    let x = seeded(BATCH * MLP[0], 4, -1.0, 1.0);
-    group.bench_function("W3 MLP forward", |bench| {
-        bench.iter(|| {
-            let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
-            let (acts, _) = forward(&layers, &input);
-            read(&acts[3].softmax(-1).unwrap())
-        })
-    });
+    const MLP: [usize; 4] = [784, 512, 512, 10];
+    const BATCH: usize = 256;
 
-    let mut layers = mlp(&gpu);
-    let labels: Vec<f32> = {
-        let picks = seeded(BATCH, 5, 0.0, 10.0);
-        let mut y = vec![0.0; BATCH * 10];
-        for (i, p) in picks.iter().enumerate() {
-            y[i * 10 + *p as usize] = 1.0;
+    struct Layer {
+        w: Tensor,
+        b: Tensor,
+    }
+
+    fn mlp(gpu: &Device) -> Vec<Layer> {
+        (0..3)
+            .map(|l| Layer {
+                w: gpu
+                    .tensor(
+                        &seeded(MLP[l] * MLP[l + 1], 100 + l as u32, -0.05, 0.05),
+                        Some(&[MLP[l], MLP[l + 1]]),
+                    )
+                    .unwrap(),
+                b: gpu
+                    .tensor(&seeded(MLP[l + 1], 200 + l as u32, -0.01, 0.01), None)
+                    .unwrap(),
+            })
+            .collect()
+    }
+
+    fn forward(layers: &[Layer], x: &Tensor) -> (Vec<Tensor>, Vec<Tensor>) {
+        let mut acts = vec![x.clone()];
+        let mut pre = Vec::new();
+        for (i, layer) in layers.iter().enumerate() {
+            let z = acts[i].matmul(&layer.w).unwrap().add(&layer.b).unwrap();
+            let h = if i < 2 { z.relu() } else { z.clone() };
+            pre.push(z);
+            acts.push(h);
         }
-        y
-    };
-    group.bench_function("W4 MLP SGD training step", |bench| {
-        bench.iter(|| {
-            let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
-            let y = gpu.tensor(&labels, Some(&[BATCH, 10])).unwrap();
-            let (acts, pre) = forward(&layers, &input);
-            let logp = acts[3].log_softmax(-1).unwrap();
-            let loss = y
-                .mul(&logp)
-                .unwrap()
-                .sum(None, false)
-                .unwrap()
-                .neg()
-                .div(BATCH as f32)
-                .unwrap();
-            let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
-            let mut next = Vec::new();
-            for i in (0..3).rev() {
-                let layer = &layers[i];
-                let dw = acts[i].transpose(None).unwrap().matmul(&grad).unwrap();
-                let db = grad.sum(Some(&[0]), false).unwrap();
-                next.push(Layer {
-                    w: layer.w.sub(&dw.mul(0.01).unwrap()).unwrap(),
-                    b: layer.b.sub(&db.mul(0.01).unwrap()).unwrap(),
-                });
-                if i > 0 {
-                    let back = grad.matmul(&layer.w.transpose(None).unwrap()).unwrap();
-                    grad = back.mul(&pre[i - 1].greater(0.0).unwrap()).unwrap();
-                }
-            }
-            next.reverse();
-            let values = read(&loss);
-            layers = next;
-            values
-        })
-    });
+        (acts, pre)
+    }
 
-    let w5 = seeded(1024 * 4096, 6, -1.0, 1.0);
-    group.bench_function("W5 sum over last axis of [1024,4096]", |bench| {
-        bench.iter(|| {
-            read(
-                &gpu.tensor(&w5, Some(&[1024, 4096]))
+    pub fn workloads(c: &mut Criterion) {
+        let gpu =
+            pollster::block_on(Device::request(DeviceOptions::default())).expect("a GPU adapter");
+        eprintln!("adapter: {}", gpu.adapter_info());
+        let mut group = c.benchmark_group("webfusion");
+        if std::env::var_os("WF_BENCH_QUICK").is_some() {
+            group
+                .sample_size(10)
+                .measurement_time(std::time::Duration::from_secs(2))
+                .warm_up_time(std::time::Duration::from_millis(500));
+        } else {
+            group.sample_size(10);
+        }
+
+        let w1 = seeded(1 << 20, 1, -1.0, 1.0);
+        group.bench_function("W1 16 elementwise ops on 2^20", |bench| {
+            bench.iter(|| {
+                let x = gpu.tensor(&w1, None).unwrap();
+                let mut y = x
+                    .mul(0.5)
                     .unwrap()
-                    .sum(Some(&[-1]), false)
-                    .unwrap(),
-            )
-        })
-    });
-
-    let w6 = seeded(16, 7, -1.0, 1.0);
-    group.bench_function("W6 1000 small ops on 16 elements", |bench| {
-        bench.iter(|| {
-            let mut y = gpu.tensor(&w6, None).unwrap();
-            for i in 0..1000 {
-                y = match i % 4 {
-                    0 => y.add(0.01),
-                    1 => y.mul(0.999),
-                    2 => y.sub(0.005),
-                    _ => y.maximum(-2.0),
-                }
-                .unwrap();
-            }
-            read(&y)
-        })
-    });
-
-    let w7 = seeded(1024 * 1024, 8, -1.0, 1.0);
-    group.bench_function("W7 softmax over last axis of [1024,1024]", |bench| {
-        bench.iter(|| {
-            read(
-                &gpu.tensor(&w7, Some(&[1024, 1024]))
+                    .add(0.1)
                     .unwrap()
-                    .softmax(-1)
-                    .unwrap(),
-            )
-        })
-    });
-    group.finish();
+                    .exp()
+                    .mul(&x)
+                    .unwrap()
+                    .tanh();
+                y = y
+                    .sub(0.2)
+                    .unwrap()
+                    .sigmoid()
+                    .add(&x)
+                    .unwrap()
+                    .mul(1.5)
+                    .unwrap()
+                    .tanh();
+                y = y
+                    .add(&x)
+                    .unwrap()
+                    .sigmoid()
+                    .mul(0.9)
+                    .unwrap()
+                    .exp()
+                    .sub(&x)
+                    .unwrap()
+                    .tanh();
+                read(&y)
+            })
+        });
+
+        let mut sizes = vec![256, 512, 1024];
+        if let Some(n) = std::env::var("WF_BENCH_MATMUL")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            sizes.push(n);
+        }
+        for n in sizes {
+            let a = seeded(n * n, 2, -1.0, 1.0);
+            let b = gpu
+                .tensor(&seeded(n * n, 3, -1.0, 1.0), Some(&[n, n]))
+                .unwrap();
+            group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+            group.bench_function(format!("W2 matmul {n} (throughput = FLOP)"), |bench| {
+                bench.iter(|| read(&gpu.tensor(&a, Some(&[n, n])).unwrap().matmul(&b).unwrap()))
+            });
+        }
+        // The kernel's own throughput: operands resident, one element read back
+        // (the read waits for the product to finish).
+        for n in [1024, 4096] {
+            let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
+            let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
+            group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+            group.bench_function(
+                format!("W2 matmul {n} resident (throughput = FLOP)"),
+                |bench| {
+                    bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap()))
+                },
+            );
+        }
+        group.throughput(Throughput::Elements(1));
+
+        let layers = mlp(&gpu);
+        let x = seeded(BATCH * MLP[0], 4, -1.0, 1.0);
+        group.bench_function("W3 MLP forward", |bench| {
+            bench.iter(|| {
+                let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
+                let (acts, _) = forward(&layers, &input);
+                read(&acts[3].softmax(-1).unwrap())
+            })
+        });
+
+        let mut layers = mlp(&gpu);
+        let labels: Vec<f32> = {
+            let picks = seeded(BATCH, 5, 0.0, 10.0);
+            let mut y = vec![0.0; BATCH * 10];
+            for (i, p) in picks.iter().enumerate() {
+                y[i * 10 + *p as usize] = 1.0;
+            }
+            y
+        };
+        group.bench_function("W4 MLP SGD training step", |bench| {
+            bench.iter(|| {
+                let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
+                let y = gpu.tensor(&labels, Some(&[BATCH, 10])).unwrap();
+                let (acts, pre) = forward(&layers, &input);
+                let logp = acts[3].log_softmax(-1).unwrap();
+                let loss = y
+                    .mul(&logp)
+                    .unwrap()
+                    .sum(None, false)
+                    .unwrap()
+                    .neg()
+                    .div(BATCH as f32)
+                    .unwrap();
+                let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
+                let mut next = Vec::new();
+                for i in (0..3).rev() {
+                    let layer = &layers[i];
+                    let dw = acts[i].transpose(None).unwrap().matmul(&grad).unwrap();
+                    let db = grad.sum(Some(&[0]), false).unwrap();
+                    next.push(Layer {
+                        w: layer.w.sub(&dw.mul(0.01).unwrap()).unwrap(),
+                        b: layer.b.sub(&db.mul(0.01).unwrap()).unwrap(),
+                    });
+                    if i > 0 {
+                        let back = grad.matmul(&layer.w.transpose(None).unwrap()).unwrap();
+                        grad = back.mul(&pre[i - 1].greater(0.0).unwrap()).unwrap();
+                    }
+                }
+                next.reverse();
+                let values = read(&loss);
+                layers = next;
+                values
+            })
+        });
+
+        let w5 = seeded(1024 * 4096, 6, -1.0, 1.0);
+        group.bench_function("W5 sum over last axis of [1024,4096]", |bench| {
+            bench.iter(|| {
+                read(
+                    &gpu.tensor(&w5, Some(&[1024, 4096]))
+                        .unwrap()
+                        .sum(Some(&[-1]), false)
+                        .unwrap(),
+                )
+            })
+        });
+
+        let w6 = seeded(16, 7, -1.0, 1.0);
+        group.bench_function("W6 1000 small ops on 16 elements", |bench| {
+            bench.iter(|| {
+                let mut y = gpu.tensor(&w6, None).unwrap();
+                for i in 0..1000 {
+                    y = match i % 4 {
+                        0 => y.add(0.01),
+                        1 => y.mul(0.999),
+                        2 => y.sub(0.005),
+                        _ => y.maximum(-2.0),
+                    }
+                    .unwrap();
+                }
+                read(&y)
+            })
+        });
+
+        let w7 = seeded(1024 * 1024, 8, -1.0, 1.0);
+        group.bench_function("W7 softmax over last axis of [1024,1024]", |bench| {
+            bench.iter(|| {
+                read(
+                    &gpu.tensor(&w7, Some(&[1024, 1024]))
+                        .unwrap()
+                        .softmax(-1)
+                        .unwrap(),
+                )
+            })
+        });
+        group.finish();
+    }
 }
 
-criterion_group!(benches, workloads);
-criterion_main!(benches);
+#[cfg(not(target_arch = "wasm32"))]
+criterion::criterion_group!(benches, native::workloads);
+#[cfg(not(target_arch = "wasm32"))]
+criterion::criterion_main!(benches);
+
+/// Native only: the browser's benchmark is `npm run bench`.
+#[cfg(target_arch = "wasm32")]
+fn main() {}

@@ -103,41 +103,64 @@ fn shader(params: &[u32], decls: &str, workgroup: &str, body: &str) -> String {
     )
 }
 
-/// The kernel of an elementwise block. `access_of` says how to read each of
-/// the block's inputs.
-pub fn elementwise(
-    block: &ElementwiseBlock,
-    ops: &[OpIr],
-    access_of: impl Fn(TensorId) -> Access,
-) -> Kernel {
-    let out = &block.shape;
-    let numel = shape::numel(out);
+/// The kernel of an elementwise block (without an anchor). `accesses` says
+/// how to read each of the block's inputs, in order.
+pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], accesses: &[Access]) -> Kernel {
+    let numel = shape::numel(&block.shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let mut decls = String::new();
-    let mut body =
-        format!("    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n");
+    let (decls, function) = fused(block, ops, accesses, &mut params, 1);
+    let body = format!(
+        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
+    );
+    let params = params.finish();
+    Kernel {
+        wgsl: shader(
+            &params,
+            &format!("{decls}\n{function}"),
+            &WORKGROUP_SIZE.to_string(),
+            &body,
+        ),
+        params,
+        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
+    }
+}
 
-    let accesses: Vec<Access> = block.inputs.iter().map(|&t| access_of(t)).collect();
+/// An elementwise group as a WGSL function `fused(idx, anchor) -> f32`: the
+/// values of its ops at flat position `idx` of the block's shape, each
+/// output written, `anchor` standing for the anchor's value there. Returns
+/// the bindings' declarations (inputs from `first_binding`, then outputs)
+/// and the function.
+fn fused(
+    block: &ElementwiseBlock,
+    ops: &[OpIr],
+    accesses: &[Access],
+    params: &mut Params,
+    first_binding: usize,
+) -> (String, String) {
+    let out = &block.shape;
+    let mut decls = String::new();
+    let mut body = String::new();
     if accesses.iter().any(|a| !a.is_direct(out)) {
-        coords(&mut body, &mut params, "idx", "c", out);
+        coords(&mut body, params, "idx", "c", out);
     }
     for (j, access) in accesses.iter().enumerate() {
         let _ = writeln!(
             decls,
-            "@group(0) @binding({}) var<storage, read> in{j}: array<f32>;",
-            j + 1
+            "@group(0) @binding({}) var<storage, read> in{}: array<f32>;",
+            first_binding + j,
+            first_binding - 1 + j
         );
         let index = if access.is_direct(out) {
             "idx".to_string()
         } else {
-            strided_index(&mut params, access, out, "c")
+            strided_index(params, access, out, "c")
         };
-        let _ = writeln!(body, "    let x{j} = in{j}[{index}];");
+        let _ = writeln!(body, "    let x{j} = in{}[{index}];", first_binding - 1 + j);
     }
 
-    // Each op's value, named v{op index}; operands resolve to a loaded input
-    // or an earlier value of this block.
+    // Each op's value, named v{op index}; operands resolve to a loaded input,
+    // the anchor's value, or an earlier value of this block.
     let input_index: HashMap<TensorId, usize> = block
         .inputs
         .iter()
@@ -146,8 +169,10 @@ pub fn elementwise(
         .collect();
     let producer: HashMap<TensorId, usize> =
         block.ops.iter().map(|&i| (ops[i].output, i)).collect();
+    let anchor = block.anchor.map(|i| ops[i].output);
     let value_of = |t: TensorId| -> String {
         match (input_index.get(&t), producer.get(&t)) {
+            _ if Some(t) == anchor => "anchor".to_string(),
             (Some(j), _) => format!("x{j}"),
             (None, Some(i)) => format!("v{i}"),
             // The planner gives every operand a source; unreachable.
@@ -187,21 +212,22 @@ pub fn elementwise(
         };
         let _ = writeln!(body, "    let v{i} = {expr};");
     }
+    let first_output = first_binding + accesses.len();
     for (k, &output) in block.outputs.iter().enumerate() {
-        let binding = block.inputs.len() + k + 1;
         let _ = writeln!(
             decls,
-            "@group(0) @binding({binding}) var<storage, read_write> out{k}: array<f32>;"
+            "@group(0) @binding({}) var<storage, read_write> out{k}: array<f32>;",
+            first_output + k
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
-
-    let params = params.finish();
-    Kernel {
-        wgsl: shader(&params, &decls, &WORKGROUP_SIZE.to_string(), &body),
-        params,
-        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
-    }
+    let last = block
+        .ops
+        .last()
+        .map_or_else(|| "anchor".to_string(), |&i| format!("v{i}"));
+    let function =
+        format!("fn fused(idx: u32, anchor: f32) -> f32 {{\n{body}    return {last};\n}}\n");
+    (decls, function)
 }
 
 /// Copies `src` (of `shape`) into the positions `dst` names: materialises a
@@ -433,12 +459,19 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
 /// The depth of one shared-memory stage of the matmul.
 const TILE_K: usize = 16;
 
-/// Batched `a @ b` with broadcast batch dims: output tiles staged through
-/// shared memory, each of the 16x16 threads holding an r x r block of
-/// outputs in registers (rows `ty + 16i`, columns `tx + 16j`). Operands
+/// Batched `a @ b` with broadcast batch dims, and its epilogue: output tiles
+/// staged through shared memory, each of the 16x16 threads holding an r x r
+/// block of outputs in registers (rows `ty + 16i`, columns `tx + 16j`), each
+/// output then passed through the elementwise ops that follow the product
+/// (`epilogue`: the anchored block, the ops, how to read its inputs). Operands
 /// are read through their layouts, so a transposed operand is never copied.
 /// Writes `[batch.., m, n]` row-major.
-pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
+pub fn matmul(
+    a: &Access,
+    b: &Access,
+    out_shape: &[usize],
+    epilogue: (&ElementwiseBlock, &[OpIr], &[Access]),
+) -> Kernel {
     // Large products get 8x8 outputs per thread (128x128 tiles: more reuse
     // of each staged value: 15 -> 22 TFLOP/s at 4096 on an H200); smaller
     // ones 4x4, so there are enough workgroups to fill the GPU.
@@ -532,24 +565,29 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize]) -> Kernel {
         }
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
+    // Each output goes through the epilogue, which writes what the block
+    // writes (the product itself only when it is an output).
     for i in 0..r {
         for j in 0..r {
             let _ = writeln!(
                 body,
                 "    {{\n        let row = row0 + ty + {ri}u; let col = col0 + tx + {cj}u;\n\
-                 \x20       if (row < {p_m} && col < {p_n}) {{ out0[(batch * {p_m} + row) * {p_n} + col] = acc{i}_{j}; }}\n    }}",
+                 \x20       if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, acc{i}_{j}); }}\n    }}",
                 ri = 16 * i,
                 cj = 16 * j,
             );
         }
     }
-    let decls = format!(
+    let mut decls = format!(
         "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
          @group(0) @binding(2) var<storage, read> in1: array<f32>;\n\
-         @group(0) @binding(3) var<storage, read_write> out0: array<f32>;\n\
          var<workgroup> ta: array<array<f32, {tile}>, {TILE_K}>;\n\
          var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n"
     );
+    let (block, ops, accesses) = epilogue;
+    let (bindings, function) = fused(block, ops, accesses, &mut params, 3);
+    decls += &bindings;
+    decls += &function;
     let params = params.finish();
     Kernel {
         wgsl: shader(&params, &decls, "256", &body),
@@ -636,6 +674,7 @@ mod tests {
             shape: vec![n],
         }];
         let block = ElementwiseBlock {
+            anchor: None,
             ops: vec![0],
             inputs: vec![TensorId(1)],
             outputs: vec![TensorId(2)],
@@ -648,7 +687,7 @@ mod tests {
     fn the_kernel_text_does_not_depend_on_sizes() {
         let make = |n: usize| {
             let (block, ops) = exp_block(n);
-            elementwise(&block, &ops, |_| contiguous(&[n]))
+            elementwise(&block, &ops, &[contiguous(&[n])])
         };
         let (small, large) = (make(3), make(3_000_000));
         assert_eq!(small.wgsl, large.wgsl);
@@ -667,11 +706,11 @@ mod tests {
                 strides: vec![1, 2],
             },
         };
-        let kernel = elementwise(&block, &ops, |_| transposed.clone());
+        let kernel = elementwise(&block, &ops, std::slice::from_ref(&transposed));
         assert!(kernel.wgsl.contains("c0 * param"), "{}", kernel.wgsl);
         assert_ne!(
             kernel.wgsl,
-            elementwise(&block, &ops, |_| contiguous(&[2, 3])).wgsl
+            elementwise(&block, &ops, &[contiguous(&[2, 3])]).wgsl
         );
     }
 
@@ -690,10 +729,24 @@ mod tests {
     #[test]
     fn matmul_launches_one_workgroup_per_output_tile_and_batch() {
         // 64x64 tiles: 100 rows take 2, 70 columns take 2.
+        let product = OpIr {
+            kind: OpKind::Matmul,
+            inputs: vec![TensorId(1), TensorId(2)],
+            output: TensorId(3),
+            shape: vec![3, 100, 70],
+        };
+        let block = ElementwiseBlock {
+            anchor: Some(0),
+            ops: vec![],
+            inputs: vec![],
+            outputs: vec![TensorId(3)],
+            shape: vec![3, 100, 70],
+        };
         let kernel = matmul(
             &contiguous(&[3, 100, 8]),
             &contiguous(&[8, 70]),
             &[3, 100, 70],
+            (&block, &[product], &[]),
         );
         assert_eq!(kernel.workgroups, 3 * 2 * 2);
     }

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ir::{OpIr, TensorId};
+use crate::ir::{OpIr, OpKind, TensorId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
@@ -31,6 +31,10 @@ pub enum Block {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElementwiseBlock {
+    /// A matmul whose product the elementwise ops take as an operand: the
+    /// block is then one matmul kernel with the ops as its epilogue (bias,
+    /// activation, ...), and the product is written only if it is an output.
+    pub anchor: Option<usize>,
     /// Indices into the flushed ops, in execution order.
     pub ops: Vec<usize>,
     /// Tensors read from memory, in binding order.
@@ -67,6 +71,19 @@ pub fn plan(
         if !live[i] {
             continue;
         }
+        if matches!(op.kind, OpKind::Matmul) {
+            // A matmul starts a group of its own, its epilogue: whatever
+            // elementwise ops follow on its output's shape.
+            if let Some(done) = group.take() {
+                blocks.push(Block::Elementwise(done.finish(ops, &held)));
+            }
+            blocks.extend(pending.drain(..).map(Block::Single));
+            pending_outputs.clear();
+            let mut anchored = Group::new(op.shape.clone());
+            anchored.anchor(i, op, &held, &live_consumers);
+            group = Some(anchored);
+            continue;
+        }
         if !op.kind.is_elementwise() {
             if group.is_some() {
                 pending.push(i);
@@ -79,6 +96,9 @@ pub fn plan(
         let joins = group.as_ref().is_some_and(|g| {
             g.shape == op.shape
                 && !op.inputs.iter().any(|t| pending_outputs.contains(t))
+                // A matmul's epilogue takes only what depends on its product:
+                // independent work must not share its kernel (and its fate).
+                && (g.anchor.is_none() || op.inputs.iter().any(|t| g.outside.contains_key(t)))
                 && g.bindings_with(op, &held, &live_consumers) <= max_storage_buffers
         });
         if !joins {
@@ -104,6 +124,7 @@ pub fn plan(
 /// date as ops join.
 struct Group {
     shape: Vec<usize>,
+    anchor: Option<usize>,
     ops: Vec<usize>,
     /// Tensors read from memory, first use first.
     inputs: Vec<TensorId>,
@@ -114,17 +135,22 @@ struct Group {
     outside: HashMap<TensorId, usize>,
     /// How many produced tensors are written.
     written: usize,
+    /// Bindings the group needs besides its inputs and outputs (a matmul
+    /// anchor's operands).
+    base_bindings: usize,
 }
 
 impl Group {
     fn new(shape: Vec<usize>) -> Group {
         Group {
             shape,
+            anchor: None,
             ops: Vec::new(),
             inputs: Vec::new(),
             input_set: HashSet::new(),
             outside: HashMap::new(),
             written: 0,
+            base_bindings: 0,
         }
     }
 
@@ -191,14 +217,35 @@ impl Group {
         self.ops.push(i);
     }
 
+    /// Makes the matmul `i` the group's anchor: its operands are bound by
+    /// the matmul kernel itself, its product is produced in the group.
+    fn anchor(
+        &mut self,
+        i: usize,
+        op: &OpIr,
+        held: &impl Fn(TensorId) -> bool,
+        live_consumers: &impl Fn(TensorId) -> usize,
+    ) {
+        self.anchor = Some(i);
+        // The matmul's two operands.
+        self.base_bindings = 2;
+        let outside = live_consumers(op.output);
+        if held(op.output) || outside > 0 {
+            self.written += 1;
+        }
+        self.outside.insert(op.output, outside);
+    }
+
     fn finish(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
         let outputs = self
-            .ops
+            .anchor
             .iter()
+            .chain(&self.ops)
             .map(|&i| ops[i].output)
             .filter(|t| held(*t) || self.outside.get(t).is_some_and(|&n| n > 0))
             .collect();
         ElementwiseBlock {
+            anchor: self.anchor,
             ops: self.ops,
             inputs: self.inputs,
             outputs,
@@ -239,7 +286,7 @@ fn liveness(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{BinaryOp, OpKind, UnaryOp};
+    use crate::ir::{BinaryOp, UnaryOp};
 
     fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
         OpIr {

@@ -163,7 +163,10 @@ impl DeviceState {
         shared: Option<&mut wgpu::CommandEncoder>,
     ) -> BlockRun {
         let (indices, outputs): (Vec<usize>, Vec<TensorId>) = match block {
-            Block::Elementwise(b) => (b.ops.clone(), b.outputs.clone()),
+            Block::Elementwise(b) => (
+                b.anchor.iter().chain(&b.ops).copied().collect(),
+                b.outputs.clone(),
+            ),
             Block::Single(i) => (vec![*i], vec![ops[*i].output]),
         };
         let steps: Vec<Step> = indices
@@ -632,28 +635,28 @@ impl DeviceState {
             }
             return;
         }
+        // An anchored block's matmul operands come first.
+        let operands: Vec<TensorId> = block
+            .anchor
+            .iter()
+            .flat_map(|&i| ops[i].inputs.iter().copied())
+            .collect();
+        let (operand_buffers, operand_accesses) = self.input_buffers(&operands);
         let (buffers, accesses) = self.input_buffers(&block.inputs);
-        let kernel = codegen::elementwise(block, ops, |t| {
-            let j = block
-                .inputs
-                .iter()
-                .position(|&i| i == t)
-                .unwrap_or_default();
-            accesses[j].clone()
-        });
+        let kernel = match (block.anchor, operand_accesses.as_slice()) {
+            (Some(i), [a, b]) => codegen::matmul(a, b, &ops[i].shape, (block, ops, &accesses)),
+            _ => codegen::elementwise(block, ops, &accesses),
+        };
         let outputs: Vec<Data> = block
             .outputs
             .iter()
             .map(|_| self.allocate(&block.shape))
             .collect();
-        self.launch(
-            encoder,
-            &kernel,
-            &buffers,
-            &outputs.iter().collect::<Vec<_>>(),
-        );
-        if block.ops.len() > 1 {
-            self.stats.fused_ops += block.ops.len() as u64;
+        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
+        self.launch(encoder, &kernel, &all, &outputs.iter().collect::<Vec<_>>());
+        let fused = block.ops.len() + usize::from(block.anchor.is_some());
+        if fused > 1 {
+            self.stats.fused_ops += fused as u64;
         }
         for (&t, data) in block.outputs.iter().zip(outputs) {
             self.set_data(t, data, Some(seq));
@@ -705,14 +708,6 @@ impl DeviceState {
                 true,
                 &op.shape,
             ),
-            OpKind::Matmul => {
-                let out = self.allocate(&op.shape);
-                if numel > 0 {
-                    let kernel = codegen::matmul(&accesses[0], &accesses[1], &op.shape);
-                    self.launch(encoder, &kernel, &buffers, &[&out]);
-                }
-                out
-            }
             OpKind::Cat { axis } => {
                 let out = self.allocate(&op.shape);
                 let mut dst = Layout::contiguous(&op.shape);

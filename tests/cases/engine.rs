@@ -465,3 +465,49 @@ pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
         );
     }
 }
+
+pub async fn an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue() {
+    let gpu = device().await;
+    let x = gpu.random_uniform(&[32, 24], -1.0, 1.0, 1).unwrap();
+    let w = gpu.random_uniform(&[24, 16], -1.0, 1.0, 2).unwrap();
+    let b = gpu.random_uniform(&[16], -1.0, 1.0, 3).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let h = x.matmul(&w).unwrap().add(&b).unwrap().relu();
+    let values = read(&h).await;
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "the product itself is never written"
+    );
+    let (xs, ws, bs) = (read(&x).await, read(&w).await, read(&b).await);
+    for (r, c) in [(0, 0), (31, 15), (7, 9)] {
+        let z: f32 = (0..24)
+            .map(|k| xs[r * 24 + k] * ws[k * 16 + c])
+            .sum::<f32>()
+            + bs[c];
+        close(&[values[r * 16 + c]], &[z.max(0.0)]);
+    }
+}
+
+pub async fn a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing() {
+    let gpu = device().await;
+    let a = gpu.random_uniform(&[24, 32], -1.0, 1.0, 4).unwrap();
+    let b = gpu.random_uniform(&[24, 16], -1.0, 1.0, 5).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let product = a.transpose(None).unwrap().matmul(&b).unwrap();
+    let values = read(&product).await;
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "only the product's buffer"
+    );
+    let (av, bv) = (read(&a).await, read(&b).await);
+    let want: f32 = (0..24).map(|k| av[k * 32 + 5] * bv[k * 16 + 7]).sum();
+    close(&[values[5 * 16 + 7]], &[want]);
+}

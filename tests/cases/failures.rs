@@ -101,16 +101,24 @@ pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_in
     let error = read_err(&product).await;
     let report = error.first().unwrap();
     assert_eq!(report.root.kind, FailureKind::Injected);
-    assert_eq!(report.root.op, "matmul");
+    assert_eq!(
+        report.root.op, "matmul+exp",
+        "the exp ran as the matmul's epilogue"
+    );
     assert!(
         report.root.message.contains("injected validation fault"),
         "{}",
         report.root.message
     );
     assert_eq!(report.depth, 0);
-    let below = read_err(&below).await;
-    assert_eq!(below.first().unwrap().depth, 1);
-    assert_eq!(below.first().unwrap().chain[0].op, "exp");
+    assert_eq!(
+        read_err(&below).await.first().unwrap().depth,
+        0,
+        "written by the same kernel"
+    );
+    let later = read_err(&product.neg()).await;
+    assert_eq!(later.first().unwrap().depth, 1);
+    assert_eq!(later.first().unwrap().chain[0].op, "neg");
 
     let sync = gpu
         .sync()

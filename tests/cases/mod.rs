@@ -59,6 +59,14 @@ macro_rules! all_cases {
         $run!(engine, softmax_runs_in_two_kernels);
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);
         $run!(
+            engine,
+            an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue
+        );
+        $run!(
+            engine,
+            a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing
+        );
+        $run!(
             failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why
         );

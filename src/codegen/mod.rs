@@ -31,6 +31,11 @@ pub struct Kernel {
     pub workgroups: u64,
 }
 
+/// An elementwise group to run inside another kernel (a matmul's epilogue,
+/// a reduction's prologue): the block, the flushed ops, and how to read the
+/// block's inputs.
+pub type Group<'a> = (&'a ElementwiseBlock, &'a [OpIr], &'a [Access]);
+
 /// How a kernel reads one input: its shape and where its elements sit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Access {
@@ -290,7 +295,14 @@ pub enum Stage {
 /// its threads stride over the reduced elements, then combine their partial
 /// results in shared memory. `argmax` carries the index with the value
 /// (`op` is then ignored).
-pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage: Stage) -> Kernel {
+pub fn reduce(
+    input: &Access,
+    axes: &[usize],
+    op: ReduceOp,
+    argmax: bool,
+    stage: Stage,
+    prologue: Option<Group<'_>>,
+) -> Kernel {
     let kept: Vec<usize> = (0..input.shape.len())
         .filter(|d| !axes.contains(d))
         .collect();
@@ -383,7 +395,14 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
             "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim};"
         );
     }
-    let (save, load) = match aux {
+    // With a prologue the element is computed, not loaded: `input` then
+    // describes the prologue's (row-major) result, so `at` is its flat index.
+    let load = if prologue.is_some() {
+        "fused(at, 0.0)"
+    } else {
+        "in0[at]"
+    };
+    let (save, load_aux) = match aux {
         Some(_) => (
             "part_aux[lid] = aux;",
             "let r = part_aux[lid + s];\n            var aux = part_aux[lid];",
@@ -397,11 +416,11 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
     };
     let _ = writeln!(
         body,
-        "        let x = in0[at];\n        {element}\n    }}\n\
+        "        let x = {load};\n        {element}\n    }}\n\
          \x20   part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
          \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
          \x20       if (lid < s) {{\n\
-         \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load}\n\
+         \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
          \x20           {merge}\n\
          \x20           part[lid] = acc;\n            {save_back}\n\
          \x20       }}\n        workgroupBarrier();\n    }}\n\
@@ -411,8 +430,16 @@ pub fn reduce(input: &Access, axes: &[usize], op: ReduceOp, argmax: bool, stage:
     if aux.is_some() {
         body += "        let aux = part_aux[0];\n";
     }
-    let mut decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string();
-    let mut binding = 2;
+    let (mut decls, mut binding) = match prologue {
+        Some((block, ops, accesses)) => {
+            let (bindings, function) = fused(block, ops, accesses, &mut params, 1);
+            (format!("{bindings}{function}"), 1 + accesses.len())
+        }
+        None => (
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
+            2,
+        ),
+    };
     if final_argmax {
         decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
         binding = 3;
@@ -466,12 +493,7 @@ const TILE_K: usize = 16;
 /// (`epilogue`: the anchored block, the ops, how to read its inputs). Operands
 /// are read through their layouts, so a transposed operand is never copied.
 /// Writes `[batch.., m, n]` row-major.
-pub fn matmul(
-    a: &Access,
-    b: &Access,
-    out_shape: &[usize],
-    epilogue: (&ElementwiseBlock, &[OpIr], &[Access]),
-) -> Kernel {
+pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) -> Kernel {
     // Large products get 8x8 outputs per thread (128x128 tiles: more reuse
     // of each staged value: 15 -> 22 TFLOP/s at 4096 on an H200); smaller
     // ones 4x4, so there are enough workgroups to fill the GPU.
@@ -722,6 +744,7 @@ mod tests {
             ReduceOp::Sum,
             false,
             Stage::Whole,
+            None,
         );
         assert_eq!(kernel.workgroups, 24);
     }

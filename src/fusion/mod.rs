@@ -25,8 +25,15 @@ pub enum Block {
     /// Elementwise ops fused into one kernel.
     Elementwise(ElementwiseBlock),
     /// One op that is not elementwise: a host upload, a view (no kernel), a
-    /// reduction, a matmul or a cat (kernels of their own).
+    /// reduction or a cat (kernels of their own).
     Single(usize),
+    /// A reduction (or argmax) of what an elementwise group computes: the
+    /// group is its prologue, evaluated as the reduction loads each element,
+    /// and writes nothing (`x.sub(m).exp().sum(1)` is one kernel).
+    Reduction {
+        op: usize,
+        prologue: ElementwiseBlock,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +89,22 @@ pub fn plan(
             let mut anchored = Group::new(op.shape.clone());
             anchored.anchor(i, op, &held, &live_consumers);
             group = Some(anchored);
+            continue;
+        }
+        let reduces = matches!(op.kind, OpKind::Reduce { .. } | OpKind::Argmax { .. });
+        if reduces
+            && group
+                .as_ref()
+                .is_some_and(|g| g.feeds_only(op.inputs[0], &held))
+        {
+            if let Some(g) = group.take() {
+                blocks.push(Block::Reduction {
+                    op: i,
+                    prologue: g.finish(ops, &held).without_outputs(),
+                });
+            }
+            blocks.extend(pending.drain(..).map(Block::Single));
+            pending_outputs.clear();
             continue;
         }
         if !op.kind.is_elementwise() {
@@ -236,6 +259,12 @@ impl Group {
         self.outside.insert(op.output, outside);
     }
 
+    /// Whether the group computes `t` for one consumer (the op met now) and
+    /// writes nothing else, so it can run as that consumer's prologue.
+    fn feeds_only(&self, t: TensorId, held: &impl Fn(TensorId) -> bool) -> bool {
+        self.anchor.is_none() && !held(t) && self.outside.get(&t) == Some(&1) && self.written == 1
+    }
+
     fn finish(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
         let outputs = self
             .anchor
@@ -251,6 +280,15 @@ impl Group {
             outputs,
             shape: self.shape,
         }
+    }
+}
+
+impl ElementwiseBlock {
+    /// The block as a prologue: its last op's value is consumed in the
+    /// kernel, nothing is written.
+    fn without_outputs(mut self) -> ElementwiseBlock {
+        self.outputs.clear();
+        self
     }
 }
 

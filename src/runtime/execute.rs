@@ -168,6 +168,10 @@ impl DeviceState {
                 b.outputs.clone(),
             ),
             Block::Single(i) => (vec![*i], vec![ops[*i].output]),
+            Block::Reduction { op, prologue } => (
+                prologue.ops.iter().chain([op]).copied().collect(),
+                vec![ops[*op].output],
+            ),
         };
         let steps: Vec<Step> = indices
             .iter()
@@ -210,7 +214,7 @@ impl DeviceState {
         // Buffers beyond the device's limits are refused before any GPU call.
         let out_shape = match block {
             Block::Elementwise(b) => b.shape.clone(),
-            Block::Single(i) => ops[*i].shape.clone(),
+            Block::Single(i) | Block::Reduction { op: i, .. } => ops[*i].shape.clone(),
         };
         let allocates =
             !matches!(block, Block::Single(i) if matches!(ops[*i].kind, OpKind::View(_)));
@@ -249,6 +253,9 @@ impl DeviceState {
                 self.run_elementwise(ops, &written, encoder, seq);
             }
             Block::Single(i) => self.run_single(&ops[*i], encoder, seq),
+            Block::Reduction { op, prologue } => {
+                self.run_reduction(ops, *op, prologue, encoder, seq)
+            }
         }
         if injected.is_some() {
             self.gpu.provoke_validation_error();
@@ -663,6 +670,39 @@ impl DeviceState {
         }
     }
 
+    /// A reduction whose input is computed by its prologue, in the same
+    /// kernel.
+    fn run_reduction(
+        &mut self,
+        ops: &[OpIr],
+        i: usize,
+        prologue: &ElementwiseBlock,
+        encoder: &mut wgpu::CommandEncoder,
+        seq: u64,
+    ) {
+        let op = &ops[i];
+        let (axes, reduce, argmax) = match &op.kind {
+            OpKind::Reduce { op, axes } => (axes.clone(), *op, false),
+            OpKind::Argmax { axis } => (vec![*axis], ReduceOp::Max, true),
+            _ => return,
+        };
+        let (buffers, accesses) = self.input_buffers(&prologue.inputs);
+        let input = Access {
+            shape: prologue.shape.clone(),
+            layout: Layout::contiguous(&prologue.shape),
+        };
+        let data = self.reduce(
+            encoder,
+            (&buffers, &input, Some((prologue, ops, &accesses))),
+            &axes,
+            reduce,
+            argmax,
+            &op.shape,
+        );
+        self.stats.fused_ops += prologue.ops.len() as u64 + 1;
+        self.set_data(op.output, data, Some(seq));
+    }
+
     fn run_single(&mut self, op: &OpIr, encoder: &mut wgpu::CommandEncoder, seq: u64) {
         let numel = shape::numel(&op.shape);
         let (buffers, accesses) = self.input_buffers(&op.inputs);
@@ -692,8 +732,7 @@ impl DeviceState {
             }
             OpKind::Reduce { op: reduce, axes } => self.reduce(
                 encoder,
-                &buffers[0],
-                &accesses[0],
+                (&buffers[..1], &accesses[0], None),
                 axes,
                 *reduce,
                 false,
@@ -701,8 +740,7 @@ impl DeviceState {
             ),
             OpKind::Argmax { axis } => self.reduce(
                 encoder,
-                &buffers[0],
-                &accesses[0],
+                (&buffers[..1], &accesses[0], None),
                 &[*axis],
                 ReduceOp::Max,
                 true,
@@ -733,13 +771,13 @@ impl DeviceState {
     fn reduce(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
-        buffer: &wgpu::Buffer,
-        input: &Access,
+        source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
         axes: &[usize],
         op: ReduceOp,
         argmax: bool,
         out_shape: &[usize],
     ) -> Data {
+        let (buffers, input, prologue) = source;
         let out = self.allocate(out_shape);
         let n_out = shape::numel(out_shape);
         let total: usize = axes.iter().map(|&d| input.shape[d]).product();
@@ -747,8 +785,8 @@ impl DeviceState {
             return out;
         }
         if total <= REDUCE_CHUNK {
-            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Whole);
-            self.launch(encoder, &kernel, std::slice::from_ref(buffer), &[&out]);
+            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Whole, prologue);
+            self.launch(encoder, &kernel, buffers, &[&out]);
             return out;
         }
         let splits = total.div_ceil(REDUCE_CHUNK);
@@ -759,16 +797,16 @@ impl DeviceState {
         } else {
             None
         };
-        let first = codegen::reduce(input, axes, op, argmax, Stage::First { splits });
+        let first = codegen::reduce(input, axes, op, argmax, Stage::First { splits }, prologue);
         let mut outputs = vec![&values];
         outputs.extend(indices.as_ref());
-        self.launch(encoder, &first, std::slice::from_ref(buffer), &outputs);
+        self.launch(encoder, &first, buffers, &outputs);
 
         let partials = Access {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
         };
-        let last = codegen::reduce(&partials, &[1], op, argmax, Stage::Final { total });
+        let last = codegen::reduce(&partials, &[1], op, argmax, Stage::Final { total }, None);
         let mut inputs = Vec::new();
         for data in std::iter::once(values).chain(indices) {
             if let Data::Owned(a) = data {

@@ -511,3 +511,49 @@ pub async fn a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing(
     let want: f32 = (0..24).map(|k| av[k * 32 + 5] * bv[k * 16 + 7]).sum();
     close(&[values[5 * 16 + 7]], &[want]);
 }
+
+pub async fn a_reduction_of_an_elementwise_chain_is_one_kernel() {
+    let gpu = device().await;
+    let x = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[2, 3]))
+        .unwrap();
+    let m = gpu.tensor(&[1.0, 4.0], Some(&[2, 1])).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let s = x.sub(&m).unwrap().exp().sum(Some(&[1]), false).unwrap();
+    let values = read(&s).await;
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "only the sums are written"
+    );
+    let e = |v: f32| v.exp();
+    close(
+        &values,
+        &[e(0.0) + e(1.0) + e(2.0), e(0.0) + e(1.0) + e(2.0)],
+    );
+    // Held intermediates are written, so the chain runs as its own kernel.
+    let t = x.mul(2.0).unwrap();
+    let total = t.sum(None, false).unwrap();
+    assert_eq!(read(&total).await, vec![42.0]);
+    assert_eq!(read(&t).await, vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+    // Long rows: the prologue runs in the first of two launches.
+    let long = gpu
+        .ones(&[3, 20_000])
+        .unwrap()
+        .mul(0.5)
+        .unwrap()
+        .argmax(1)
+        .unwrap();
+    assert_eq!(read(&long).await, vec![0.0; 3]);
+    let mean = gpu
+        .arange(0.0, 40_000.0, 1.0)
+        .unwrap()
+        .mul(2.0)
+        .unwrap()
+        .mean(None, false)
+        .unwrap();
+    close(&read(&mean).await, &[39_999.0]);
+}

@@ -66,6 +66,7 @@ macro_rules! all_cases {
             engine,
             a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing
         );
+        $run!(engine, a_reduction_of_an_elementwise_chain_is_one_kernel);
         $run!(
             failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why

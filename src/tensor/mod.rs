@@ -111,23 +111,8 @@ impl Device {
         inputs: Vec<TensorId>,
         shape: Vec<usize>,
     ) -> Result<Tensor, RegistrationError> {
-        let caller = Location::caller();
-        let output = TensorId::next();
-        self.with_state(|state| {
-            state.check_alive(kind.name())?;
-            let site = registration_site(state.capture_stacks, caller);
-            state.register(
-                OpIr {
-                    kind,
-                    inputs,
-                    output,
-                    shape: shape.clone(),
-                },
-                site,
-            );
-            Ok(())
-        })?;
-        Ok(self.handle(output, shape))
+        self.with_state(|state| state.check_alive(kind.name()))?;
+        Ok(self.record_infallible(kind, inputs, shape))
     }
 
     /// `record` for ops whose Rust signature cannot fail (`exp`, `clamp`,

@@ -133,7 +133,10 @@ mod native {
         }
         // The kernel's own throughput: operands resident, one element read back
         // (the read waits for the product to finish).
-        for n in [1024, 4096] {
+        let large = std::env::var("WF_BENCH_MATMUL")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        for n in std::iter::once(1024).chain(large) {
             let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
             let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
             group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));

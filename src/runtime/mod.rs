@@ -216,7 +216,7 @@ impl Gpu {
 
     /// Drops a tensor's buffer instead of pooling it: it may be invalid.
     pub fn forget(&mut self, allocation: Allocation, stats: &mut Stats) {
-        stats.bytes_in_use -= allocation.bucket;
+        stats.bytes_in_use = stats.bytes_in_use.saturating_sub(allocation.bucket);
         allocation.buffer.destroy();
     }
 
@@ -247,7 +247,7 @@ impl Gpu {
 
     /// Returns a tensor's buffer to the pool.
     pub fn release(&mut self, allocation: Allocation, stats: &mut Stats) {
-        stats.bytes_in_use -= allocation.bucket;
+        stats.bytes_in_use = stats.bytes_in_use.saturating_sub(allocation.bucket);
         self.pool
             .entry(allocation.bucket)
             .or_default()

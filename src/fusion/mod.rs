@@ -8,7 +8,12 @@
 //!   reads it may join the group.
 //! - Every op of an elementwise block has the block's shape, so each op's
 //!   value at an output position is computed from the same position; inputs
-//!   from outside the block are loaded through broadcast index maps.
+//!   from outside the block are loaded through their layouts (broadcast,
+//!   transposed, sliced: index maps, never copies).
+//! - A matmul always anchors a block: the elementwise ops that follow on its
+//!   product (and only those) run as its epilogue. A reduction takes the
+//!   open group as its prologue when that group computes its input for it
+//!   alone and writes nothing else.
 //! - A tensor produced inside a block is written to memory only when a live
 //!   handle holds it or an op outside the block reads it: fused
 //!   intermediates nobody can observe never touch memory.
@@ -22,7 +27,8 @@ use crate::ir::{OpIr, OpKind, TensorId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// Elementwise ops fused into one kernel.
+    /// Elementwise ops fused into one kernel (a matmul kernel, when
+    /// anchored).
     Elementwise(ElementwiseBlock),
     /// One op that is not elementwise: a host upload, a view (no kernel), a
     /// reduction or a cat (kernels of their own).

@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{ErrorClass, RegistrationError, RequestError};
 use crate::failure::FailureSummary;
-use crate::failure::{FailureGraph, FailureId, FailureKind, Root, Skip, TensorError};
+use crate::failure::{
+    ExecutionError, FailureGraph, FailureId, FailureKind, Root, Skip, TensorError,
+};
 use crate::ir::layout::Layout;
 use crate::ir::{Queue, TensorId};
-use crate::runtime::execute::Submission;
+use crate::runtime::execute::{Fault, FaultKind, Submission};
 use crate::runtime::{Allocation, Gpu, Stats};
 
 /// Options for [`Device::request`].
@@ -240,6 +242,45 @@ impl Device {
             failures_held: state.graph.len() as u64,
             ..state.stats
         })
+    }
+
+    /// Runs everything queued and waits for it. Rejects when any work
+    /// flushed since the last `sync()` failed, naming each failure once;
+    /// tainted tensors stay tainted, nothing else is affected, and the device
+    /// keeps working.
+    pub async fn sync(&self) -> Result<(), ExecutionError> {
+        loop {
+            let waiting = self.with_state(|state| {
+                state.flush();
+                state.settle()
+            });
+            if waiting.is_empty() {
+                break;
+            }
+            futures_util::future::join_all(waiting).await;
+        }
+        let failures = self.with_state(|state| std::mem::take(&mut state.unreported));
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(ExecutionError { failures })
+        }
+    }
+
+    /// Makes the `nth` block containing `op` fail through a genuine GPU error,
+    /// caught by the same error-scope path as a real one; its root says it
+    /// was injected. For testing a program's own error handling.
+    pub fn inject_fault(&self, op: &str, nth: usize, kind: FaultKind) {
+        self.with_state(|state| {
+            state
+                .faults
+                .push(Fault::new(op.to_string(), nth.max(1), kind))
+        });
+    }
+
+    /// Whether ops record their registration site (`capture_stacks`).
+    pub fn captures_stacks(&self) -> bool {
+        self.with_state(|state| state.capture_stacks)
     }
 
     /// Whether two handles name the same device.

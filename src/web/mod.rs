@@ -488,34 +488,22 @@ impl JsDevice {
         } else {
             shape_arg("tensor", &shape)?
         };
-        self.device("tensor")?
-            .tensor(&values, Some(&shape))
-            .map(wrap)
-            .map_err(|e| js_error(&e))
+        done(self.device("tensor")?.tensor(&values, Some(&shape)))
     }
 
     pub fn zeros(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("zeros", &shape)?;
-        self.device("zeros")?
-            .zeros(&shape)
-            .map(wrap)
-            .map_err(|e| js_error(&e))
+        done(self.device("zeros")?.zeros(&shape))
     }
 
     pub fn ones(&self, shape: JsValue) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("ones", &shape)?;
-        self.device("ones")?
-            .ones(&shape)
-            .map(wrap)
-            .map_err(|e| js_error(&e))
+        done(self.device("ones")?.ones(&shape))
     }
 
     pub fn full(&self, shape: JsValue, value: f64) -> Result<JsTensor, JsValue> {
         let shape = shape_arg("full", &shape)?;
-        self.device("full")?
-            .full(&shape, value as f32)
-            .map(wrap)
-            .map_err(|e| js_error(&e))
+        done(self.device("full")?.full(&shape, value as f32))
     }
 
     /// `arange(start, stop, step = 1)`.
@@ -713,7 +701,7 @@ impl JsTensor {
             OperandArg::Scalar(v) => f(&this, Operand::Scalar(v)),
             OperandArg::Tensor(t) => f(&this, Operand::Tensor(&t)),
         };
-        result.map(wrap).map_err(|e| js_error(&e))
+        done(result)
     }
 }
 
@@ -799,52 +787,6 @@ impl JsTensor {
     /// Each value limited to `[min, max]`.
     pub fn clamp(&self, min: f64, max: f64) -> Result<JsTensor, JsValue> {
         Ok(wrap(self.tensor("clamp")?.clamp(min as f32, max as f32)))
-    }
-
-    /// `sum(axis?, keepDims = false)`: over one axis, several, or all.
-    pub fn sum(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
-        let axes = axes_arg("sum", &axis)?;
-        done(
-            self.tensor("sum")?
-                .sum(axes.as_deref(), keep_dims.unwrap_or(false)),
-        )
-    }
-
-    /// `mean(axis?, keepDims = false)`.
-    pub fn mean(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
-        let axes = axes_arg("mean", &axis)?;
-        done(
-            self.tensor("mean")?
-                .mean(axes.as_deref(), keep_dims.unwrap_or(false)),
-        )
-    }
-
-    /// `max(axis?, keepDims = false)`.
-    pub fn max(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
-        let axes = axes_arg("max", &axis)?;
-        done(
-            self.tensor("max")?
-                .max(axes.as_deref(), keep_dims.unwrap_or(false)),
-        )
-    }
-
-    /// `min(axis?, keepDims = false)`.
-    pub fn min(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
-        let axes = axes_arg("min", &axis)?;
-        done(
-            self.tensor("min")?
-                .min(axes.as_deref(), keep_dims.unwrap_or(false)),
-        )
-    }
-
-    /// `logSumExp(axis?, keepDims = false)`: `log(sum(exp(x)))`, stably.
-    #[wasm_bindgen(js_name = logSumExp)]
-    pub fn log_sum_exp(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
-        let axes = axes_arg("logSumExp", &axis)?;
-        done(
-            self.tensor("logSumExp")?
-                .log_sum_exp(axes.as_deref(), keep_dims.unwrap_or(false)),
-        )
     }
 
     /// `argmax(axis = 0)`: the index of the largest value, as a float.
@@ -965,6 +907,26 @@ js_binary_ops! {
     "maximum" => maximum, "minimum" => minimum, "equal" => equal,
     "greater" => greater, "greaterEqual" => greater_equal,
     "less" => less, "lessEqual" => less_equal,
+}
+
+macro_rules! js_reduce_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[doc = concat!("`", $js, "(axis?, keepDims = false)`: over one axis, several, or all.")]
+                #[wasm_bindgen(js_name = $js)]
+                pub fn $name(&self, axis: JsValue, keep_dims: Option<bool>) -> Result<JsTensor, JsValue> {
+                    let axes = axes_arg($js, &axis)?;
+                    done(self.tensor($js)?.$name(axes.as_deref(), keep_dims.unwrap_or(false)))
+                }
+            )*
+        }
+    };
+}
+
+js_reduce_ops! {
+    "sum" => sum, "mean" => mean, "max" => max, "min" => min, "logSumExp" => log_sum_exp,
 }
 
 macro_rules! js_unary_ops {

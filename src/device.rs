@@ -556,9 +556,7 @@ impl DeviceState {
             message,
             registered_at: None,
         });
-        self.submissions.clear();
         self.late_taints.clear();
-        self.quarantine.clear();
         self.retired.clear();
         let ids: Vec<TensorId> = self.records.keys().copied().collect();
         for id in ids {
@@ -571,7 +569,9 @@ impl DeviceState {
                 self.set_data(id, taint, None);
             }
         }
+        self.abandon_submissions();
         // Buffers of a lost device are of no use: drop them, pooled or not.
+        self.quarantine.clear();
         self.gpu.forget_buffers();
         self.graph.prune(failure);
     }

@@ -1,18 +1,28 @@
-//! Running flushed work: each block in its own write scope, and everything a
-//! read needs to decide whether bytes can be trusted.
+//! Running flushed work: each flush in one submit under one set of error
+//! scopes, and everything a read needs to decide whether bytes can be
+//! trusted.
 //!
-//! A block's GPU work (buffer creation, pipeline compilation, the dispatch and
-//! its submit) runs inside error scopes for out-of-memory, validation and
-//! internal errors, and is submitted on its own: WebGPU voids a whole submit
-//! when one command buffer in it is invalid, so a failing block must not
-//! share a submit with independent work. What can be known on the CPU (a
-//! buffer beyond the device's limits, an input that carries a failure) is
-//! decided before any GPU call.
+//! A flush's blocks are recorded into one command encoder and submitted
+//! once, inside error scopes for out-of-memory, validation and internal
+//! errors, so scoping costs the same for a flush of one kernel or fifty.
+//! A scope does not say which block raised its error, and WebGPU voids a
+//! whole submit when one command buffer in it is invalid, so when a flush's
+//! scope reports an error the flush is *replayed*: each block runs again
+//! from scratch in its own scope and submit, which isolates the failing
+//! block and rewrites everything the voided submit should have written.
+//! Work flushed after it, which may have read what was never written, is
+//! replayed with it. What can be known on the CPU (a buffer beyond the
+//! device's limits, an input that carries a failure) is decided once,
+//! before any GPU call.
 //!
 //! Natively a scope's result is ready at once; in the browser it arrives
-//! later. Until a block's scope resolves its outputs are *pending*: a read
-//! waits for it, and when it resolves with an error the outputs, and
-//! everything computed from them since, are tainted after the fact.
+//! later. Until a submission resolves, its outputs are *pending*: a read
+//! waits for it. A replayed block found failing taints its outputs, and
+//! everything computed from them since, after the fact (late taints).
+//!
+//! Invariant: a submission keeps its ops, its plan, and the queue's hold on
+//! every tensor they read and write until it resolves, so a replay finds
+//! its inputs as they were (no buffer it reads can reach the pool).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -28,7 +38,8 @@ use crate::ir::{Distribution, OpIr, OpKind, ReduceOp, TensorId};
 use crate::runtime::{Allocation, PendingRead, Scope};
 use crate::tensor::shape;
 
-/// One block of a flush, kept until its scope resolves.
+/// One block of a flush: what the failure bookkeeping needs, decided once
+/// on the CPU and kept until its submission resolves.
 pub struct BlockRun {
     /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
     name: String,
@@ -37,10 +48,15 @@ pub struct BlockRun {
     steps: Vec<Step>,
     /// The tensors it writes to memory.
     outputs: Vec<TensorId>,
-    /// Its GPU work's error scope; `None` when it had none.
-    scope: Option<Scope>,
+    /// The outputs its GPU work writes: those no input failure or refused
+    /// allocation took. Empty when nothing is left to run.
+    live: Vec<TensorId>,
     /// The fault injected into it, if one was.
     injected: Option<FaultKind>,
+    /// Its own error scope, once replayed.
+    scope: Option<Scope>,
+    /// Pipelines compiled in its own scope, once replayed.
+    compiled: Vec<String>,
 }
 
 /// One op of a block, as the failure bookkeeping sees it.
@@ -50,10 +66,18 @@ struct Step {
     output: TensorId,
 }
 
-/// A flush's blocks, in order.
+/// One flush, kept until its scopes resolve.
 pub struct Submission {
     seq: u64,
-    blocks: Vec<BlockRun>,
+    ops: Vec<OpIr>,
+    blocks: Vec<Block>,
+    runs: Vec<BlockRun>,
+    /// The scope around the whole submit: `None` without error scopes, and
+    /// once replayed (each run then has its own).
+    scope: Option<Scope>,
+    /// Pipelines compiled under `scope`.
+    compiled: Vec<String>,
+    replayed: bool,
 }
 
 /// The kinds of fault `inject_fault` can raise.
@@ -96,9 +120,8 @@ impl Fault {
 
 /// What a read does next.
 pub enum ReadStep {
-    /// Wait for these scopes, then ask again (`reread`), handing back the
-    /// copy already started, if any.
-    Wait(Vec<Scope>, Option<PendingRead>),
+    /// Wait for these scopes, then ask again (`reread`).
+    Wait(Vec<Scope>),
     /// The bytes were never written.
     Failed(Vec<Report>),
     /// The bytes are on their way.
@@ -106,7 +129,8 @@ pub enum ReadStep {
 }
 
 impl DeviceState {
-    /// Plans and runs everything queued, each block in its own write scope.
+    /// Plans everything queued and runs it in one submit, under one set of
+    /// error scopes.
     pub fn flush(&mut self) {
         if self.queue.is_empty() {
             return;
@@ -129,39 +153,38 @@ impl DeviceState {
             )
         };
         let mut runs = Vec::with_capacity(blocks.len());
-        let mut shared = match self.error_scopes {
-            true => None,
-            false => Some(self.gpu.device.create_command_encoder(&Default::default())),
-        };
-        for block in &blocks {
-            runs.push(self.run_block(&ops, block, seq, shared.as_mut()));
-        }
-        if let Some(encoder) = shared {
-            self.submit(encoder);
-        }
-        self.submissions.push_back(Submission { seq, blocks: runs });
-
-        // The queue no longer needs anything it read.
-        for op in &ops {
-            for &input in &op.inputs {
-                self.release_dependent(input);
+        let mut scope = None;
+        let mut compiled = Vec::new();
+        if !blocks.is_empty() {
+            // Without error scopes (a benchmark baseline, never the default)
+            // the same submit runs unguarded.
+            let open = self.error_scopes.then(|| self.gpu.open_scope());
+            let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+            for block in &blocks {
+                let run = self.prepare(&ops, block);
+                self.encode(&ops, block, &run, &mut encoder, seq);
+                runs.push(run);
             }
+            self.submit(encoder);
+            compiled = self.gpu.take_compiled_in_scope();
+            scope = open.map(|open| open.close());
         }
-        for op in &ops {
-            self.collect(op.output);
-        }
+        self.submissions.push_back(Submission {
+            seq,
+            ops,
+            blocks,
+            runs,
+            scope,
+            compiled,
+            replayed: false,
+        });
         self.settle();
     }
 
-    /// Runs one block. Its GPU work gets its own encoder, error scope and
-    /// submit, unless `shared` (the flush's encoder, when scopes are off).
-    fn run_block(
-        &mut self,
-        ops: &[OpIr],
-        block: &Block,
-        seq: u64,
-        shared: Option<&mut wgpu::CommandEncoder>,
-    ) -> BlockRun {
+    /// Decides on the CPU what can be decided before `block` touches the
+    /// GPU: outputs whose inputs carry failures are skipped, a buffer beyond
+    /// the device's limits is refused, an injected fault is assigned.
+    fn prepare(&mut self, ops: &[OpIr], block: &Block) -> BlockRun {
         let (indices, outputs): (Vec<usize>, Vec<TensorId>) = match block {
             Block::Elementwise(b) => (
                 b.anchor.iter().chain(&b.ops).copied().collect(),
@@ -190,8 +213,10 @@ impl DeviceState {
                 .and_then(|r| r.site.clone()),
             steps,
             outputs,
-            scope: None,
+            live: Vec::new(),
             injected: None,
+            scope: None,
+            compiled: Vec::new(),
         };
 
         // Inputs that carry failures: the ops reading them are skipped.
@@ -231,23 +256,28 @@ impl DeviceState {
             self.graph.prune(failure);
             return run;
         }
+        run.injected = self.take_fault(&run);
+        run.live = live;
+        run
+    }
 
-        let injected = self.take_fault(&run);
-        // Without error scopes (a benchmark baseline, never the default) the
-        // blocks share the flush's encoder and one submit.
-        let scope = match shared {
-            None => Some(self.gpu.open_scope()),
-            Some(_) => None,
-        };
-        let mut own = None;
-        let encoder = match shared {
-            Some(encoder) => encoder,
-            None => own.insert(self.gpu.device.create_command_encoder(&Default::default())),
-        };
+    /// Records `block`'s GPU work into `encoder`: its live outputs get new
+    /// buffers, pending on submission `seq`.
+    fn encode(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        run: &BlockRun,
+        encoder: &mut wgpu::CommandEncoder,
+        seq: u64,
+    ) {
+        if run.live.is_empty() {
+            return;
+        }
         match block {
             Block::Elementwise(b) => {
                 let written = ElementwiseBlock {
-                    outputs: live,
+                    outputs: run.live.clone(),
                     ..b.clone()
                 };
                 self.run_elementwise(ops, &written, encoder, seq);
@@ -257,18 +287,39 @@ impl DeviceState {
                 self.run_reduction(ops, *op, prologue, encoder, seq)
             }
         }
-        if injected.is_some() {
-            self.gpu.provoke_validation_error();
+        if run.injected.is_some() {
+            self.gpu.provoke_validation_error(encoder);
         }
-        if let Some(encoder) = own {
-            self.submit(encoder);
+    }
+
+    /// Runs every pending submission again, block by block, each block in
+    /// its own scope and submit: the oldest one's scope reported an error
+    /// that may have voided its whole submit, and the later ones may have
+    /// read what it never wrote.
+    fn replay(&mut self) {
+        let mut submissions = std::mem::take(&mut self.submissions);
+        for submission in &mut submissions {
+            // A pipeline compiled under a failing scope may be invalid:
+            // compiled anew, its error lands in its own block's scope.
+            self.gpu.forget_pipelines(&submission.compiled);
+            submission.scope = None;
+            submission.replayed = true;
+            for (block, run) in submission.blocks.iter().zip(&mut submission.runs) {
+                if run.live.is_empty() {
+                    continue;
+                }
+                for &out in &run.live {
+                    self.unwrite(out);
+                }
+                let open = self.gpu.open_scope();
+                let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+                self.encode(&submission.ops, block, run, &mut encoder, submission.seq);
+                self.submit(encoder);
+                run.compiled = self.gpu.take_compiled_in_scope();
+                run.scope = Some(open.close());
+            }
         }
-        if let Some(mut scope) = scope {
-            scope.pipelines = self.gpu.take_scoped_pipelines();
-            run.scope = Some(scope.close());
-        }
-        run.injected = injected;
-        run
+        self.submissions = submissions;
     }
 
     /// Taints the outputs of ops queued on a lost device.
@@ -365,18 +416,28 @@ impl DeviceState {
     }
 
     /// Resolves every submission whose scopes have all resolved, oldest
-    /// first. Returns the scopes still pending (empty when all are settled).
+    /// first, replaying from the first whose scope reported an error.
+    /// Returns the scopes still pending (empty when all are settled).
     pub fn settle(&mut self) -> Vec<Scope> {
         let mut cx = std::task::Context::from_waker(futures_util::task::noop_waker_ref());
         while let Some(front) = self.submissions.front() {
             let waiting: Vec<Scope> = front
-                .blocks
+                .scope
                 .iter()
-                .filter_map(|b| b.scope.clone())
-                .filter(|scope| scope.clone().poll_unpin(&mut cx).is_pending())
+                .chain(front.runs.iter().filter_map(|r| r.scope.as_ref()))
+                .filter(|scope| (*scope).clone().poll_unpin(&mut cx).is_pending())
+                .cloned()
                 .collect();
             if !waiting.is_empty() {
                 return waiting;
+            }
+            if front
+                .scope
+                .as_ref()
+                .is_some_and(|s| matches!(s.peek(), Some(Some(_))))
+            {
+                self.replay();
+                continue;
             }
             if let Some(submission) = self.submissions.pop_front() {
                 self.resolve(submission);
@@ -386,22 +447,18 @@ impl DeviceState {
         Vec::new()
     }
 
-    /// Lands a submission's scope results: a block whose scope reported an
-    /// error roots a new failure on its outputs; a block that read a tensor
-    /// found tainted while settling ran on garbage, and its outputs carry
-    /// that failure one op deeper. Everything else is trusted from now on.
+    /// Lands a submission's results: a replayed block whose scope reported
+    /// an error roots a new failure on its outputs; a block that read a
+    /// tensor found tainted while settling ran on garbage, and its outputs
+    /// carry that failure one op deeper. Everything else is trusted from now
+    /// on, and the queue's hold on what the flush read and wrote ends.
     fn resolve(&mut self, submission: Submission) {
-        let mut any_error = false;
-        for block in submission.blocks {
-            let error = block
-                .scope
-                .as_ref()
-                .and_then(|s| s.peek().cloned().flatten());
+        for run in submission.runs {
+            let error = run.scope.as_ref().and_then(|s| s.peek().cloned().flatten());
             let failed: HashMap<TensorId, Vec<Taint>> = match error {
                 Some(error) => {
-                    any_error = true;
-                    self.gpu.forget_pipelines(&error.pipelines);
-                    let (kind, message) = match block.injected {
+                    self.gpu.forget_pipelines(&run.compiled);
+                    let (kind, message) = match run.injected {
                         Some(fault) => (
                             FailureKind::Injected,
                             format!(
@@ -414,24 +471,25 @@ impl DeviceState {
                     };
                     let failure = self.new_failure(Root {
                         kind,
-                        op: block.name.clone(),
+                        op: run.name.clone(),
                         message,
-                        registered_at: block.site.as_deref().map(str::to_string),
+                        registered_at: run.site.as_deref().map(str::to_string),
                     });
                     let taint = vec![Taint { failure, depth: 0 }];
                     let failed: HashMap<TensorId, Vec<Taint>> =
-                        block.outputs.iter().map(|&o| (o, taint.clone())).collect();
+                        run.live.iter().map(|&o| (o, taint.clone())).collect();
                     for (&out, taints) in &failed {
                         self.fail_written(out, taints.clone());
                     }
                     self.graph.prune(failure);
                     failed
                 }
+                None if run.live.is_empty() || self.late_taints.is_empty() => HashMap::new(),
                 None => {
-                    let failed = self.propagate(&block.steps, |state, t| {
+                    let failed = self.propagate(&run.steps, |state, t| {
                         state.late_taints.get(&t).cloned().unwrap_or_default()
                     });
-                    for &out in &block.outputs {
+                    for &out in &run.live {
                         if let Some(taints) = failed.get(&out) {
                             self.fail_written(out, taints.clone());
                         }
@@ -439,7 +497,7 @@ impl DeviceState {
                     failed
                 }
             };
-            for &out in &block.outputs {
+            for &out in &run.outputs {
                 if !failed.contains_key(&out)
                     && let Some(record) = self.records.get_mut(&out)
                 {
@@ -455,38 +513,65 @@ impl DeviceState {
             .partition(|(seq, _)| *seq == submission.seq);
         self.quarantine = rest;
         for (_, allocation) in mine {
-            if any_error {
+            if submission.replayed {
                 self.gpu.forget(allocation, &mut self.stats);
             } else {
                 self.gpu.release(allocation, &mut self.stats);
             }
         }
+        self.release_ops(&submission.ops);
     }
 
-    /// Taints a written tensor after the fact. Its buffer may be invalid (it
-    /// was made in a failed scope), so it is dropped, not pooled.
-    fn fail_written(&mut self, id: TensorId, taints: Vec<Taint>) {
+    /// Ends the queue's hold on what `ops` read and wrote: a tensor nobody
+    /// holds any more goes now.
+    pub fn release_ops(&mut self, ops: &[OpIr]) {
+        for op in ops {
+            for &input in &op.inputs {
+                self.release_dependent(input);
+            }
+        }
+        for op in ops {
+            self.collect(op.output);
+        }
+    }
+
+    /// Forgets pending work on a lost device (whose tensors already carry
+    /// the loss), ending the queue's hold on what it read and wrote.
+    pub fn abandon_submissions(&mut self) {
+        for submission in std::mem::take(&mut self.submissions) {
+            self.release_ops(&submission.ops);
+        }
+    }
+
+    /// Drops what a tensor's GPU work wrote, before it is written again or
+    /// tainted: its buffer may be invalid, so it is destroyed, not pooled.
+    fn unwrite(&mut self, id: TensorId) {
         let Some(record) = self.records.get_mut(&id) else {
             return;
         };
         record.pending = None;
-        if let Data::Owned(allocation) = std::mem::replace(&mut record.data, Data::Unwritten) {
-            self.gpu.forget(allocation, &mut self.stats);
+        match std::mem::replace(&mut record.data, Data::Unwritten) {
+            Data::Owned(allocation) => self.gpu.forget(allocation, &mut self.stats),
+            other => self.discard(other, None),
         }
+    }
+
+    /// Taints a written tensor after the fact.
+    fn fail_written(&mut self, id: TensorId, taints: Vec<Taint>) {
+        self.unwrite(id);
         self.set_data(id, Data::Failed(taints), None);
     }
 
     /// The next step of a read of `id`: flush, then either report the
-    /// failures it carries, start copying its bytes back, or (while its
-    /// scopes are pending) both wait and start the copy, so the copy and the
-    /// scopes' answer travel together rather than one after the other.
+    /// failures it carries, wait for the scopes its bytes depend on, or
+    /// start copying its bytes back.
     pub fn read(&mut self, id: TensorId) -> ReadStep {
         self.flush();
-        self.reread(id, None)
+        self.reread(id)
     }
 
-    /// `read` after waiting: `early` is the copy started while waiting.
-    pub fn reread(&mut self, id: TensorId, early: Option<PendingRead>) -> ReadStep {
+    /// `read` after waiting.
+    pub fn reread(&mut self, id: TensorId) -> ReadStep {
         let waiting = self.settle();
         let Some(record) = self.records.get(&id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "its record is gone")]);
@@ -499,10 +584,9 @@ impl DeviceState {
             return ReadStep::Failed(reports);
         }
         if record.pending.is_some() && !waiting.is_empty() {
-            let early = early.or_else(|| self.start_copy(id));
-            return ReadStep::Wait(waiting, early);
+            return ReadStep::Wait(waiting);
         }
-        match early.or_else(|| self.start_copy(id)) {
+        match self.start_copy(id) {
             Some(read) => ReadStep::Go(read),
             None => ReadStep::Failed(vec![self.internal_report(id, "it was never written")]),
         }

@@ -36,24 +36,22 @@ pub struct Stats {
     pub failures_held: u64,
 }
 
-/// What a block's error scope caught: the first error, and the pipelines
-/// the block used (which may be invalid and must leave the cache).
+/// What an error scope caught: its first error.
 #[derive(Debug, Clone)]
 pub struct GpuError {
     pub kind: FailureKind,
     pub message: String,
-    pub pipelines: Vec<String>,
 }
 
-/// A block's error scope, resolved natively at once and in the browser
-/// later. Shared, so several reads can wait for the same scope.
+/// An error scope (a submission's, or a replayed block's), resolved natively
+/// at once and in the browser later. Shared, so several reads can wait for
+/// the same scope.
 pub type Scope = Shared<Pin<Box<dyn Future<Output = Option<GpuError>>>>>;
 
-/// The scopes around one block's GPU work, open until `close`.
+/// The scopes around some GPU work, open until `close`.
 pub struct OpenScope {
     /// Pushed out-of-memory, validation, internal; popped in reverse.
     guards: [wgpu::ErrorScopeGuard; 3],
-    pub pipelines: Vec<String>,
 }
 
 impl OpenScope {
@@ -62,7 +60,6 @@ impl OpenScope {
         let internal = internal.pop();
         let validation = validation.pop();
         let oom = oom.pop();
-        let pipelines = self.pipelines;
         let caught = async move {
             let errors = [internal.await, validation.await, oom.await];
             errors.into_iter().flatten().next().map(|error| {
@@ -81,7 +78,6 @@ impl OpenScope {
                 GpuError {
                     kind,
                     message: message.trim().to_string(),
-                    pipelines,
                 }
             })
         };
@@ -110,8 +106,9 @@ pub struct Gpu {
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
     pipelines: HashMap<String, wgpu::ComputePipeline>,
-    /// Pipelines launched since the current scope opened.
-    scoped_pipelines: Vec<String>,
+    /// Pipelines compiled since the current scope opened: when the scope
+    /// reports an error they may be invalid, and leave the cache.
+    compiled_in_scope: Vec<String>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: HashMap<u64, Vec<wgpu::Buffer>>,
@@ -172,39 +169,34 @@ impl Gpu {
             limits,
             adapter_info: format!("{} ({:?})", info.name, info.backend),
             pipelines: HashMap::new(),
-            scoped_pipelines: Vec::new(),
+            compiled_in_scope: Vec::new(),
             pool: HashMap::new(),
         })
     }
 
-    /// Opens the error scopes a block's GPU work runs in.
+    /// Opens the error scopes GPU work runs in.
     pub fn open_scope(&mut self) -> OpenScope {
-        self.scoped_pipelines.clear();
+        self.compiled_in_scope.clear();
         OpenScope {
             guards: [
                 self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
                 self.device.push_error_scope(wgpu::ErrorFilter::Validation),
                 self.device.push_error_scope(wgpu::ErrorFilter::Internal),
             ],
-            pipelines: Vec::new(),
         }
     }
 
-    /// The pipelines launched in the scope about to close.
-    pub fn take_scoped_pipelines(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.scoped_pipelines)
+    /// The pipelines compiled in the scope about to close.
+    pub fn take_compiled_in_scope(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.compiled_in_scope)
     }
 
     /// Raises a genuine validation error on the GPU, caught by the open
-    /// scope: how an injected fault fails its block through the same path as
-    /// a real one. (A buffer cannot be mappable for reading and writing.)
-    pub fn provoke_validation_error(&self) {
-        let _invalid = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("webfusion injected fault"),
-            size: 4,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::MAP_WRITE,
-            mapped_at_creation: false,
-        });
+    /// scope: an invalid command in the block's encoder (a copy into a
+    /// buffer that is no copy destination), which voids the whole submit it
+    /// is in, as a real failure would.
+    pub fn provoke_validation_error(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.copy_buffer_to_buffer(&self.placeholder, 0, &self.placeholder, 0, Some(4));
     }
 
     /// Drops pipelines that may be invalid, so later blocks compile anew.
@@ -294,10 +286,10 @@ impl Gpu {
                             cache: None,
                         });
                 self.pipelines.insert(kernel.wgsl.clone(), pipeline.clone());
+                self.compiled_in_scope.push(kernel.wgsl.clone());
                 pipeline
             }
         };
-        self.scoped_pipelines.push(kernel.wgsl.clone());
         let params = self
             .device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {

@@ -218,10 +218,9 @@ impl Tensor {
         let mut step = self.device().with_state(|state| state.read(self.id()));
         loop {
             step = match step {
-                ReadStep::Wait(scopes, early) => {
+                ReadStep::Wait(scopes) => {
                     futures_util::future::join_all(scopes).await;
-                    self.device()
-                        .with_state(|state| state.reread(self.id(), early))
+                    self.device().with_state(|state| state.reread(self.id()))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
                 ReadStep::Go(pending) => {

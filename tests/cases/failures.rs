@@ -133,6 +133,42 @@ pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_in
     );
 }
 
+pub async fn work_flushed_before_a_failing_submit_resolves_reads_what_its_replay_wrote() {
+    // A queue of three flushes by itself: in the browser the second flush is
+    // submitted before the first one's error scope has answered.
+    let gpu = device_with(DeviceOptions {
+        capacity: 3,
+        ..Default::default()
+    })
+    .await;
+    gpu.inject_fault("exp", 1, FaultKind::Validation);
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], None).unwrap();
+    let failed = x.exp();
+    let total = x.sum(None, false).unwrap();
+    assert_eq!(gpu.stats().flushes, 1, "upload, exp and sum in one submit");
+    let from_total = total.mul(2.0).unwrap().add(1.0).unwrap();
+    let from_failed = failed.neg();
+    assert_eq!(gpu.stats().flushes, 2);
+
+    assert_eq!(
+        read(&from_total).await,
+        vec![21.0],
+        "the voided submit's sum was written again, and what read it too"
+    );
+    assert_eq!(read(&total).await, vec![10.0]);
+    let error = read_err(&from_failed).await;
+    let report = error.first().unwrap();
+    assert_eq!(report.root.kind, FailureKind::Injected);
+    assert_eq!(report.root.op, "exp");
+    assert_eq!(report.depth, 1);
+    assert_eq!(report.chain[0].op, "neg");
+    let sync = gpu
+        .sync()
+        .await
+        .expect_err("the injected failure is reported");
+    assert_eq!(sync.failures.len(), 1);
+}
+
 pub async fn a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_failure() {
     let gpu = device().await;
     let v = gpu.tensor(&[1.0, 2.0], None).unwrap();

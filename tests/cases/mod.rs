@@ -77,6 +77,10 @@ macro_rules! all_cases {
         );
         $run!(
             failures,
+            work_flushed_before_a_failing_submit_resolves_reads_what_its_replay_wrote
+        );
+        $run!(
+            failures,
             a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_failure
         );
         $run!(

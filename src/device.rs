@@ -4,7 +4,9 @@
 //! tensors are `!Send`, so work runs on the caller's thread at flush time.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
@@ -111,7 +113,7 @@ type LostSignal = Arc<Mutex<Option<String>>>;
 pub(crate) struct DeviceState {
     pub gpu: Gpu,
     pub queue: Queue,
-    pub records: HashMap<TensorId, Record>,
+    pub records: FxHashMap<TensorId, Record>,
     pub graph: FailureGraph,
     pub stats: Stats,
     pub capacity: usize,
@@ -123,7 +125,7 @@ pub(crate) struct DeviceState {
     /// Tensors found tainted while settling submissions, so later pending
     /// blocks that read them (and ran on garbage) are tainted too. Emptied
     /// once nothing is pending.
-    pub late_taints: HashMap<TensorId, Vec<Taint>>,
+    pub late_taints: FxHashMap<TensorId, Vec<Taint>>,
     /// Buffers of collected tensors whose submission is still pending: if
     /// its scope fails they may be invalid and must not reach the pool.
     pub quarantine: Vec<(u64, Allocation)>,
@@ -189,7 +191,7 @@ impl Device {
                 state: RefCell::new(DeviceState {
                     gpu,
                     queue: Queue::default(),
-                    records: HashMap::new(),
+                    records: FxHashMap::default(),
                     graph: FailureGraph::default(),
                     stats: Stats::default(),
                     capacity: options.capacity.max(1),
@@ -197,7 +199,7 @@ impl Device {
                     error_scopes: options.error_scopes,
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
-                    late_taints: HashMap::new(),
+                    late_taints: FxHashMap::default(),
                     quarantine: Vec::new(),
                     retired: Vec::new(),
                     unreported: Vec::new(),

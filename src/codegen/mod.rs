@@ -4,13 +4,15 @@
 //! The text depends only on the block's structure (ops, ranks, which inputs
 //! broadcast or are strided): every size, stride and scalar is a uniform word.
 //! That makes the text itself the kernel cache's key, and a loop that repeats
-//! the same ops on new data compiles each kernel once.
+//! the same ops on new data compiles each kernel once. The runtime may compile
+//! a kernel with its scalars written in (`Kernel::specialized`) while they do
+//! not change.
 //!
 //! Every kernel numbers its workgroups linearly (`wid.x + wid.y * groups.x`)
 //! so the runtime can fold any count into a 2-D grid that stays within
 //! `maxComputeWorkgroupsPerDimension`; a workgroup past the end returns.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
 use crate::fusion::ElementwiseBlock;
@@ -27,8 +29,49 @@ pub struct Kernel {
     pub wgsl: String,
     /// The uniform words, padded to whole `vec4<u32>`s.
     pub params: Vec<u32>,
+    /// Which words are f32 scalars (the others are sizes and strides).
+    pub scalars: Vec<usize>,
     /// Workgroups to launch, numbered linearly.
     pub workgroups: u64,
+}
+
+impl Kernel {
+    /// The bits of this launch's scalars.
+    pub fn scalar_bits(&self) -> Vec<u32> {
+        self.scalars.iter().map(|&i| self.params[i]).collect()
+    }
+
+    /// The text with this launch's finite scalars written in as bit-exact
+    /// literals. Some drivers (SwiftShader, the browser's CPU fallback) pay
+    /// as much for each uniform load as for the arithmetic around it, so a
+    /// chain of scalar ops runs several times faster this way. Non-finite
+    /// scalars stay uniform loads: WGSL rejects a non-finite constant.
+    pub fn specialized(&self) -> String {
+        const MARK: &str = "bitcast<f32>(param(";
+        let mut out = String::with_capacity(self.wgsl.len());
+        let mut rest = self.wgsl.as_str();
+        while let Some(at) = rest.find(MARK) {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + MARK.len()..];
+            let end = tail.find("u))");
+            let bits = end
+                .and_then(|e| tail[..e].parse::<usize>().ok())
+                .filter(|i| self.scalars.contains(i))
+                .map(|i| self.params[i]);
+            match (end, bits) {
+                (Some(e), Some(bits)) if f32::from_bits(bits).is_finite() => {
+                    let _ = write!(out, "bitcast<f32>({bits:#010x}u)");
+                    rest = &tail[e + 3..];
+                }
+                _ => {
+                    out.push_str(MARK);
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
 }
 
 /// An elementwise group to run inside another kernel (a matmul's epilogue,
@@ -51,25 +94,37 @@ impl Access {
 
 /// The uniform words of one launch, appended as the text is generated.
 #[derive(Default)]
-struct Params(Vec<u32>);
+struct Params {
+    words: Vec<u32>,
+    scalars: Vec<usize>,
+}
 
 impl Params {
     /// Appends `value`, returning the WGSL expression that reads it.
     fn push(&mut self, value: usize) -> String {
-        self.0.push(value as u32);
-        format!("param({}u)", self.0.len() - 1)
+        self.words.push(value as u32);
+        format!("param({}u)", self.words.len() - 1)
     }
 
+    /// Appends a scalar operand; `Kernel::specialized` recognises the
+    /// expression returned here.
     fn push_f32(&mut self, value: f32) -> String {
-        self.0.push(value.to_bits());
-        format!("bitcast<f32>(param({}u))", self.0.len() - 1)
+        self.scalars.push(self.words.len());
+        self.words.push(value.to_bits());
+        format!("bitcast<f32>(param({}u))", self.words.len() - 1)
     }
 
-    fn finish(mut self) -> Vec<u32> {
-        while !self.0.len().is_multiple_of(4) {
-            self.0.push(0);
+    /// The kernel: the shader around `decls` and `body`, and these words.
+    fn kernel(mut self, decls: &str, workgroup: u32, body: &str, workgroups: u64) -> Kernel {
+        while !self.words.len().is_multiple_of(4) {
+            self.words.push(0);
         }
-        self.0
+        Kernel {
+            wgsl: shader(&self.words, decls, workgroup, body),
+            params: self.words,
+            scalars: self.scalars,
+            workgroups,
+        }
     }
 }
 
@@ -96,7 +151,7 @@ fn strided_index(params: &mut Params, access: &Access, out: &[usize], prefix: &s
     terms.join(" + ")
 }
 
-fn shader(params: &[u32], decls: &str, workgroup: &str, body: &str) -> String {
+fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) -> String {
     format!(
         "{PRELUDE}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
          fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
@@ -118,17 +173,12 @@ pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], accesses: &[Access]) 
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
     );
-    let params = params.finish();
-    Kernel {
-        wgsl: shader(
-            &params,
-            &format!("{decls}\n{function}"),
-            &WORKGROUP_SIZE.to_string(),
-            &body,
-        ),
-        params,
-        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
-    }
+    params.kernel(
+        &format!("{decls}\n{function}"),
+        WORKGROUP_SIZE,
+        &body,
+        (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
+    )
 }
 
 /// An elementwise group as a WGSL function `fused(idx, anchor) -> f32`: the
@@ -166,13 +216,13 @@ fn fused(
 
     // Each op's value, named v{op index}; operands resolve to a loaded input,
     // the anchor's value, or an earlier value of this block.
-    let input_index: HashMap<TensorId, usize> = block
+    let input_index: FxHashMap<TensorId, usize> = block
         .inputs
         .iter()
         .enumerate()
         .map(|(j, &t)| (t, j))
         .collect();
-    let producer: HashMap<TensorId, usize> =
+    let producer: FxHashMap<TensorId, usize> =
         block.ops.iter().map(|&i| (ops[i].output, i)).collect();
     let anchor = block.anchor.map(|i| ops[i].output);
     let value_of = |t: TensorId| -> String {
@@ -258,12 +308,12 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     let _ = writeln!(body, "    out0[{to}] = in0[{from}];");
     let decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
                  @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n";
-    let params = params.finish();
-    Kernel {
-        wgsl: shader(&params, decls, &WORKGROUP_SIZE.to_string(), &body),
-        params,
-        workgroups: (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
-    }
+    params.kernel(
+        decls,
+        WORKGROUP_SIZE,
+        &body,
+        (numel as u64).div_ceil(WORKGROUP_SIZE as u64),
+    )
 }
 
 /// The most elements one reduction workgroup combines. A longer reduction is
@@ -475,12 +525,7 @@ pub fn reduce(
             "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
         );
     }
-    let params = params.finish();
-    Kernel {
-        wgsl: shader(&params, &decls, &REDUCE_WORKGROUP.to_string(), &body),
-        params,
-        workgroups: (n_out * splits) as u64,
-    }
+    params.kernel(&decls, REDUCE_WORKGROUP, &body, (n_out * splits) as u64)
 }
 
 /// The depth of one shared-memory stage of the matmul.
@@ -610,12 +655,7 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
     let (bindings, function) = fused(block, ops, accesses, &mut params, 3);
     decls += &bindings;
     decls += &function;
-    let params = params.finish();
-    Kernel {
-        wgsl: shader(&params, &decls, "256", &body),
-        params,
-        workgroups: (batches * tiles_m * tiles_n) as u64,
-    }
+    params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
 }
 
 /// Helpers every kernel may call. WGSL's own `pow` is undefined for a negative
@@ -714,6 +754,46 @@ mod tests {
         let (small, large) = (make(3), make(3_000_000));
         assert_eq!(small.wgsl, large.wgsl);
         assert_ne!(small.params, large.params);
+    }
+
+    #[test]
+    fn a_specialised_kernel_writes_in_its_finite_scalars_bit_exactly() {
+        let ops = vec![
+            OpIr {
+                kind: OpKind::BinaryScalar {
+                    op: BinaryOp::Add,
+                    scalar: 0.1,
+                    scalar_first: false,
+                },
+                inputs: vec![TensorId(1)],
+                output: TensorId(2),
+                shape: vec![4],
+            },
+            OpIr {
+                kind: OpKind::BinaryScalar {
+                    op: BinaryOp::Mul,
+                    scalar: f32::INFINITY,
+                    scalar_first: false,
+                },
+                inputs: vec![TensorId(2)],
+                output: TensorId(3),
+                shape: vec![4],
+            },
+        ];
+        let block = ElementwiseBlock {
+            anchor: None,
+            ops: vec![0, 1],
+            inputs: vec![TensorId(1)],
+            outputs: vec![TensorId(3)],
+            shape: vec![4],
+        };
+        let kernel = elementwise(&block, &ops, &[contiguous(&[4])]);
+        assert_eq!(kernel.scalar_bits(), vec![0.1f32.to_bits(), f32::INFINITY.to_bits()]);
+        let text = kernel.specialized();
+        assert!(text.contains("bitcast<f32>(0x3dcccccdu)"), "{text}");
+        assert!(!text.contains("0x7f800000u)"), "infinity stays a uniform: {text}");
+        assert_eq!(text.matches("bitcast<f32>(param(").count(), 1, "{text}");
+        assert!(text.contains("param(0u)"), "sizes stay uniforms: {text}");
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! failures if and only if the program holds tainted tensors
 //! (`stats().failuresHeld`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::num::NonZeroU64;
 
@@ -144,7 +146,7 @@ pub struct Report {
 /// Every failure a device still holds.
 #[derive(Debug, Default)]
 pub struct FailureGraph {
-    failures: HashMap<FailureId, Failure>,
+    failures: FxHashMap<FailureId, Failure>,
 }
 
 impl FailureGraph {

@@ -21,7 +21,7 @@
 //!   outputs), so it always fits the device's `maxStorageBuffersPerShaderStage`.
 //! - An op nobody can observe (no handle, no live consumer) is not run at all.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ir::{OpIr, OpKind, TensorId};
 
@@ -78,7 +78,7 @@ pub fn plan(
     // right after the group (they may read what it writes), so an op reading
     // one of their outputs cannot join the group.
     let mut pending: Vec<usize> = Vec::new();
-    let mut pending_outputs: HashSet<TensorId> = HashSet::new();
+    let mut pending_outputs: FxHashSet<TensorId> = FxHashSet::default();
 
     for (i, op) in ops.iter().enumerate() {
         if !live[i] {
@@ -157,11 +157,11 @@ struct Group {
     ops: Vec<usize>,
     /// Tensors read from memory, first use first.
     inputs: Vec<TensorId>,
-    input_set: HashSet<TensorId>,
+    input_set: FxHashSet<TensorId>,
     /// For each tensor produced in the group: its live consumers outside the
     /// group (so far: ops not yet met count as outside). Written to memory
     /// while held or while this is non-zero.
-    outside: HashMap<TensorId, usize>,
+    outside: FxHashMap<TensorId, usize>,
     /// How many produced tensors are written.
     written: usize,
     /// Bindings the group needs besides its inputs and outputs (a matmul
@@ -176,8 +176,8 @@ impl Group {
             anchor: None,
             ops: Vec::new(),
             inputs: Vec::new(),
-            input_set: HashSet::new(),
-            outside: HashMap::new(),
+            input_set: FxHashSet::default(),
+            outside: FxHashMap::default(),
             written: 0,
             base_bindings: 0,
         }
@@ -192,13 +192,9 @@ impl Group {
         held: &impl Fn(TensorId) -> bool,
         live_consumers: &impl Fn(TensorId) -> usize,
     ) -> usize {
-        let mut seen = HashSet::new();
         let mut new_inputs = 0;
         let mut no_longer_written = 0;
-        for &t in &op.inputs {
-            if !seen.insert(t) {
-                continue;
-            }
+        for t in distinct(&op.inputs) {
             match self.outside.get(&t) {
                 None if !self.input_set.contains(&t) => new_inputs += 1,
                 Some(&1) if !held(t) => no_longer_written += 1,
@@ -217,11 +213,7 @@ impl Group {
         held: &impl Fn(TensorId) -> bool,
         live_consumers: &impl Fn(TensorId) -> usize,
     ) {
-        let mut seen = HashSet::new();
-        for &t in &op.inputs {
-            if !seen.insert(t) {
-                continue;
-            }
+        for t in distinct(&op.inputs) {
             match self.outside.get_mut(&t) {
                 Some(count) => {
                     // This consumer is inside now.
@@ -298,9 +290,19 @@ impl ElementwiseBlock {
     }
 }
 
+/// An op's inputs, each once (`x.mul(x)` reads `x` once). Ops have at most
+/// three inputs, so a scan beats a set.
+fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
+    inputs
+        .iter()
+        .enumerate()
+        .filter(|&(k, t)| !inputs[..k].contains(t))
+        .map(|(_, &t)| t)
+}
+
 /// For each tensor, the ops (by index) that read it.
-fn consumers(ops: &[OpIr]) -> HashMap<TensorId, Vec<usize>> {
-    let mut map: HashMap<TensorId, Vec<usize>> = HashMap::new();
+fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
+    let mut map: FxHashMap<TensorId, Vec<usize>> = FxHashMap::default();
     for (i, op) in ops.iter().enumerate() {
         for &input in &op.inputs {
             map.entry(input).or_default().push(i);
@@ -313,7 +315,7 @@ fn consumers(ops: &[OpIr]) -> HashMap<TensorId, Vec<usize>> {
 /// live op. Decided back to front, since consumers come after producers.
 fn liveness(
     ops: &[OpIr],
-    consumers: &HashMap<TensorId, Vec<usize>>,
+    consumers: &FxHashMap<TensorId, Vec<usize>>,
     held: &impl Fn(TensorId) -> bool,
 ) -> Vec<bool> {
     let mut live = vec![false; ops.len()];

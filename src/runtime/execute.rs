@@ -24,7 +24,7 @@
 //! every tensor they read and write until it resolves, so a replay finds
 //! its inputs as they were (no buffer it reads can reach the pool).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::rc::Rc;
 
 use futures_util::FutureExt;
@@ -386,8 +386,8 @@ impl DeviceState {
         &mut self,
         steps: &[Step],
         known: impl Fn(&Self, TensorId) -> Vec<Taint>,
-    ) -> HashMap<TensorId, Vec<Taint>> {
-        let mut tainted: HashMap<TensorId, Vec<Taint>> = HashMap::new();
+    ) -> FxHashMap<TensorId, Vec<Taint>> {
+        let mut tainted: FxHashMap<TensorId, Vec<Taint>> = FxHashMap::default();
         for step in steps {
             let mut reached: Vec<(Taint, TensorId)> = Vec::new();
             for &input in &step.inputs {
@@ -455,7 +455,7 @@ impl DeviceState {
     fn resolve(&mut self, submission: Submission) {
         for run in submission.runs {
             let error = run.scope.as_ref().and_then(|s| s.peek().cloned().flatten());
-            let failed: HashMap<TensorId, Vec<Taint>> = match error {
+            let failed: FxHashMap<TensorId, Vec<Taint>> = match error {
                 Some(error) => {
                     self.gpu.forget_pipelines(&run.compiled);
                     let (kind, message) = match run.injected {
@@ -476,7 +476,7 @@ impl DeviceState {
                         registered_at: run.site.as_deref().map(str::to_string),
                     });
                     let taint = vec![Taint { failure, depth: 0 }];
-                    let failed: HashMap<TensorId, Vec<Taint>> =
+                    let failed: FxHashMap<TensorId, Vec<Taint>> =
                         run.live.iter().map(|&o| (o, taint.clone())).collect();
                     for (&out, taints) in &failed {
                         self.fail_written(out, taints.clone());
@@ -484,7 +484,7 @@ impl DeviceState {
                     self.graph.prune(failure);
                     failed
                 }
-                None if run.live.is_empty() || self.late_taints.is_empty() => HashMap::new(),
+                None if run.live.is_empty() || self.late_taints.is_empty() => FxHashMap::default(),
                 None => {
                     let failed = self.propagate(&run.steps, |state, t| {
                         state.late_taints.get(&t).cloned().unwrap_or_default()

@@ -3,7 +3,7 @@
 
 pub mod execute;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -105,13 +105,26 @@ pub struct Gpu {
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
-    pipelines: HashMap<String, wgpu::ComputePipeline>,
+    /// Compiled kernels by text (see `Family`).
+    pipelines: FxHashMap<String, Family>,
     /// Pipelines compiled since the current scope opened: when the scope
     /// reports an error they may be invalid, and leave the cache.
     compiled_in_scope: Vec<String>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
-    pool: HashMap<u64, Vec<wgpu::Buffer>>,
+    pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
+}
+
+/// The compiled forms of one kernel text: the same ops, on any sizes.
+struct Family {
+    /// The scalars it was first launched with.
+    scalars: Vec<u32>,
+    /// Its text with those scalars written in (`Kernel::specialized`).
+    specialized: wgpu::ComputePipeline,
+    /// Its text as is (scalars read as uniforms), compiled once a launch
+    /// brings other scalars. Every later launch uses it: a loop whose
+    /// scalars change compiles each kernel at most twice.
+    general: Option<wgpu::ComputePipeline>,
 }
 
 impl Gpu {
@@ -168,9 +181,9 @@ impl Gpu {
             queue,
             limits,
             adapter_info: format!("{} ({:?})", info.name, info.backend),
-            pipelines: HashMap::new(),
+            pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
-            pool: HashMap::new(),
+            pool: FxHashMap::default(),
         })
     }
 
@@ -262,32 +275,48 @@ impl Gpu {
         buffers: &[&wgpu::Buffer],
         stats: &mut Stats,
     ) {
-        let pipeline = match self.pipelines.get(&kernel.wgsl) {
-            Some(p) => {
-                stats.pipeline_cache_hits += 1;
-                p.clone()
-            }
+        let scalars = kernel.scalar_bits();
+        let device = &self.device;
+        let compiled = &mut self.compiled_in_scope;
+        let mut compile = |text: &str| {
+            stats.pipelines_compiled += 1;
+            compiled.push(kernel.wgsl.clone());
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(text.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let pipeline = match self.pipelines.get_mut(&kernel.wgsl) {
+            Some(family) => match &family.general {
+                None if family.scalars == scalars => {
+                    stats.pipeline_cache_hits += 1;
+                    family.specialized.clone()
+                }
+                Some(general) => {
+                    stats.pipeline_cache_hits += 1;
+                    general.clone()
+                }
+                None => family.general.insert(compile(&kernel.wgsl)).clone(),
+            },
             None => {
-                stats.pipelines_compiled += 1;
-                let module = self
-                    .device
-                    .create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: None,
-                        source: wgpu::ShaderSource::Wgsl(kernel.wgsl.as_str().into()),
-                    });
-                let pipeline =
-                    self.device
-                        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                            label: None,
-                            layout: None,
-                            module: &module,
-                            entry_point: Some("main"),
-                            compilation_options: Default::default(),
-                            cache: None,
-                        });
-                self.pipelines.insert(kernel.wgsl.clone(), pipeline.clone());
-                self.compiled_in_scope.push(kernel.wgsl.clone());
-                pipeline
+                let specialized = compile(&kernel.specialized());
+                self.pipelines.insert(
+                    kernel.wgsl.clone(),
+                    Family {
+                        scalars,
+                        specialized: specialized.clone(),
+                        general: None,
+                    },
+                );
+                specialized
             }
         };
         let params = self

@@ -6,7 +6,7 @@
 //! would kill the module for the whole page).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::rc::Rc;
 
 use js_sys::{Array, Float32Array, Object, Reflect};
@@ -39,7 +39,7 @@ thread_local! {
     /// The tensors JS holds, by id, so an operand passed from JS can be found
     /// without taking it over (wasm-bindgen's by-value conversion would
     /// invalidate the caller's object), and so `tidy()` can dispose them.
-    static LIVE: RefCell<HashMap<u64, Slot>> = RefCell::new(HashMap::new());
+    static LIVE: RefCell<FxHashMap<u64, Slot>> = RefCell::new(FxHashMap::default());
     /// The open `tidy()` scopes, innermost last: the ids each created.
     static SCOPES: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
 }

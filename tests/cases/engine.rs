@@ -100,7 +100,7 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
         let x = gpu.random_uniform(&[16, 8], -1.0, 1.0, step).unwrap();
         let w = gpu.random_normal(&[8, 4], 0.0, 0.1, 100 + step).unwrap();
         let y = x.matmul(&w).unwrap().relu().softmax(-1).unwrap();
-        let loss = y.mean(None, false).unwrap().mul(0.5 + step as f32).unwrap();
+        let loss = y.mean(None, false).unwrap().mul(0.5).unwrap();
         read(&loss).await;
         compiled.push(gpu.stats().pipelines_compiled);
     }
@@ -108,6 +108,35 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
     assert_eq!(compiled[1], compiled[0], "{compiled:?}");
     assert_eq!(compiled[3], compiled[0], "{compiled:?}");
     assert!(gpu.stats().pipeline_cache_hits > 0);
+}
+
+pub async fn a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    read(&x).await;
+    let mut compiled = Vec::new();
+    for step in 0..4 {
+        let scale = 0.5 + step as f32;
+        let y = x.mul(scale).unwrap().add(1.0).unwrap();
+        assert_eq!(read(&y).await, vec![scale + 1.0, 2.0 * scale + 1.0]);
+        compiled.push(gpu.stats().pipelines_compiled);
+    }
+    // Once with its scalars written in, once reading them as uniforms.
+    assert_eq!(compiled, vec![1, 2, 2, 2]);
+}
+
+pub async fn scalars_keep_their_exact_bits_including_non_finite_ones() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, -2.0, 3e38], None).unwrap();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    let cpu = |f: fn(f32) -> f32| bits([1.0f32, -2.0, 3e38].map(f).to_vec());
+    assert_eq!(bits(read(&x.add(0.1).unwrap()).await), cpu(|v| v + 0.1));
+    assert_eq!(bits(read(&x.mul(10.0).unwrap()).await), cpu(|v| v * 10.0));
+    assert_eq!(bits(read(&x.mul(-0.0).unwrap()).await), cpu(|v| v * -0.0));
+    let inf = read(&x.add(f32::INFINITY).unwrap()).await;
+    assert!(inf.iter().all(|v| *v == f32::INFINITY), "{inf:?}");
+    let nan = read(&x.add(f32::NAN).unwrap()).await;
+    assert!(nan.iter().all(|v| v.is_nan()), "{nan:?}");
 }
 
 pub async fn the_queue_flushes_by_itself_at_its_capacity() {

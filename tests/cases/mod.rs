@@ -23,6 +23,14 @@ macro_rules! all_cases {
             engine,
             a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
         );
+        $run!(
+            engine,
+            a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice
+        );
+        $run!(
+            engine,
+            scalars_keep_their_exact_bits_including_non_finite_ones
+        );
         $run!(engine, the_queue_flushes_by_itself_at_its_capacity);
         $run!(engine, disposed_tensors_return_their_memory_to_the_pool);
         $run!(engine, creation_ops_fill_arange_and_seeded_random_values);

@@ -9,29 +9,36 @@ const log = (line) => {
   document.getElementById('log').textContent += `${line}\n`;
 };
 
-/** Median ms of `step` (after a warm-up): at least 3 runs, more while under the time budget. */
-async function time(step, heavy) {
-  await step();
-  const samples = [];
-  const budget = heavy ? 1500 : 2500;
+/**
+ * Median ms of each contender's step, timed side by side: after one warm-up
+ * each, every round runs each contender once (in a rotating order), so a
+ * slow patch of this shared, noisy machine lands on all of them alike. At
+ * least 5 rounds, more while under the time budget.
+ */
+async function timeSideBySide(steps, heavy) {
+  const names = Object.keys(steps);
+  for (const name of names) await steps[name]();
+  const samples = Object.fromEntries(names.map((n) => [n, []]));
+  const budget = (heavy ? 1500 : 2500) * names.length;
   const start = performance.now();
-  while (samples.length < 3 || (performance.now() - start < budget && samples.length < 15)) {
-    const t0 = performance.now();
-    await step();
-    samples.push(performance.now() - t0);
+  for (let round = 0; round < 5 || (performance.now() - start < budget && round < 21); round++) {
+    for (let k = 0; k < names.length; k++) {
+      const name = names[(round + k) % names.length];
+      const t0 = performance.now();
+      await steps[name]();
+      samples[name].push(performance.now() - t0);
+    }
   }
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)];
+  const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  return Object.fromEntries(names.map((n) => [n, median(samples[n])]));
 }
 
-async function webfusionRun(gpu, w) {
-  const { step } = webfusionWorkload({ tidy }, gpu, w.id);
-  const ms = await time(step, w.heavy);
+/** Kernels launched and bytes allocated by one more step of `gpu`. */
+async function webfusionCounts(gpu, step) {
   const before = gpu.stats();
   await step();
   const after = gpu.stats();
   return {
-    ms,
     kernels: after.kernelsLaunched - before.kernelsLaunched,
     buffers: after.buffersAllocated - before.buffersAllocated,
     bytes: after.bytesAllocated - before.bytesAllocated,
@@ -53,22 +60,31 @@ window.runBench = async (only) => {
   const results = [];
   for (const w of WORKLOADS.filter((w) => !only || only.includes(w.id))) {
     const row = { id: w.id, name: w.name };
-    row.webfusion = await webfusionRun(devices.default, w);
-    row.stacks = (await webfusionRun(devices.stacks, w)).ms;
-    row.noScopes = (await webfusionRun(devices.noScopes, w)).ms;
-    row.tfjs = await time(tfjsWorkload(tf, w.id).step, w.heavy);
+    const steps = {
+      webfusion: webfusionWorkload({ tidy }, devices.default, w.id).step,
+      stacks: webfusionWorkload({ tidy }, devices.stacks, w.id).step,
+      noScopes: webfusionWorkload({ tidy }, devices.noScopes, w.id).step,
+      tfjs: tfjsWorkload(tf, w.id).step,
+    };
+    try {
+      const session = await ortWorkload(ort, w.id);
+      if (session) steps.ort = session.step;
+    } catch (e) {
+      row.ortError = String(e.message ?? e).slice(0, 200);
+    }
+    const ms = await timeSideBySide(steps, w.heavy);
+    row.webfusion = { ms: ms.webfusion, ...(await webfusionCounts(devices.default, steps.webfusion)) };
+    row.stacks = ms.stacks;
+    row.noScopes = ms.noScopes;
+    row.tfjs = ms.tfjs;
+    row.ort = ms.ort ?? null;
     if (w.id === 'W6') {
       // TF.js forwards small ops to the CPU by default; its GPU path too.
       tf.env().set('WEBGPU_CPU_FORWARD', false);
-      row.tfjsGpu = await time(tfjsWorkload(tf, w.id).step, w.heavy);
+      const gpuPath = await timeSideBySide({ tfjsGpu: tfjsWorkload(tf, w.id).step, webfusion: steps.webfusion }, w.heavy);
       tf.env().set('WEBGPU_CPU_FORWARD', true);
-    }
-    try {
-      const session = await ortWorkload(ort, w.id);
-      row.ort = session ? await time(session.step, w.heavy) : null;
-    } catch (e) {
-      row.ort = null;
-      row.ortError = String(e.message ?? e).slice(0, 200);
+      row.tfjsGpu = gpuPath.tfjsGpu;
+      row.webfusionBesideTfjsGpu = gpuPath.webfusion;
     }
     log(JSON.stringify(row));
     results.push(row);

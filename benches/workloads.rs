@@ -1,20 +1,20 @@
-//! The benchmark workloads natively: wgpu on Vulkan (lavapipe here; a real
-//! GPU where there is one), Metal or DX12. The same workloads as `npm run
-//! bench` in the browser, minus the peers. Every iteration uploads its input,
-//! computes and reads the result back.
+//! The benchmark workloads natively, on criterion: wgpu on Vulkan (lavapipe
+//! here; a real GPU where there is one), Metal or DX12. The same workloads
+//! as `npm run bench` in the browser, minus the peers. Every iteration
+//! uploads its input, computes and reads the result back.
 //!
 //! `WF_BENCH_MATMUL=4096` adds a square matmul of that size (the real-GPU
-//! figure); `WF_BENCH_QUICK=1` shortens every measurement. A filter argument
-//! (`cargo bench --bench workloads -- matmul`) runs the workloads whose name
-//! contains it.
-//!
-//! A small harness of its own rather than criterion: criterion builds C code
-//! (its `alloca` dependency), which cannot be type-checked for macOS without
-//! the macOS SDK, and the Metal path's check covers every target.
+//! figure); `WF_BENCH_QUICK=1` shortens every measurement. Criterion's filter
+//! argument (`cargo bench --bench workloads -- matmul`) picks workloads. The
+//! matmul group's throughput is in elements per second where an element is
+//! one floating-point operation: criterion's `Gelem/s` reads as GFLOP/s.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+
+    use criterion::measurement::WallTime;
+    use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
     use webfusion::{Device, DeviceOptions, Tensor};
 
     fn seeded(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
@@ -70,89 +70,64 @@ mod native {
         (acts, pre)
     }
 
-    /// Times `f`: a warm-up, then runs until the time budget is spent (at
-    /// least 3), and prints the median and the fastest run, with the FLOP
-    /// rate when `flop` is given.
-    struct Bench {
-        filter: Option<String>,
-        budget: Duration,
+    /// A group of workloads, each timed in flat samples (the same number of
+    /// iterations per sample: an iteration takes milliseconds to seconds).
+    fn flat_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+        let quick = std::env::var_os("WF_BENCH_QUICK").is_some();
+        let mut group = c.benchmark_group(name);
+        group
+            .sampling_mode(SamplingMode::Flat)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(if quick { 300 } else { 2000 }))
+            .measurement_time(Duration::from_millis(if quick { 1500 } else { 5000 }));
+        group
     }
 
-    impl Bench {
-        fn run<R>(&self, name: &str, flop: Option<u64>, mut f: impl FnMut() -> R) {
-            if self
-                .filter
-                .as_deref()
-                .is_some_and(|filter| !name.contains(filter))
-            {
-                return;
-            }
-            std::hint::black_box(f());
-            let mut samples = Vec::new();
-            let start = Instant::now();
-            while samples.len() < 3 || (start.elapsed() < self.budget && samples.len() < 50) {
-                let t = Instant::now();
-                std::hint::black_box(f());
-                samples.push(t.elapsed().as_secs_f64());
-            }
-            samples.sort_by(f64::total_cmp);
-            let median = samples[samples.len() / 2];
-            let rate = flop.map_or(String::new(), |flop| {
-                format!("  {:.1} GFLOP/s", flop as f64 / median / 1e9)
-            });
-            println!(
-                "{name:<48} median {:>10.3} ms  min {:>10.3} ms  ({} runs){rate}",
-                median * 1e3,
-                samples[0] * 1e3,
-                samples.len()
-            );
-        }
-    }
-
-    pub fn workloads() {
+    pub fn workloads(c: &mut Criterion) {
         let gpu =
             pollster::block_on(Device::request(DeviceOptions::default())).expect("a GPU adapter");
         eprintln!("adapter: {}", gpu.adapter_info());
-        let quick = std::env::var_os("WF_BENCH_QUICK").is_some();
-        let group = Bench {
-            filter: std::env::args().skip(1).find(|a| !a.starts_with('-')),
-            budget: Duration::from_millis(if quick { 1500 } else { 5000 }),
-        };
 
+        let mut group = flat_group(c, "workloads");
         let w1 = seeded(1 << 20, 1, -1.0, 1.0);
-        group.run("W1 16 elementwise ops on 2^20", None, || {
-            let x = gpu.tensor(&w1, None).unwrap();
-            let mut y = x
-                .mul(0.5)
-                .unwrap()
-                .add(0.1)
-                .unwrap()
-                .exp()
-                .mul(&x)
-                .unwrap()
-                .tanh();
-            y = y
-                .sub(0.2)
-                .unwrap()
-                .sigmoid()
-                .add(&x)
-                .unwrap()
-                .mul(1.5)
-                .unwrap()
-                .tanh();
-            y = y
-                .add(&x)
-                .unwrap()
-                .sigmoid()
-                .mul(0.9)
-                .unwrap()
-                .exp()
-                .sub(&x)
-                .unwrap()
-                .tanh();
-            read(&y)
+        group.bench_function("W1 16 elementwise ops on 2^20", |b| {
+            b.iter(|| {
+                let x = gpu.tensor(&w1, None).unwrap();
+                let mut y = x
+                    .mul(0.5)
+                    .unwrap()
+                    .add(0.1)
+                    .unwrap()
+                    .exp()
+                    .mul(&x)
+                    .unwrap()
+                    .tanh();
+                y = y
+                    .sub(0.2)
+                    .unwrap()
+                    .sigmoid()
+                    .add(&x)
+                    .unwrap()
+                    .mul(1.5)
+                    .unwrap()
+                    .tanh();
+                y = y
+                    .add(&x)
+                    .unwrap()
+                    .sigmoid()
+                    .mul(0.9)
+                    .unwrap()
+                    .exp()
+                    .sub(&x)
+                    .unwrap()
+                    .tanh();
+                read(&y)
+            })
         });
 
+        group.finish();
+
+        let mut group = flat_group(c, "matmul");
         let mut sizes = vec![256, 512, 1024];
         if let Some(n) = std::env::var("WF_BENCH_MATMUL")
             .ok()
@@ -165,11 +140,10 @@ mod native {
             let b = gpu
                 .tensor(&seeded(n * n, 3, -1.0, 1.0), Some(&[n, n]))
                 .unwrap();
-            group.run(
-                &format!("W2 matmul {n}"),
-                Some(2 * (n as u64).pow(3)),
-                || read(&gpu.tensor(&a, Some(&[n, n])).unwrap().matmul(&b).unwrap()),
-            );
+            group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+            group.bench_function(format!("W2 matmul {n}"), |bench| {
+                bench.iter(|| read(&gpu.tensor(&a, Some(&[n, n])).unwrap().matmul(&b).unwrap()))
+            });
         }
         // The kernel's own throughput: operands resident, one element read back
         // (the read waits for the product to finish).
@@ -179,19 +153,22 @@ mod native {
         for n in std::iter::once(1024).chain(large.filter(|&n: &usize| n > 1024)) {
             let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
             let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
-            group.run(
-                &format!("W2 matmul {n} resident"),
-                Some(2 * (n as u64).pow(3)),
-                || read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap()),
-            );
+            group.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+            group.bench_function(format!("W2 matmul {n} resident"), |bench| {
+                bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap()))
+            });
         }
+        group.finish();
 
+        let mut group = flat_group(c, "workloads");
         let layers = mlp(&gpu);
         let x = seeded(BATCH * MLP[0], 4, -1.0, 1.0);
-        group.run("W3 MLP forward", None, || {
-            let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
-            let (acts, _) = forward(&layers, &input);
-            read(&acts[3].softmax(-1).unwrap())
+        group.bench_function("W3 MLP forward", |b| {
+            b.iter(|| {
+                let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
+                let (acts, _) = forward(&layers, &input);
+                read(&acts[3].softmax(-1).unwrap())
+            })
         });
 
         let mut layers = mlp(&gpu);
@@ -203,81 +180,90 @@ mod native {
             }
             y
         };
-        group.run("W4 MLP SGD training step", None, || {
-            let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
-            let y = gpu.tensor(&labels, Some(&[BATCH, 10])).unwrap();
-            let (acts, pre) = forward(&layers, &input);
-            let logp = acts[3].log_softmax(-1).unwrap();
-            let loss = y
-                .mul(&logp)
-                .unwrap()
-                .sum(None, false)
-                .unwrap()
-                .neg()
-                .div(BATCH as f32)
-                .unwrap();
-            let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
-            let mut next = Vec::new();
-            for i in (0..3).rev() {
-                let layer = &layers[i];
-                let dw = acts[i].transpose(None).unwrap().matmul(&grad).unwrap();
-                let db = grad.sum(Some(&[0]), false).unwrap();
-                next.push(Layer {
-                    w: layer.w.sub(&dw.mul(0.01).unwrap()).unwrap(),
-                    b: layer.b.sub(&db.mul(0.01).unwrap()).unwrap(),
-                });
-                if i > 0 {
-                    let back = grad.matmul(&layer.w.transpose(None).unwrap()).unwrap();
-                    grad = back.mul(&pre[i - 1].greater(0.0).unwrap()).unwrap();
+        group.bench_function("W4 MLP SGD training step", |b| {
+            b.iter(|| {
+                let input = gpu.tensor(&x, Some(&[BATCH, MLP[0]])).unwrap();
+                let y = gpu.tensor(&labels, Some(&[BATCH, 10])).unwrap();
+                let (acts, pre) = forward(&layers, &input);
+                let logp = acts[3].log_softmax(-1).unwrap();
+                let loss = y
+                    .mul(&logp)
+                    .unwrap()
+                    .sum(None, false)
+                    .unwrap()
+                    .neg()
+                    .div(BATCH as f32)
+                    .unwrap();
+                let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
+                let mut next = Vec::new();
+                for i in (0..3).rev() {
+                    let layer = &layers[i];
+                    let dw = acts[i].transpose(None).unwrap().matmul(&grad).unwrap();
+                    let db = grad.sum(Some(&[0]), false).unwrap();
+                    next.push(Layer {
+                        w: layer.w.sub(&dw.mul(0.01).unwrap()).unwrap(),
+                        b: layer.b.sub(&db.mul(0.01).unwrap()).unwrap(),
+                    });
+                    if i > 0 {
+                        let back = grad.matmul(&layer.w.transpose(None).unwrap()).unwrap();
+                        grad = back.mul(&pre[i - 1].greater(0.0).unwrap()).unwrap();
+                    }
                 }
-            }
-            next.reverse();
-            let values = read(&loss);
-            layers = next;
-            values
+                next.reverse();
+                let values = read(&loss);
+                layers = next;
+                values
+            })
         });
 
         let w5 = seeded(1024 * 4096, 6, -1.0, 1.0);
-        group.run("W5 sum over last axis of [1024,4096]", None, || {
-            read(
-                &gpu.tensor(&w5, Some(&[1024, 4096]))
-                    .unwrap()
-                    .sum(Some(&[-1]), false)
-                    .unwrap(),
-            )
+        group.bench_function("W5 sum over last axis of [1024,4096]", |b| {
+            b.iter(|| {
+                read(
+                    &gpu.tensor(&w5, Some(&[1024, 4096]))
+                        .unwrap()
+                        .sum(Some(&[-1]), false)
+                        .unwrap(),
+                )
+            })
         });
 
         let w6 = seeded(16, 7, -1.0, 1.0);
-        group.run("W6 1000 small ops on 16 elements", None, || {
-            let mut y = gpu.tensor(&w6, None).unwrap();
-            for i in 0..1000 {
-                y = match i % 4 {
-                    0 => y.add(0.01),
-                    1 => y.mul(0.999),
-                    2 => y.sub(0.005),
-                    _ => y.maximum(-2.0),
+        group.bench_function("W6 1000 small ops on 16 elements", |b| {
+            b.iter(|| {
+                let mut y = gpu.tensor(&w6, None).unwrap();
+                for i in 0..1000 {
+                    y = match i % 4 {
+                        0 => y.add(0.01),
+                        1 => y.mul(0.999),
+                        2 => y.sub(0.005),
+                        _ => y.maximum(-2.0),
+                    }
+                    .unwrap();
                 }
-                .unwrap();
-            }
-            read(&y)
+                read(&y)
+            })
         });
 
         let w7 = seeded(1024 * 1024, 8, -1.0, 1.0);
-        group.run("W7 softmax over last axis of [1024,1024]", None, || {
-            read(
-                &gpu.tensor(&w7, Some(&[1024, 1024]))
-                    .unwrap()
-                    .softmax(-1)
-                    .unwrap(),
-            )
+        group.bench_function("W7 softmax over last axis of [1024,1024]", |b| {
+            b.iter(|| {
+                read(
+                    &gpu.tensor(&w7, Some(&[1024, 1024]))
+                        .unwrap()
+                        .softmax(-1)
+                        .unwrap(),
+                )
+            })
         });
+        group.finish();
     }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn main() {
-    native::workloads();
-}
+criterion::criterion_group!(benches, native::workloads);
+#[cfg(not(target_arch = "wasm32"))]
+criterion::criterion_main!(benches);
 
 /// Native only: the browser's benchmark is `npm run bench`.
 #[cfg(target_arch = "wasm32")]

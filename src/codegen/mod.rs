@@ -788,10 +788,16 @@ mod tests {
             shape: vec![4],
         };
         let kernel = elementwise(&block, &ops, &[contiguous(&[4])]);
-        assert_eq!(kernel.scalar_bits(), vec![0.1f32.to_bits(), f32::INFINITY.to_bits()]);
+        assert_eq!(
+            kernel.scalar_bits(),
+            vec![0.1f32.to_bits(), f32::INFINITY.to_bits()]
+        );
         let text = kernel.specialized();
         assert!(text.contains("bitcast<f32>(0x3dcccccdu)"), "{text}");
-        assert!(!text.contains("0x7f800000u)"), "infinity stays a uniform: {text}");
+        assert!(
+            !text.contains("0x7f800000u)"),
+            "infinity stays a uniform: {text}"
+        );
         assert_eq!(text.matches("bitcast<f32>(param(").count(), 1, "{text}");
         assert!(text.contains("param(0u)"), "sizes stay uniforms: {text}");
     }

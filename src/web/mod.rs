@@ -5,8 +5,8 @@
 //! becomes a thrown `TypeError`/`RangeError`/`Error`, never a panic (a panic
 //! would kill the module for the whole page).
 
-use std::cell::RefCell;
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Array, Float32Array, Object, Reflect};

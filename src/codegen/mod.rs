@@ -531,6 +531,19 @@ pub fn reduce(
 /// The depth of one shared-memory stage of the matmul.
 const TILE_K: usize = 16;
 
+/// Whether a matmul operand can be loaded four floats at a time along its
+/// last dim (of length `inner`): that dim is contiguous and every row, batch
+/// and the offset start on a 16-byte boundary, so `index / 4` is exact and
+/// a row's last vector never reaches into the next row.
+fn loads_by_four(operand: &Access, inner: usize) -> bool {
+    let strides = &operand.layout.strides;
+    let r = strides.len();
+    inner.is_multiple_of(4)
+        && strides[r - 1] == 1
+        && operand.layout.offset.is_multiple_of(4)
+        && strides[..r - 1].iter().all(|s| s.is_multiple_of(4))
+}
+
 /// Batched `a @ b` with broadcast batch dims, and its epilogue: output tiles
 /// staged through shared memory, each of the 16x16 threads holding an r x r
 /// block of outputs in registers (rows `ty + 16i`, columns `tx + 16j`), each
@@ -600,20 +613,54 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         body,
         "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
     );
-    // Each thread stages 4 elements of each operand's tile.
+    // Each thread stages r elements of each operand's tile: one at a time,
+    // or four at a time from an operand whose tile rows are contiguous and
+    // 16-byte aligned.
+    let (wide_a, wide_b) = (loads_by_four(a, k), loads_by_four(b, n));
     for q in 0..r {
-        let _ = writeln!(
-            body,
-            "        {{\n            let e = lid + {off}u;\n\
-             \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
-             \x20           let ar = row0 + am; let ac = t + ak;\n\
-             \x20           ta[ak][am] = select(0.0, in0[a_base + ar * a_rows + ac * a_cols], ar < {p_m} && ac < {p_k});\n\
-             \x20           let bk = e / {tile}u; let bn = e % {tile}u;\n\
-             \x20           let br = t + bk; let bc = col0 + bn;\n\
-             \x20           tb[bk][bn] = select(0.0, in1[b_base + br * b_rows + bc * b_cols], br < {p_k} && bc < {p_n});\n\
-             \x20       }}",
-            off = q * 256,
-        );
+        let off = q * 256;
+        if !wide_a {
+            let _ = writeln!(
+                body,
+                "        {{\n            let e = lid + {off}u;\n\
+                 \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
+                 \x20           let ar = row0 + am; let ac = t + ak;\n\
+                 \x20           ta[ak][am] = select(0.0, in0[a_base + ar * a_rows + ac * a_cols], ar < {p_m} && ac < {p_k});\n\
+                 \x20       }}"
+            );
+        } else if q < r / 4 {
+            let _ = writeln!(
+                body,
+                "        {{\n            let e = lid + {off}u;\n\
+                 \x20           let am = e / {per_row}u; let ak = (e % {per_row}u) * 4u;\n\
+                 \x20           let ar = row0 + am; let ac = t + ak;\n\
+                 \x20           let v = select(vec4<f32>(0.0), in0[(a_base + ar * a_rows + ac) / 4u], ar < {p_m} && ac < {p_k});\n\
+                 \x20           ta[ak][am] = v.x; ta[ak + 1u][am] = v.y; ta[ak + 2u][am] = v.z; ta[ak + 3u][am] = v.w;\n\
+                 \x20       }}",
+                per_row = TILE_K / 4,
+            );
+        }
+        if !wide_b {
+            let _ = writeln!(
+                body,
+                "        {{\n            let e = lid + {off}u;\n\
+                 \x20           let bk = e / {tile}u; let bn = e % {tile}u;\n\
+                 \x20           let br = t + bk; let bc = col0 + bn;\n\
+                 \x20           tb[bk][bn] = select(0.0, in1[b_base + br * b_rows + bc * b_cols], br < {p_k} && bc < {p_n});\n\
+                 \x20       }}"
+            );
+        } else if q < r / 4 {
+            let _ = writeln!(
+                body,
+                "        {{\n            let e = lid + {off}u;\n\
+                 \x20           let bk = e / {per_row}u; let bn = (e % {per_row}u) * 4u;\n\
+                 \x20           let br = t + bk; let bc = col0 + bn;\n\
+                 \x20           let v = select(vec4<f32>(0.0), in1[(b_base + br * b_rows + bc) / 4u], br < {p_k} && bc < {p_n});\n\
+                 \x20           tb[bk][bn] = v.x; tb[bk][bn + 1u] = v.y; tb[bk][bn + 2u] = v.z; tb[bk][bn + 3u] = v.w;\n\
+                 \x20       }}",
+                per_row = tile / 4,
+            );
+        }
     }
     body += "        workgroupBarrier();\n";
     let _ = writeln!(
@@ -645,11 +692,14 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
             );
         }
     }
+    let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
     let mut decls = format!(
-        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read> in1: array<f32>;\n\
+        "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
+         @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
          var<workgroup> ta: array<array<f32, {tile}>, {TILE_K}>;\n\
-         var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n"
+         var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n",
+        element(wide_a),
+        element(wide_b),
     );
     let (block, ops, accesses) = epilogue;
     let (bindings, function) = fused(block, ops, accesses, &mut params, 3);
@@ -800,6 +850,40 @@ mod tests {
         );
         assert_eq!(text.matches("bitcast<f32>(param(").count(), 1, "{text}");
         assert!(text.contains("param(0u)"), "sizes stay uniforms: {text}");
+    }
+
+    #[test]
+    fn matmul_loads_an_operand_by_vectors_only_where_its_rows_are_aligned() {
+        let (block, ops) = exp_block(0);
+        let epilogue: Group<'_> = (&block, &ops, &[]);
+        let declared = |a: &Access, b: &Access, out: &[usize]| {
+            let text = matmul(a, b, out, epilogue).wgsl;
+            (
+                text.contains("in0: array<vec4<f32>>"),
+                text.contains("in1: array<vec4<f32>>"),
+            )
+        };
+        assert_eq!(
+            declared(&contiguous(&[8, 12]), &contiguous(&[12, 16]), &[8, 16]),
+            (true, true)
+        );
+        // k = 6: a's rows are not 16-byte aligned; b's (n = 16) are.
+        assert_eq!(
+            declared(&contiguous(&[8, 6]), &contiguous(&[6, 16]), &[8, 16]),
+            (false, true)
+        );
+        // A transposed right operand is strided along n.
+        let transposed = Access {
+            shape: vec![12, 16],
+            layout: Layout {
+                offset: 0,
+                strides: vec![1, 12],
+            },
+        };
+        assert_eq!(
+            declared(&contiguous(&[8, 12]), &transposed, &[8, 16]),
+            (true, false)
+        );
     }
 
     #[test]

@@ -470,6 +470,42 @@ pub async fn softmax_runs_in_two_kernels() {
     assert_eq!(gpu.stats().kernels_launched - before, 2);
 }
 
+pub async fn matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one() {
+    let gpu = device().await;
+    let values = |n: usize, seed: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i + seed) * 7 % 13) as f32 - 6.0) / 4.0)
+            .collect()
+    };
+    let product = |a: &[f32], b: &[f32], (m, k, n): (usize, usize, usize)| -> Vec<f32> {
+        (0..m * n)
+            .map(|e| (0..k).map(|p| a[e / n * k + p] * b[p * n + e % n]).sum())
+            .collect()
+    };
+    // Aligned rows (k and n multiples of four), ragged tile edges.
+    let (a, b) = (values(70 * 36, 1), values(36 * 68, 2));
+    let got = gpu
+        .tensor(&a, Some(&[70, 36]))
+        .unwrap()
+        .matmul(&gpu.tensor(&b, Some(&[36, 68])).unwrap())
+        .unwrap();
+    close(&read(&got).await, &product(&a, &b, (70, 36, 68)));
+    // Slices of one matrix: at an aligned offset (vector loads) and at an
+    // unaligned one (one by one), against the same right operand.
+    let full = values(5 * 40, 3);
+    let b = values(32 * 8, 4);
+    let whole = gpu.tensor(&full, Some(&[5, 40])).unwrap();
+    let right = gpu.tensor(&b, Some(&[32, 8])).unwrap();
+    for start in [4, 1] {
+        let a: Vec<f32> = (0..5 * 32)
+            .map(|e| full[e / 32 * 40 + start + e % 32])
+            .collect();
+        let sliced = whole.slice(&[0, start], &[5, 32]).unwrap();
+        let got = read(&sliced.matmul(&right).unwrap()).await;
+        close(&got, &product(&a, &b, (5, 32, 8)));
+    }
+}
+
 pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
     let gpu = device().await;
     let (m, k, n) = (2050, 20, 2049);

@@ -65,6 +65,10 @@ macro_rules! all_cases {
         );
         $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
         $run!(engine, softmax_runs_in_two_kernels);
+        $run!(
+            engine,
+            matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
+        );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);
         $run!(
             engine,

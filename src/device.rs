@@ -29,10 +29,11 @@ pub struct DeviceOptions {
     /// the line that registered its root op. Off by default: it costs a
     /// stack capture per op in the browser.
     pub capture_stacks: bool,
-    /// Run each block's GPU work in error scopes and its own submit, so a
-    /// failing block taints only what it was to write. On by default; off
-    /// only to measure what that costs (a GPU error is then not caught, and
-    /// independent work submitted with it is lost).
+    /// Run each flush's GPU work in error scopes, replaying a flush whose
+    /// scope reports an error block by block, so a failing block taints only
+    /// what it was to write. On by default; off only to measure what that
+    /// costs (a GPU error is then not caught, and independent work submitted
+    /// with it is lost).
     pub error_scopes: bool,
 }
 

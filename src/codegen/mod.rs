@@ -316,6 +316,35 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     )
 }
 
+/// A reduction's bindings up to its first output `out0`, and `out0`'s
+/// binding: the input (or the prologue's inputs and its function), and for a
+/// final argmax stage the partials' indices.
+fn reduce_bindings(
+    prologue: Option<Group<'_>>,
+    params: &mut Params,
+    final_argmax: bool,
+) -> (String, usize) {
+    let (mut decls, mut binding) = match prologue {
+        Some((block, ops, accesses)) => {
+            let (bindings, function) = fused(block, ops, accesses, params, 1);
+            (format!("{bindings}{function}"), 1 + accesses.len())
+        }
+        None => (
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
+            2,
+        ),
+    };
+    if final_argmax {
+        decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
+        binding = 3;
+    }
+    let _ = writeln!(
+        decls,
+        "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
+    );
+    (decls, binding)
+}
+
 /// The most elements one reduction workgroup combines. A longer reduction is
 /// split across workgroups and finished by a second launch: a single
 /// workgroup looping over millions of elements leaves the GPU idle (and
@@ -339,12 +368,35 @@ pub enum Stage {
     /// reduced in all (the mean's divisor); argmax reads the partials'
     /// indices from a second input.
     Final { total: usize },
+    /// One thread per output value, looping over all its elements: for
+    /// outputs that lie side by side in memory (see `reduces_by_columns`),
+    /// so neighbouring threads read neighbouring elements rather than each
+    /// workgroup striding across rows.
+    Columns,
+}
+
+/// Threads per workgroup of a `Columns` reduction.
+const REDUCE_COLUMNS: u32 = 64;
+
+/// Whether a reduction of `input` over `axes` runs as `Stage::Columns`: its
+/// last axis is kept and contiguous (a sum over rows, `x.sum(0)`), there are
+/// enough outputs to keep the GPU busy with one thread each, and few enough
+/// elements per output for one thread to loop over.
+pub fn reduces_by_columns(input: &Access, axes: &[usize]) -> bool {
+    let last = input.shape.len().saturating_sub(1);
+    let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
+    let n_out = shape::numel(&input.shape) / n_red.max(1);
+    !input.shape.is_empty()
+        && !axes.contains(&last)
+        && input.layout.strides[last] == 1
+        && n_out >= 1024
+        && n_red <= REDUCE_CHUNK
 }
 
 /// One workgroup per output value (per chunk of it, in a `First` stage):
 /// its threads stride over the reduced elements, then combine their partial
-/// results in shared memory. `argmax` carries the index with the value
-/// (`op` is then ignored).
+/// results in shared memory; or, in a `Columns` stage, one thread per output.
+/// `argmax` carries the index with the value (`op` is then ignored).
 pub fn reduce(
     input: &Access,
     axes: &[usize],
@@ -375,12 +427,20 @@ pub fn reduce(
         _ => n_red,
     });
     let offset = params.push(input.layout.offset);
-    let mut body = format!(
-        "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
-         \x20   if (wg >= {n}) {{ return; }}\n\
-         \x20   let o = wg / {p_splits};\n    let start = (wg % {p_splits}) * {chunk};\n\
-         \x20   let end = min(start + {chunk}, {count});\n    var base = {offset};\n"
-    );
+    let columns = stage == Stage::Columns;
+    let mut body = if columns {
+        format!(
+            "    let o = wg * {REDUCE_COLUMNS}u + lid;\n    if (o >= {n}) {{ return; }}\n\
+             \x20   let start = 0u;\n    let end = {count};\n    var base = {offset};\n"
+        )
+    } else {
+        format!(
+            "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
+             \x20   if (wg >= {n}) {{ return; }}\n\
+             \x20   let o = wg / {p_splits};\n    let start = (wg % {p_splits}) * {chunk};\n\
+             \x20   let end = min(start + {chunk}, {count});\n    var base = {offset};\n"
+        )
+    };
     coords(&mut body, &mut params, "o", "k", &kept_shape);
     for (i, &d) in kept.iter().enumerate() {
         let stride = params.push(input.layout.strides[d]);
@@ -426,24 +486,39 @@ pub fn reduce(
             ),
         }
     };
-    let _ = writeln!(
-        body,
-        "    var acc = {init};\n{}\
-         \x20   for (var i = start + lid; i < end; i = i + {REDUCE_WORKGROUP}u) {{\n\
-         \x20       var at = base;\n        var rrem = i;",
-        aux.map_or(String::new(), |(ty, v)| format!(
-            "    var aux: {ty} = {v};\n"
-        ))
-    );
-    for &d in axes.iter().rev() {
+    // The reduced axes' sizes and strides, read once rather than per
+    // element (a uniform load is not free everywhere).
+    for (j, &d) in axes.iter().enumerate() {
         let (dim, stride) = (
             params.push(input.shape[d]),
             params.push(input.layout.strides[d]),
         );
-        let _ = writeln!(
-            body,
-            "        at = at + (rrem % {dim}) * {stride}; rrem = rrem / {dim};"
-        );
+        let _ = writeln!(body, "    let rd{j} = {dim};\n    let rs{j} = {stride};");
+    }
+    let (first, step) = if columns {
+        ("start", "1u".to_string())
+    } else {
+        ("start + lid", format!("{REDUCE_WORKGROUP}u"))
+    };
+    let _ = writeln!(
+        body,
+        "    var acc = {init};\n{}\
+         \x20   for (var i = {first}; i < end; i = i + {step}) {{",
+        aux.map_or(String::new(), |(ty, v)| format!(
+            "    var aux: {ty} = {v};\n"
+        ))
+    );
+    if axes.len() == 1 {
+        // `i` never reaches the axis' size: no need to split it.
+        body += "        let at = base + i * rs0;\n";
+    } else {
+        body += "        var at = base;\n        var rrem = i;\n";
+        for j in (0..axes.len()).rev() {
+            let _ = writeln!(
+                body,
+                "        at = at + (rrem % rd{j}) * rs{j}; rrem = rrem / rd{j};"
+            );
+        }
     }
     // With a prologue the element is computed, not loaded: `input` then
     // describes the prologue's (row-major) result, so `at` is its flat index.
@@ -464,6 +539,19 @@ pub fn reduce(
     } else {
         ""
     };
+    if columns {
+        let _ = writeln!(
+            body,
+            "        let x = {load};\n        {element}\n    }}\n    out0[o] = {finish};"
+        );
+        let (decls, _) = reduce_bindings(prologue, &mut params, false);
+        return params.kernel(
+            &decls,
+            REDUCE_COLUMNS,
+            &body,
+            n_out.div_ceil(REDUCE_COLUMNS as usize) as u64,
+        );
+    }
     let _ = writeln!(
         body,
         "        let x = {load};\n        {element}\n    }}\n\
@@ -480,24 +568,7 @@ pub fn reduce(
     if aux.is_some() {
         body += "        let aux = part_aux[0];\n";
     }
-    let (mut decls, mut binding) = match prologue {
-        Some((block, ops, accesses)) => {
-            let (bindings, function) = fused(block, ops, accesses, &mut params, 1);
-            (format!("{bindings}{function}"), 1 + accesses.len())
-        }
-        None => (
-            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
-            2,
-        ),
-    };
-    if final_argmax {
-        decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
-        binding = 3;
-    }
-    let _ = writeln!(
-        decls,
-        "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
-    );
+    let (mut decls, binding) = reduce_bindings(prologue, &mut params, final_argmax);
     match stage {
         Stage::First { .. } if argmax => {
             let _ = writeln!(
@@ -884,6 +955,34 @@ mod tests {
             declared(&contiguous(&[8, 12]), &transposed, &[8, 16]),
             (true, false)
         );
+    }
+
+    #[test]
+    fn sums_over_leading_axes_of_many_columns_run_one_thread_per_column() {
+        let wide = contiguous(&[300, 1024]);
+        assert!(reduces_by_columns(&wide, &[0]));
+        assert!(
+            !reduces_by_columns(&wide, &[1]),
+            "rows reduce in workgroups"
+        );
+        assert!(
+            !reduces_by_columns(&contiguous(&[300, 16]), &[0]),
+            "too few outputs"
+        );
+        let transposed = Access {
+            shape: vec![300, 1024],
+            layout: Layout {
+                offset: 0,
+                strides: vec![1, 300],
+            },
+        };
+        assert!(
+            !reduces_by_columns(&transposed, &[0]),
+            "columns not side by side"
+        );
+        let kernel = reduce(&wide, &[0], ReduceOp::Sum, false, Stage::Columns, None);
+        assert_eq!(kernel.workgroups, 1024 / REDUCE_COLUMNS as u64);
+        assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
     }
 
     #[test]

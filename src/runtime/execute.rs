@@ -868,6 +868,11 @@ impl DeviceState {
         if n_out == 0 {
             return out;
         }
+        if codegen::reduces_by_columns(input, axes) {
+            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Columns, prologue);
+            self.launch(encoder, &kernel, buffers, &[&out]);
+            return out;
+        }
         if total <= REDUCE_CHUNK {
             let kernel = codegen::reduce(input, axes, op, argmax, Stage::Whole, prologue);
             self.launch(encoder, &kernel, buffers, &[&out]);

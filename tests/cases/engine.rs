@@ -436,6 +436,52 @@ pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_b
     );
 }
 
+pub async fn reductions_over_leading_axes_run_one_thread_per_column_and_match_the_cpu() {
+    let gpu = device().await;
+    let (rows, cols) = (300, 1024);
+    let data: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0)
+        .collect();
+    let x = gpu.tensor(&data, Some(&[rows, cols])).unwrap();
+    let per_column = |f: &dyn Fn(&mut dyn Iterator<Item = f32>) -> f32| -> Vec<f32> {
+        (0..cols)
+            .map(|c| f(&mut (0..rows).map(|r| data[r * cols + c])))
+            .collect()
+    };
+    let kernels = gpu.stats().kernels_launched;
+    let sum = read(&x.sum(Some(&[0]), false).unwrap()).await;
+    assert_eq!(gpu.stats().kernels_launched - kernels, 1);
+    close(&sum, &per_column(&|c| c.sum()));
+    close(
+        &read(&x.mean(Some(&[0]), false).unwrap()).await,
+        &per_column(&|c| c.sum::<f32>() / rows as f32),
+    );
+    close(
+        &read(&x.max(Some(&[0]), false).unwrap()).await,
+        &per_column(&|c| c.fold(f32::MIN, f32::max)),
+    );
+    let first_max = |c: &mut dyn Iterator<Item = f32>| {
+        let column: Vec<f32> = c.collect();
+        let max = column.iter().copied().fold(f32::MIN, f32::max);
+        column.iter().position(|&v| v == max).unwrap_or(0) as f32
+    };
+    close(&read(&x.argmax(0).unwrap()).await, &per_column(&first_max));
+    // With a prologue, in the same kernel.
+    let kernels = gpu.stats().kernels_launched;
+    let exp_sum = x.mul(0.5).unwrap().exp().sum(Some(&[0]), false).unwrap();
+    let exp_sum = read(&exp_sum).await;
+    assert_eq!(gpu.stats().kernels_launched - kernels, 1);
+    close(&exp_sum, &per_column(&|c| c.map(|v| (v * 0.5).exp()).sum()));
+    // Two leading axes at once; the last axis of a transposed view.
+    let cube = x.reshape(&[4, 75, 1024]).unwrap();
+    close(
+        &read(&cube.sum(Some(&[0, 1]), false).unwrap()).await,
+        &per_column(&|c| c.sum()),
+    );
+    let rows_of_transpose = x.transpose(None).unwrap().sum(Some(&[1]), false).unwrap();
+    close(&read(&rows_of_transpose).await, &per_column(&|c| c.sum()));
+}
+
 pub async fn log_sum_exp_is_stable_for_large_values_and_long_rows() {
     let gpu = device().await;
     let big = gpu

@@ -63,6 +63,10 @@ macro_rules! all_cases {
             engine,
             a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_binding_limit
         );
+        $run!(
+            engine,
+            reductions_over_leading_axes_run_one_thread_per_column_and_match_the_cpu
+        );
         $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
         $run!(engine, softmax_runs_in_two_kernels);
         $run!(

@@ -393,6 +393,19 @@ pub fn reduces_by_columns(input: &Access, axes: &[usize]) -> bool {
         && n_red <= REDUCE_CHUNK
 }
 
+/// Elementwise work that runs inside a reduction's kernel.
+#[derive(Clone, Copy)]
+pub enum Fused<'a> {
+    None,
+    /// Computes the elements the reduction folds (`x.sub(m).exp().sum(1)`).
+    Prologue(Group<'a>),
+    /// Runs over each reduced row once its value is known, reading it as the
+    /// group's anchor (`x.sub(x.logSumExp(-1, true)).exp()`: a softmax in one
+    /// kernel). Only for a `Whole` reduction of the last axis. With `true`
+    /// the reduced values are written too (binding `reduced`, the last).
+    Epilogue(Group<'a>, bool),
+}
+
 /// One workgroup per output value (per chunk of it, in a `First` stage):
 /// its threads stride over the reduced elements, then combine their partial
 /// results in shared memory; or, in a `Columns` stage, one thread per output.
@@ -403,8 +416,18 @@ pub fn reduce(
     op: ReduceOp,
     argmax: bool,
     stage: Stage,
-    prologue: Option<Group<'_>>,
+    fused_work: Fused<'_>,
 ) -> Kernel {
+    let prologue = match fused_work {
+        Fused::Prologue(group) => Some(group),
+        _ => None,
+    };
+    let epilogue = match fused_work {
+        Fused::Epilogue(group, write) if stage == Stage::Whole && axes.len() == 1 => {
+            Some((group, write))
+        }
+        _ => None,
+    };
     let kept: Vec<usize> = (0..input.shape.len())
         .filter(|d| !axes.contains(d))
         .collect();
@@ -561,10 +584,56 @@ pub fn reduce(
          \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
          \x20           {merge}\n\
          \x20           part[lid] = acc;\n            {save_back}\n\
-         \x20       }}\n        workgroupBarrier();\n    }}\n\
-         \x20   if (lid == 0u) {{\n        let acc = part[0];",
+         \x20       }}\n        workgroupBarrier();\n    }}",
         half = REDUCE_WORKGROUP / 2,
     );
+    let workgroup_memory = |decls: &mut String| {
+        let _ = writeln!(
+            decls,
+            "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
+        );
+        if let Some((ty, _)) = aux {
+            let _ = writeln!(
+                decls,
+                "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
+            );
+        }
+    };
+    if let Some((group, write)) = epilogue {
+        // Every thread reads the row's value (the tree's last step ended on
+        // a barrier), then computes the epilogue at its elements of the row.
+        body += "    let red = row_value(part[0]";
+        if aux.is_some() {
+            body += ", part_aux[0]";
+        }
+        body += ");\n";
+        if write {
+            body += "    if (lid == 0u) { reduced[wg] = red; }\n";
+        }
+        let _ = writeln!(
+            body,
+            "    for (var i = lid; i < {count}; i = i + {REDUCE_WORKGROUP}u) {{ _ = fused(wg * {count} + i, red); }}"
+        );
+        let (block, ops, accesses) = group;
+        let (bindings, function) = fused(block, ops, accesses, &mut params, 2);
+        // The row's value from the tree's result, in a function of its own:
+        // `acc` and `aux` are the loop's names in `main`.
+        let aux_param = aux.map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
+        let mut decls = format!(
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
+             fn row_value(acc: f32{aux_param}) -> f32 {{ return {finish}; }}\n"
+        );
+        if write {
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
+                2 + accesses.len() + block.outputs.len()
+            );
+        }
+        workgroup_memory(&mut decls);
+        return params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64);
+    }
+    body += "    if (lid == 0u) {\n        let acc = part[0];\n";
     if aux.is_some() {
         body += "        let aux = part_aux[0];\n";
     }
@@ -586,16 +655,7 @@ pub fn reduce(
         }
     }
     body += "    }\n";
-    let _ = writeln!(
-        decls,
-        "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
-    );
-    if let Some((ty, _)) = aux {
-        let _ = writeln!(
-            decls,
-            "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
-        );
-    }
+    workgroup_memory(&mut decls);
     params.kernel(&decls, REDUCE_WORKGROUP, &body, (n_out * splits) as u64)
 }
 
@@ -980,7 +1040,14 @@ mod tests {
             !reduces_by_columns(&transposed, &[0]),
             "columns not side by side"
         );
-        let kernel = reduce(&wide, &[0], ReduceOp::Sum, false, Stage::Columns, None);
+        let kernel = reduce(
+            &wide,
+            &[0],
+            ReduceOp::Sum,
+            false,
+            Stage::Columns,
+            Fused::None,
+        );
         assert_eq!(kernel.workgroups, 1024 / REDUCE_COLUMNS as u64);
         assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
     }
@@ -1013,7 +1080,7 @@ mod tests {
             ReduceOp::Sum,
             false,
             Stage::Whole,
-            None,
+            Fused::None,
         );
         assert_eq!(kernel.workgroups, 24);
     }

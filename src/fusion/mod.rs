@@ -58,11 +58,13 @@ pub struct ElementwiseBlock {
 }
 
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
-/// handle still refers to a tensor. Linear in the number of ops: a loop that
-/// registers thousands of small ops must not pay for planning them.
+/// handle still refers to a tensor, `shape_of` what shape it has. Linear in
+/// the number of ops: a loop that registers thousands of small ops must not
+/// pay for planning them.
 pub fn plan(
     ops: &[OpIr],
     held: impl Fn(TensorId) -> bool,
+    shape_of: impl Fn(TensorId) -> Vec<usize>,
     max_storage_buffers: usize,
 ) -> Vec<Block> {
     let consumers = consumers(ops);
@@ -84,19 +86,6 @@ pub fn plan(
         if !live[i] {
             continue;
         }
-        if matches!(op.kind, OpKind::Matmul) {
-            // A matmul starts a group of its own, its epilogue: whatever
-            // elementwise ops follow on its output's shape.
-            if let Some(done) = group.take() {
-                blocks.push(Block::Elementwise(done.finish(ops, &held)));
-            }
-            blocks.extend(pending.drain(..).map(Block::Single));
-            pending_outputs.clear();
-            let mut anchored = Group::new(op.shape.clone());
-            anchored.anchor(i, op, &held, &live_consumers);
-            group = Some(anchored);
-            continue;
-        }
         let reduces = matches!(op.kind, OpKind::Reduce { .. } | OpKind::Argmax { .. });
         if reduces
             && group
@@ -111,6 +100,25 @@ pub fn plan(
             }
             blocks.extend(pending.drain(..).map(Block::Single));
             pending_outputs.clear();
+            continue;
+        }
+        // A matmul starts a group of its own, its epilogue: whatever
+        // elementwise ops follow on its output's shape. So does a reduction
+        // of rows, on its input's shape: the epilogue runs over each row once
+        // its value is known (a softmax is one kernel).
+        let epilogue_shape = match op.kind {
+            OpKind::Matmul => Some(op.shape.clone()),
+            _ => row_reduction_input(op, &shape_of),
+        };
+        if let Some(shape) = epilogue_shape {
+            if let Some(done) = group.take() {
+                blocks.push(done.into_block(ops, &held));
+            }
+            blocks.extend(pending.drain(..).map(Block::Single));
+            pending_outputs.clear();
+            let mut anchored = Group::new(shape);
+            anchored.anchor(i, op, &held, &live_consumers);
+            group = Some(anchored);
             continue;
         }
         if !op.kind.is_elementwise() {
@@ -132,7 +140,7 @@ pub fn plan(
         });
         if !joins {
             if let Some(done) = group.take() {
-                blocks.push(Block::Elementwise(done.finish(ops, &held)));
+                blocks.push(done.into_block(ops, &held));
             }
             blocks.extend(pending.drain(..).map(Block::Single));
             pending_outputs.clear();
@@ -143,7 +151,7 @@ pub fn plan(
         }
     }
     if let Some(done) = group.take() {
-        blocks.push(Block::Elementwise(done.finish(ops, &held)));
+        blocks.push(done.into_block(ops, &held));
     }
     blocks.extend(pending.drain(..).map(Block::Single));
     blocks
@@ -238,8 +246,20 @@ impl Group {
         self.ops.push(i);
     }
 
-    /// Makes the matmul `i` the group's anchor: its operands are bound by
-    /// the matmul kernel itself, its product is produced in the group.
+    /// The finished group as a block: a row reduction that no elementwise
+    /// op joined is a reduction of its own.
+    fn into_block(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> Block {
+        match self.anchor {
+            Some(i) if self.ops.is_empty() && !matches!(ops[i].kind, OpKind::Matmul) => {
+                Block::Single(i)
+            }
+            _ => Block::Elementwise(self.finish(ops, held)),
+        }
+    }
+
+    /// Makes the matmul or row reduction `i` the group's anchor: its
+    /// operands are bound by its kernel, its output is produced in the
+    /// group.
     fn anchor(
         &mut self,
         i: usize,
@@ -248,8 +268,8 @@ impl Group {
         live_consumers: &impl Fn(TensorId) -> usize,
     ) {
         self.anchor = Some(i);
-        // The matmul's two operands.
-        self.base_bindings = 2;
+        // The matmul's two operands, or the reduction's one.
+        self.base_bindings = op.inputs.len();
         let outside = live_consumers(op.output);
         if held(op.output) || outside > 0 {
             self.written += 1;
@@ -288,6 +308,28 @@ impl ElementwiseBlock {
         self.outputs.clear();
         self
     }
+}
+
+/// The input shape of a reduction that can anchor an epilogue, if `op` is
+/// one: it folds only the last axis and keeps it (so its value broadcasts
+/// along rows), over rows short enough for one workgroup (no split launch),
+/// and is not an argmax.
+fn row_reduction_input(
+    op: &OpIr,
+    shape_of: &impl Fn(TensorId) -> Vec<usize>,
+) -> Option<Vec<usize>> {
+    let OpKind::Reduce { axes, .. } = &op.kind else {
+        return None;
+    };
+    let input = shape_of(*op.inputs.first()?);
+    let rank = input.len();
+    let row = *input.last()?;
+    let keeps_rows = axes.as_slice() == [rank - 1] && op.shape.len() == rank;
+    (keeps_rows
+        && row > 0
+        && row <= crate::codegen::REDUCE_CHUNK
+        && op.shape.iter().product::<usize>() > 0)
+        .then_some(input)
 }
 
 /// An op's inputs, each once (`x.mul(x)` reads `x` once). Ops have at most
@@ -358,7 +400,12 @@ mod tests {
         for k in 0..16 {
             ops.push(op(OpKind::Unary(UnaryOp::Exp), &[1 + k], 2 + k, &[4]));
         }
-        let blocks = plan(&ops, |t| t == TensorId(1) || t == TensorId(17), 8);
+        let blocks = plan(
+            &ops,
+            |t| t == TensorId(1) || t == TensorId(17),
+            |_| Vec::new(),
+            8,
+        );
         assert_eq!(blocks.len(), 2, "{blocks:?}");
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
@@ -375,7 +422,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
         ];
-        let blocks = plan(&ops, |_| true, 8);
+        let blocks = plan(&ops, |_| true, |_| Vec::new(), 8);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -389,7 +436,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
         ];
-        let blocks = plan(&ops, |t| t != TensorId(2), 8);
+        let blocks = plan(&ops, |t| t != TensorId(2), |_| Vec::new(), 8);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -405,7 +452,7 @@ mod tests {
             ops.push(op(OpKind::Binary(BinaryOp::Add), &[k + 8, k], k + 9, &[4]));
         }
         let last = TensorId(19);
-        let blocks = plan(&ops, |t| t == last || t.0 <= 10, 8);
+        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| Vec::new(), 8);
         let kernels: Vec<&ElementwiseBlock> = blocks
             .iter()
             .filter_map(|b| match b {
@@ -437,7 +484,7 @@ mod tests {
             ),
             op(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
         ];
-        let blocks = plan(&ops, |t| t == TensorId(4), 8);
+        let blocks = plan(&ops, |t| t == TensorId(4), |_| Vec::new(), 8);
         assert_eq!(
             blocks
                 .iter()
@@ -445,5 +492,51 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn a_softmax_is_one_block_anchored_on_its_row_reduction() {
+        // x [4, 8]; lse = logSumExp(x, -1, keepDims); y = exp(x - lse).
+        let ops = vec![
+            upload(1, &[4, 8]),
+            op(
+                OpKind::Reduce {
+                    op: crate::ir::ReduceOp::LogSumExp,
+                    axes: vec![1],
+                },
+                &[1],
+                2,
+                &[4, 1],
+            ),
+            op(OpKind::Binary(BinaryOp::Sub), &[1, 2], 3, &[4, 8]),
+            op(OpKind::Unary(UnaryOp::Exp), &[3], 4, &[4, 8]),
+        ];
+        let shape_of = |t: TensorId| {
+            if t == TensorId(2) {
+                vec![4, 1]
+            } else {
+                vec![4, 8]
+            }
+        };
+        let blocks = plan(&ops, |t| t == TensorId(1) || t == TensorId(4), shape_of, 8);
+        assert_eq!(blocks.len(), 2, "{blocks:?}");
+        let Block::Elementwise(block) = &blocks[1] else {
+            panic!("{blocks:?}");
+        };
+        assert_eq!(block.anchor, Some(1));
+        assert_eq!(block.ops, vec![2, 3]);
+        assert_eq!(block.shape, vec![4, 8]);
+        assert_eq!(
+            block.outputs,
+            vec![TensorId(4)],
+            "neither lse nor x - lse is written"
+        );
+
+        // Reduced without keeping the axis, nothing can broadcast it back
+        // along rows: a reduction of its own.
+        let mut flat = ops.clone();
+        flat[1].shape = vec![4];
+        let blocks = plan(&flat[..2], |_| true, shape_of, 8);
+        assert!(matches!(blocks[1], Block::Single(1)), "{blocks:?}");
     }
 }

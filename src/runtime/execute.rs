@@ -29,7 +29,7 @@ use std::rc::Rc;
 
 use futures_util::FutureExt;
 
-use crate::codegen::{self, Access, Kernel, REDUCE_CHUNK, Stage};
+use crate::codegen::{self, Access, Fused, Kernel, REDUCE_CHUNK, Stage};
 use crate::device::{Data, DeviceState, Taint};
 use crate::failure::{FailureKind, Report, Root};
 use crate::fusion::{self, Block, ElementwiseBlock};
@@ -149,6 +149,12 @@ impl DeviceState {
             fusion::plan(
                 &ops,
                 |t| self.records.get(&t).is_some_and(|r| r.held),
+                |t| {
+                    self.records
+                        .get(&t)
+                        .map(|r| r.shape.clone())
+                        .unwrap_or_default()
+                },
                 max_storage,
             )
         };
@@ -726,7 +732,8 @@ impl DeviceState {
             }
             return;
         }
-        // An anchored block's matmul operands come first.
+        // An anchored block's operands (the matmul's two, the reduction's
+        // one) come first.
         let operands: Vec<TensorId> = block
             .anchor
             .iter()
@@ -734,22 +741,56 @@ impl DeviceState {
             .collect();
         let (operand_buffers, operand_accesses) = self.input_buffers(&operands);
         let (buffers, accesses) = self.input_buffers(&block.inputs);
-        let kernel = match (block.anchor, operand_accesses.as_slice()) {
-            (Some(i), [a, b]) => codegen::matmul(a, b, &ops[i].shape, (block, ops, &accesses)),
+        // A row reduction's own value, when written, is the last binding:
+        // its shape is not the block's.
+        let reduced = block.anchor.and_then(|i| match &ops[i].kind {
+            OpKind::Reduce { op, .. } => Some((i, *op, block.outputs.contains(&ops[i].output))),
+            _ => None,
+        });
+        let epilogue = ElementwiseBlock {
+            outputs: match reduced {
+                Some((i, ..)) => block
+                    .outputs
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != ops[i].output)
+                    .collect(),
+                None => block.outputs.clone(),
+            },
+            ..block.clone()
+        };
+        let group = (&epilogue, ops, accesses.as_slice());
+        let kernel = match (block.anchor, operand_accesses.as_slice(), reduced) {
+            (Some(i), [a, b], None) => codegen::matmul(a, b, &ops[i].shape, group),
+            (Some(_), [x], Some((_, op, write))) => {
+                let last = x.shape.len() - 1;
+                codegen::reduce(
+                    x,
+                    &[last],
+                    op,
+                    false,
+                    Stage::Whole,
+                    Fused::Epilogue(group, write),
+                )
+            }
             _ => codegen::elementwise(block, ops, &accesses),
         };
-        let outputs: Vec<Data> = block
+        let mut written: Vec<(TensorId, Data)> = epilogue
             .outputs
             .iter()
-            .map(|_| self.allocate(&block.shape))
+            .map(|&t| (t, self.allocate(&block.shape)))
             .collect();
+        if let Some((i, _, true)) = reduced {
+            written.push((ops[i].output, self.allocate(&ops[i].shape)));
+        }
         let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
-        self.launch(encoder, &kernel, &all, &outputs.iter().collect::<Vec<_>>());
+        let outputs: Vec<&Data> = written.iter().map(|(_, data)| data).collect();
+        self.launch(encoder, &kernel, &all, &outputs);
         let fused = block.ops.len() + usize::from(block.anchor.is_some());
         if fused > 1 {
             self.stats.fused_ops += fused as u64;
         }
-        for (&t, data) in block.outputs.iter().zip(outputs) {
+        for (t, data) in written {
             self.set_data(t, data, Some(seq));
         }
     }
@@ -862,6 +903,7 @@ impl DeviceState {
         out_shape: &[usize],
     ) -> Data {
         let (buffers, input, prologue) = source;
+        let prologue = prologue.map_or(Fused::None, Fused::Prologue);
         let out = self.allocate(out_shape);
         let n_out = shape::numel(out_shape);
         let total: usize = axes.iter().map(|&d| input.shape[d]).product();
@@ -895,7 +937,14 @@ impl DeviceState {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
         };
-        let last = codegen::reduce(&partials, &[1], op, argmax, Stage::Final { total }, None);
+        let last = codegen::reduce(
+            &partials,
+            &[1],
+            op,
+            argmax,
+            Stage::Final { total },
+            Fused::None,
+        );
         let mut inputs = Vec::new();
         for data in std::iter::once(values).chain(indices) {
             if let Data::Owned(a) = data {

@@ -503,17 +503,23 @@ pub async fn log_sum_exp_is_stable_for_large_values_and_long_rows() {
     );
 }
 
-pub async fn softmax_runs_in_two_kernels() {
+pub async fn softmax_runs_in_one_kernel_along_rows_and_in_two_along_other_axes() {
     let gpu = device().await;
     let x = gpu.random_uniform(&[64, 128], -3.0, 3.0, 9).unwrap();
     gpu.sync().await.expect("no failure");
+    let kernels = |before: u64| gpu.stats().kernels_launched - before;
     let before = gpu.stats().kernels_launched;
     let y = x.softmax(-1).unwrap();
     read(&y).await;
-    assert_eq!(gpu.stats().kernels_launched - before, 2);
+    assert_eq!(kernels(before), 1, "the row's logSumExp, then exp(x - it)");
     let before = gpu.stats().kernels_launched;
-    read(&x.log_softmax(0).unwrap()).await;
-    assert_eq!(gpu.stats().kernels_launched - before, 2);
+    let y = x.log_softmax(-1).unwrap();
+    read(&y).await;
+    assert_eq!(kernels(before), 1);
+    let before = gpu.stats().kernels_launched;
+    let y = x.log_softmax(0).unwrap();
+    read(&y).await;
+    assert_eq!(kernels(before), 2);
 }
 
 pub async fn matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one() {

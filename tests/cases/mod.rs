@@ -68,7 +68,10 @@ macro_rules! all_cases {
             reductions_over_leading_axes_run_one_thread_per_column_and_match_the_cpu
         );
         $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
-        $run!(engine, softmax_runs_in_two_kernels);
+        $run!(
+            engine,
+            softmax_runs_in_one_kernel_along_rows_and_in_two_along_other_axes
+        );
         $run!(
             engine,
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one

@@ -378,17 +378,16 @@ pub enum Stage {
 /// Threads per workgroup of a `Columns` reduction.
 const REDUCE_COLUMNS: u32 = 64;
 
-/// Whether a reduction of `input` over `axes` runs as `Stage::Columns`: its
-/// last axis is kept and contiguous (a sum over rows, `x.sum(0)`), there are
-/// enough outputs to keep the GPU busy with one thread each, and few enough
-/// elements per output for one thread to loop over.
+/// Whether a reduction of `input` over `axes` runs as `Stage::Columns`:
+/// neighbouring outputs read neighbouring elements (the innermost kept axis
+/// is contiguous in memory: `x.sum(0)`, or a transposed view summed over its
+/// last axis), there are enough outputs to keep the GPU busy with one thread
+/// each, and few enough elements per output for one thread to loop over.
 pub fn reduces_by_columns(input: &Access, axes: &[usize]) -> bool {
-    let last = input.shape.len().saturating_sub(1);
     let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
     let n_out = shape::numel(&input.shape) / n_red.max(1);
-    !input.shape.is_empty()
-        && !axes.contains(&last)
-        && input.layout.strides[last] == 1
+    let innermost_kept = (0..input.shape.len()).rev().find(|d| !axes.contains(d));
+    innermost_kept.is_some_and(|d| input.layout.strides[d] == 1)
         && n_out >= 1024
         && n_red <= REDUCE_CHUNK
 }
@@ -1040,6 +1039,14 @@ mod tests {
             !reduces_by_columns(&transposed, &[0]),
             "columns not side by side"
         );
+        let rows_of_a_transpose = Access {
+            shape: vec![1024, 300],
+            layout: Layout {
+                offset: 0,
+                strides: vec![1, 1024],
+            },
+        };
+        assert!(reduces_by_columns(&rows_of_a_transpose, &[1]));
         let kernel = reduce(
             &wide,
             &[0],

@@ -368,28 +368,35 @@ pub enum Stage {
     /// reduced in all (the mean's divisor); argmax reads the partials'
     /// indices from a second input.
     Final { total: usize },
-    /// One thread per output value, looping over all its elements: for
-    /// outputs that lie side by side in memory (see `reduces_by_columns`),
-    /// so neighbouring threads read neighbouring elements rather than each
-    /// workgroup striding across rows.
-    Columns,
+    /// One thread per output value, looping over all its elements (see
+    /// `reduces_per_thread`): no shared memory, no barriers.
+    PerThread,
 }
 
-/// Threads per workgroup of a `Columns` reduction.
-const REDUCE_COLUMNS: u32 = 64;
+/// Threads per workgroup of a `PerThread` reduction.
+const REDUCE_PER_THREAD: u32 = 64;
 
-/// Whether a reduction of `input` over `axes` runs as `Stage::Columns`:
-/// neighbouring outputs read neighbouring elements (the innermost kept axis
-/// is contiguous in memory: `x.sum(0)`, or a transposed view summed over its
-/// last axis), there are enough outputs to keep the GPU busy with one thread
-/// each, and few enough elements per output for one thread to loop over.
-pub fn reduces_by_columns(input: &Access, axes: &[usize]) -> bool {
+/// Whether a reduction of `input` over `axes` runs as `Stage::PerThread`,
+/// given whether the adapter is a CPU implementation. There must be enough
+/// outputs to keep the device busy with one thread each, and few enough
+/// elements per output for one thread to loop over. On a GPU, neighbouring
+/// outputs must also read neighbouring elements (the innermost kept axis is
+/// contiguous: `x.sum(0)`, or a transposed view summed over its last axis),
+/// or the loads would not coalesce. A CPU adapter (SwiftShader, lavapipe)
+/// runs a workgroup's barriers by switching between its invocations, which
+/// costs more than any load pattern: there every reduction with enough
+/// outputs runs this way (a sum over rows of 1024: 18 -> 6 ms on
+/// SwiftShader).
+pub fn reduces_per_thread(input: &Access, axes: &[usize], cpu: bool) -> bool {
     let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
     let n_out = shape::numel(&input.shape) / n_red.max(1);
     let innermost_kept = (0..input.shape.len()).rev().find(|d| !axes.contains(d));
-    innermost_kept.is_some_and(|d| input.layout.strides[d] == 1)
-        && n_out >= 1024
-        && n_red <= REDUCE_CHUNK
+    let side_by_side = innermost_kept.is_some_and(|d| input.layout.strides[d] == 1);
+    n_red <= REDUCE_CHUNK
+        && match cpu {
+            true => n_out >= 256,
+            false => side_by_side && n_out >= 1024,
+        }
 }
 
 /// Elementwise work that runs inside a reduction's kernel.
@@ -422,7 +429,9 @@ pub fn reduce(
         _ => None,
     };
     let epilogue = match fused_work {
-        Fused::Epilogue(group, write) if stage == Stage::Whole && axes.len() == 1 => {
+        Fused::Epilogue(group, write)
+            if matches!(stage, Stage::Whole | Stage::PerThread) && axes.len() == 1 =>
+        {
             Some((group, write))
         }
         _ => None,
@@ -449,10 +458,10 @@ pub fn reduce(
         _ => n_red,
     });
     let offset = params.push(input.layout.offset);
-    let columns = stage == Stage::Columns;
-    let mut body = if columns {
+    let per_thread = stage == Stage::PerThread;
+    let mut body = if per_thread {
         format!(
-            "    let o = wg * {REDUCE_COLUMNS}u + lid;\n    if (o >= {n}) {{ return; }}\n\
+            "    let o = wg * {REDUCE_PER_THREAD}u + lid;\n    if (o >= {n}) {{ return; }}\n\
              \x20   let start = 0u;\n    let end = {count};\n    var base = {offset};\n"
         )
     } else {
@@ -517,7 +526,7 @@ pub fn reduce(
         );
         let _ = writeln!(body, "    let rd{j} = {dim};\n    let rs{j} = {stride};");
     }
-    let (first, step) = if columns {
+    let (first, step) = if per_thread {
         ("start", "1u".to_string())
     } else {
         ("start + lid", format!("{REDUCE_WORKGROUP}u"))
@@ -561,7 +570,52 @@ pub fn reduce(
     } else {
         ""
     };
-    if columns {
+    // An epilogue's bindings: the reduction's input, the epilogue's inputs
+    // and outputs, and last the reduced values when they are written. The
+    // row's value comes from a function of its own: `acc` and `aux` are the
+    // loop's names in `main`.
+    let epilogue_decls = |params: &mut Params, (block, ops, accesses): Group<'_>, write: bool| {
+        let (bindings, function) = fused(block, ops, accesses, params, 2);
+        let aux_param = aux.map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
+        let mut decls = format!(
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
+             fn row_value(acc: f32{aux_param}) -> f32 {{ return {finish}; }}\n"
+        );
+        if write {
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
+                2 + accesses.len() + block.outputs.len()
+            );
+        }
+        decls
+    };
+    let row_value = if aux.is_some() {
+        "row_value(acc, aux)"
+    } else {
+        "row_value(acc)"
+    };
+    if let (true, Some((group, write))) = (per_thread, epilogue) {
+        let _ = writeln!(
+            body,
+            "        let x = {load};\n        {element}\n    }}\n    let red = {row_value};"
+        );
+        if write {
+            body += "    reduced[o] = red;\n";
+        }
+        let _ = writeln!(
+            body,
+            "    for (var i = 0u; i < {count}; i = i + 1u) {{ _ = fused(o * {count} + i, red); }}"
+        );
+        let decls = epilogue_decls(&mut params, group, write);
+        return params.kernel(
+            &decls,
+            REDUCE_PER_THREAD,
+            &body,
+            n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64,
+        );
+    }
+    if per_thread {
         let _ = writeln!(
             body,
             "        let x = {load};\n        {element}\n    }}\n    out0[o] = {finish};"
@@ -569,9 +623,9 @@ pub fn reduce(
         let (decls, _) = reduce_bindings(prologue, &mut params, false);
         return params.kernel(
             &decls,
-            REDUCE_COLUMNS,
+            REDUCE_PER_THREAD,
             &body,
-            n_out.div_ceil(REDUCE_COLUMNS as usize) as u64,
+            n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64,
         );
     }
     let _ = writeln!(
@@ -601,11 +655,13 @@ pub fn reduce(
     if let Some((group, write)) = epilogue {
         // Every thread reads the row's value (the tree's last step ended on
         // a barrier), then computes the epilogue at its elements of the row.
-        body += "    let red = row_value(part[0]";
-        if aux.is_some() {
-            body += ", part_aux[0]";
-        }
-        body += ");\n";
+        let _ = writeln!(
+            body,
+            "    let red = {};",
+            row_value
+                .replace("acc", "part[0]")
+                .replace("aux", "part_aux[0]")
+        );
         if write {
             body += "    if (lid == 0u) { reduced[wg] = red; }\n";
         }
@@ -613,22 +669,7 @@ pub fn reduce(
             body,
             "    for (var i = lid; i < {count}; i = i + {REDUCE_WORKGROUP}u) {{ _ = fused(wg * {count} + i, red); }}"
         );
-        let (block, ops, accesses) = group;
-        let (bindings, function) = fused(block, ops, accesses, &mut params, 2);
-        // The row's value from the tree's result, in a function of its own:
-        // `acc` and `aux` are the loop's names in `main`.
-        let aux_param = aux.map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
-        let mut decls = format!(
-            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
-             fn row_value(acc: f32{aux_param}) -> f32 {{ return {finish}; }}\n"
-        );
-        if write {
-            let _ = writeln!(
-                decls,
-                "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
-                2 + accesses.len() + block.outputs.len()
-            );
-        }
+        let mut decls = epilogue_decls(&mut params, group, write);
         workgroup_memory(&mut decls);
         return params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64);
     }
@@ -1017,15 +1058,15 @@ mod tests {
     }
 
     #[test]
-    fn sums_over_leading_axes_of_many_columns_run_one_thread_per_column() {
+    fn a_gpu_reduces_side_by_side_columns_per_thread_and_a_cpu_any_many_outputs() {
         let wide = contiguous(&[300, 1024]);
-        assert!(reduces_by_columns(&wide, &[0]));
+        assert!(reduces_per_thread(&wide, &[0], false));
         assert!(
-            !reduces_by_columns(&wide, &[1]),
+            !reduces_per_thread(&wide, &[1], false),
             "rows reduce in workgroups"
         );
         assert!(
-            !reduces_by_columns(&contiguous(&[300, 16]), &[0]),
+            !reduces_per_thread(&contiguous(&[300, 16]), &[0], false),
             "too few outputs"
         );
         let transposed = Access {
@@ -1036,7 +1077,7 @@ mod tests {
             },
         };
         assert!(
-            !reduces_by_columns(&transposed, &[0]),
+            !reduces_per_thread(&transposed, &[0], false),
             "columns not side by side"
         );
         let rows_of_a_transpose = Access {
@@ -1046,16 +1087,23 @@ mod tests {
                 strides: vec![1, 1024],
             },
         };
-        assert!(reduces_by_columns(&rows_of_a_transpose, &[1]));
+        assert!(reduces_per_thread(&rows_of_a_transpose, &[1], false));
+        // A CPU adapter: rows too, once there are enough of them.
+        assert!(reduces_per_thread(&wide, &[1], true));
+        assert!(!reduces_per_thread(&contiguous(&[16, 1024]), &[1], true));
+        assert!(
+            !reduces_per_thread(&contiguous(&[300, 100_000]), &[1], true),
+            "rows too long"
+        );
         let kernel = reduce(
             &wide,
             &[0],
             ReduceOp::Sum,
             false,
-            Stage::Columns,
+            Stage::PerThread,
             Fused::None,
         );
-        assert_eq!(kernel.workgroups, 1024 / REDUCE_COLUMNS as u64);
+        assert_eq!(kernel.workgroups, 1024 / REDUCE_PER_THREAD as u64);
         assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
     }
 

@@ -763,15 +763,12 @@ impl DeviceState {
         let kernel = match (block.anchor, operand_accesses.as_slice(), reduced) {
             (Some(i), [a, b], None) => codegen::matmul(a, b, &ops[i].shape, group),
             (Some(_), [x], Some((_, op, write))) => {
-                let last = x.shape.len() - 1;
-                codegen::reduce(
-                    x,
-                    &[last],
-                    op,
-                    false,
-                    Stage::Whole,
-                    Fused::Epilogue(group, write),
-                )
+                let last = [x.shape.len() - 1];
+                let stage = match codegen::reduces_per_thread(x, &last, self.gpu.cpu) {
+                    true => Stage::PerThread,
+                    false => Stage::Whole,
+                };
+                codegen::reduce(x, &last, op, false, stage, Fused::Epilogue(group, write))
             }
             _ => codegen::elementwise(block, ops, &accesses),
         };
@@ -910,8 +907,8 @@ impl DeviceState {
         if n_out == 0 {
             return out;
         }
-        if codegen::reduces_by_columns(input, axes) {
-            let kernel = codegen::reduce(input, axes, op, argmax, Stage::Columns, prologue);
+        if codegen::reduces_per_thread(input, axes, self.gpu.cpu) {
+            let kernel = codegen::reduce(input, axes, op, argmax, Stage::PerThread, prologue);
             self.launch(encoder, &kernel, buffers, &[&out]);
             return out;
         }

@@ -102,6 +102,9 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub limits: wgpu::Limits,
     pub adapter_info: String,
+    /// Whether the adapter is a CPU implementation (SwiftShader, lavapipe),
+    /// for which some kernels are shaped differently.
+    pub cpu: bool,
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
@@ -181,6 +184,7 @@ impl Gpu {
             queue,
             limits,
             adapter_info: format!("{} ({:?})", info.name, info.backend),
+            cpu: info.device_type == wgpu::DeviceType::Cpu,
             pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
             pool: FxHashMap::default(),

@@ -520,6 +520,24 @@ pub async fn softmax_runs_in_one_kernel_along_rows_and_in_two_along_other_axes()
     let y = x.log_softmax(0).unwrap();
     read(&y).await;
     assert_eq!(kernels(before), 2);
+
+    // Many rows (a CPU adapter then gives each row one thread), checked
+    // against the CPU.
+    let (rows, cols) = (512, 40);
+    let data: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 29 % 71) as f32 - 35.0) / 7.0)
+        .collect();
+    let x = gpu.tensor(&data, Some(&[rows, cols])).unwrap();
+    let y = x.softmax(-1).unwrap();
+    let want: Vec<f32> = data
+        .chunks(cols)
+        .flat_map(|row| {
+            let max = row.iter().copied().fold(f32::MIN, f32::max);
+            let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
+            row.iter().map(move |v| (v - max).exp() / sum)
+        })
+        .collect();
+    close(&read(&y).await, &want);
 }
 
 pub async fn matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one() {

@@ -13,7 +13,7 @@ const log = (line) => {
  * Median ms of each contender's step, timed side by side: after one warm-up
  * each, every round runs each contender once (in a rotating order), so a
  * slow patch of this shared, noisy machine lands on all of them alike. At
- * least 5 rounds, more while under the time budget.
+ * least 7 rounds, up to 101 while under the time budget.
  */
 async function timeSideBySide(steps, heavy) {
   const names = Object.keys(steps);
@@ -21,7 +21,7 @@ async function timeSideBySide(steps, heavy) {
   const samples = Object.fromEntries(names.map((n) => [n, []]));
   const budget = (heavy ? 1500 : 2500) * names.length;
   const start = performance.now();
-  for (let round = 0; round < 5 || (performance.now() - start < budget && round < 21); round++) {
+  for (let round = 0; round < 7 || (performance.now() - start < budget && round < 101); round++) {
     for (let k = 0; k < names.length; k++) {
       const name = names[(round + k) % names.length];
       const t0 = performance.now();

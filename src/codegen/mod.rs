@@ -412,10 +412,121 @@ pub enum Fused<'a> {
     Epilogue(Group<'a>, bool),
 }
 
+/// How a reduction folds elements, as WGSL statements over its state `acc`
+/// (and `aux`: for argmax the index, for logSumExp the sum of exp(x - acc)).
+struct Fold {
+    init: &'static str,
+    /// `aux`'s type and initial value, when there is one.
+    aux: Option<(&'static str, &'static str)>,
+    /// Folds element `x` (at position `i`) into the state.
+    element: String,
+    /// Folds another thread's state (`x`, `r`) into this one.
+    merge: String,
+    /// The result, from the final state.
+    finish: String,
+}
+
+impl Fold {
+    fn new(op: ReduceOp, argmax: bool, stage: Stage, divisor: &str) -> Fold {
+        if argmax {
+            let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
+            let r = match stage {
+                Stage::Final { .. } => "in1[at]",
+                _ => "i",
+            };
+            return Fold {
+                init: "ninf()",
+                aux: Some(("u32", "0xffffffffu")),
+                element: format!("let r = {r}; {pick}"),
+                merge: pick.to_string(),
+                finish: "f32(aux)".to_string(),
+            };
+        }
+        let plain = |init, step: &str| Fold {
+            init,
+            aux: None,
+            element: step.to_string(),
+            merge: step.to_string(),
+            finish: "acc".to_string(),
+        };
+        match op {
+            ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
+            // Partials of a mean are raw sums.
+            ReduceOp::Mean => Fold {
+                finish: match stage {
+                    Stage::First { .. } => "acc".to_string(),
+                    _ => format!("acc / f32({divisor})"),
+                },
+                ..plain("0.0", "acc = acc + x;")
+            },
+            ReduceOp::Max => plain("ninf()", "acc = max(acc, x);"),
+            ReduceOp::Min => plain("-ninf()", "acc = min(acc, x);"),
+            // log(sum(exp(x))) in one pass: `acc` is the running max and
+            // `aux` the sum of exp(x - acc), rescaled when the max grows. A
+            // partial result is itself a logSumExp, so the final stage folds
+            // partials exactly like elements.
+            ReduceOp::LogSumExp => Fold {
+                init: "ninf()",
+                aux: Some(("f32", "0.0")),
+                element: "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
+                merge: "if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
+                finish: "acc + log(aux)".to_string(),
+            },
+        }
+    }
+
+    /// A call of `row_value` (an epilogue's function computing `finish`) on
+    /// the state held in `acc` and `aux`.
+    fn row_value(&self, acc: &str, aux: &str) -> String {
+        match self.aux {
+            Some(_) => format!("row_value({acc}, {aux})"),
+            None => format!("row_value({acc})"),
+        }
+    }
+
+    /// Folds the workgroup's per-thread states pairwise in shared memory:
+    /// afterwards `part[0]` (and `part_aux[0]`) hold the whole state, and
+    /// every thread can read them.
+    fn across_workgroup(&self) -> String {
+        let aux = self.aux.is_some();
+        let save = if aux { "part_aux[lid] = aux;" } else { "" };
+        let load_aux = if aux {
+            "let r = part_aux[lid + s];\n            var aux = part_aux[lid];"
+        } else {
+            ""
+        };
+        format!(
+            "    part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
+             \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
+             \x20       if (lid < s) {{\n\
+             \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
+             \x20           {merge}\n\
+             \x20           part[lid] = acc;\n            {save}\n\
+             \x20       }}\n        workgroupBarrier();\n    }}\n",
+            half = REDUCE_WORKGROUP / 2,
+            merge = self.merge,
+        )
+    }
+
+    /// The shared memory `across_workgroup` uses.
+    fn workgroup_memory(&self, decls: &mut String) {
+        let _ = writeln!(
+            decls,
+            "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
+        );
+        if let Some((ty, _)) = self.aux {
+            let _ = writeln!(
+                decls,
+                "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
+            );
+        }
+    }
+}
+
 /// One workgroup per output value (per chunk of it, in a `First` stage):
 /// its threads stride over the reduced elements, then combine their partial
-/// results in shared memory; or, in a `Columns` stage, one thread per output.
-/// `argmax` carries the index with the value (`op` is then ignored).
+/// results in shared memory; or, in a `PerThread` stage, one thread per
+/// output. `argmax` carries the index with the value (`op` is then ignored).
 pub fn reduce(
     input: &Access,
     axes: &[usize],
@@ -458,7 +569,9 @@ pub fn reduce(
         _ => n_red,
     });
     let offset = params.push(input.layout.offset);
+    let fold = Fold::new(op, argmax, stage, &divisor);
     let per_thread = stage == Stage::PerThread;
+    // Output `o` and the range of its elements this thread folds.
     let mut body = if per_thread {
         format!(
             "    let o = wg * {REDUCE_PER_THREAD}u + lid;\n    if (o >= {n}) {{ return; }}\n\
@@ -477,46 +590,6 @@ pub fn reduce(
         let stride = params.push(input.layout.strides[d]);
         let _ = writeln!(body, "    base = base + k{i} * {stride};");
     }
-    // Each thread folds its elements into `acc` (and `aux`, for argmax the
-    // index, for logSumExp the sum of exp(x - acc)); then the workgroup folds
-    // the threads' states pairwise in shared memory. `merge` folds another
-    // state (`x`, `r`) into this one.
-    let final_argmax = argmax && matches!(stage, Stage::Final { .. });
-    let (init, aux, element, merge, finish) = if argmax {
-        let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
-        let r = if final_argmax { "in1[at]" } else { "i" };
-        (
-            "ninf()",
-            Some(("u32", "0xffffffffu")),
-            format!("let r = {r}; {pick}"),
-            pick.to_string(),
-            "f32(aux)".to_string(),
-        )
-    } else {
-        match op {
-            ReduceOp::Sum | ReduceOp::Mean => {
-                let finish = match (op, stage) {
-                    (ReduceOp::Mean, Stage::First { .. }) | (ReduceOp::Sum, _) => "acc".to_string(),
-                    (ReduceOp::Mean, _) => format!("acc / f32({divisor})"),
-                    _ => "acc".to_string(),
-                };
-                ("0.0", None, "acc = acc + x;".to_string(), "acc = acc + x;".to_string(), finish)
-            }
-            ReduceOp::Max => ("ninf()", None, "acc = max(acc, x);".to_string(), "acc = max(acc, x);".to_string(), "acc".to_string()),
-            ReduceOp::Min => ("-ninf()", None, "acc = min(acc, x);".to_string(), "acc = min(acc, x);".to_string(), "acc".to_string()),
-            // log(sum(exp(x))) in one pass: `acc` is the running max and
-            // `aux` the sum of exp(x - acc), rescaled when the max grows. A
-            // partial result is itself a logSumExp, so the final stage folds
-            // partials exactly like elements.
-            ReduceOp::LogSumExp => (
-                "ninf()",
-                Some(("f32", "0.0")),
-                "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
-                "if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
-                "acc + log(aux)".to_string(),
-            ),
-        }
-    };
     // The reduced axes' sizes and strides, read once rather than per
     // element (a uniform load is not free everywhere).
     for (j, &d) in axes.iter().enumerate() {
@@ -533,9 +606,10 @@ pub fn reduce(
     };
     let _ = writeln!(
         body,
-        "    var acc = {init};\n{}\
+        "    var acc = {};\n{}\
          \x20   for (var i = {first}; i < end; i = i + {step}) {{",
-        aux.map_or(String::new(), |(ty, v)| format!(
+        fold.init,
+        fold.aux.map_or(String::new(), |(ty, v)| format!(
             "    var aux: {ty} = {v};\n"
         ))
     );
@@ -558,28 +632,45 @@ pub fn reduce(
     } else {
         "in0[at]"
     };
-    let (save, load_aux) = match aux {
-        Some(_) => (
-            "part_aux[lid] = aux;",
-            "let r = part_aux[lid + s];\n            var aux = part_aux[lid];",
-        ),
-        None => ("", ""),
-    };
-    let save_back = if aux.is_some() {
-        "part_aux[lid] = aux;"
-    } else {
-        ""
-    };
-    // An epilogue's bindings: the reduction's input, the epilogue's inputs
-    // and outputs, and last the reduced values when they are written. The
-    // row's value comes from a function of its own: `acc` and `aux` are the
-    // loop's names in `main`.
-    let epilogue_decls = |params: &mut Params, (block, ops, accesses): Group<'_>, write: bool| {
-        let (bindings, function) = fused(block, ops, accesses, params, 2);
-        let aux_param = aux.map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
+    let _ = writeln!(
+        body,
+        "        let x = {load};\n        {}\n    }}",
+        fold.element
+    );
+    let per_thread_groups = n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64;
+
+    if let Some((group, write)) = epilogue {
+        // The row's value, then the epilogue at each element of the row: by
+        // this thread alone, or (after the workgroup's fold, which ends on a
+        // barrier) by every thread at its share of the row.
+        let (row, red, first, step) = if per_thread {
+            ("o", fold.row_value("acc", "aux"), "0u", "1u".to_string())
+        } else {
+            body += &fold.across_workgroup();
+            let step = format!("{REDUCE_WORKGROUP}u");
+            ("wg", fold.row_value("part[0]", "part_aux[0]"), "lid", step)
+        };
+        let _ = writeln!(body, "    let red = {red};");
+        if write {
+            let lead = if per_thread { "" } else { "if (lid == 0u) " };
+            let _ = writeln!(body, "    {lead}{{ reduced[{row}] = red; }}");
+        }
+        let _ = writeln!(
+            body,
+            "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, red); }}"
+        );
+        // The reduction's input, the epilogue's inputs and outputs, and last
+        // the reduced values when they are written. The row's value comes
+        // from a function of its own: `acc` and `aux` are the loop's names.
+        let (block, ops, accesses) = group;
+        let (bindings, function) = fused(block, ops, accesses, &mut params, 2);
+        let aux_param = fold
+            .aux
+            .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
         let mut decls = format!(
             "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
-             fn row_value(acc: f32{aux_param}) -> f32 {{ return {finish}; }}\n"
+             fn row_value(acc: f32{aux_param}) -> f32 {{ return {}; }}\n",
+            fold.finish
         );
         if write {
             let _ = writeln!(
@@ -588,95 +679,24 @@ pub fn reduce(
                 2 + accesses.len() + block.outputs.len()
             );
         }
-        decls
-    };
-    let row_value = if aux.is_some() {
-        "row_value(acc, aux)"
-    } else {
-        "row_value(acc)"
-    };
-    if let (true, Some((group, write))) = (per_thread, epilogue) {
-        let _ = writeln!(
-            body,
-            "        let x = {load};\n        {element}\n    }}\n    let red = {row_value};"
-        );
-        if write {
-            body += "    reduced[o] = red;\n";
-        }
-        let _ = writeln!(
-            body,
-            "    for (var i = 0u; i < {count}; i = i + 1u) {{ _ = fused(o * {count} + i, red); }}"
-        );
-        let decls = epilogue_decls(&mut params, group, write);
-        return params.kernel(
-            &decls,
-            REDUCE_PER_THREAD,
-            &body,
-            n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64,
-        );
+        return if per_thread {
+            params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups)
+        } else {
+            fold.workgroup_memory(&mut decls);
+            params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64)
+        };
     }
     if per_thread {
-        let _ = writeln!(
-            body,
-            "        let x = {load};\n        {element}\n    }}\n    out0[o] = {finish};"
-        );
+        let _ = writeln!(body, "    out0[o] = {};", fold.finish);
         let (decls, _) = reduce_bindings(prologue, &mut params, false);
-        return params.kernel(
-            &decls,
-            REDUCE_PER_THREAD,
-            &body,
-            n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64,
-        );
+        return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups);
     }
-    let _ = writeln!(
-        body,
-        "        let x = {load};\n        {element}\n    }}\n\
-         \x20   part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
-         \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
-         \x20       if (lid < s) {{\n\
-         \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
-         \x20           {merge}\n\
-         \x20           part[lid] = acc;\n            {save_back}\n\
-         \x20       }}\n        workgroupBarrier();\n    }}",
-        half = REDUCE_WORKGROUP / 2,
-    );
-    let workgroup_memory = |decls: &mut String| {
-        let _ = writeln!(
-            decls,
-            "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
-        );
-        if let Some((ty, _)) = aux {
-            let _ = writeln!(
-                decls,
-                "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
-            );
-        }
-    };
-    if let Some((group, write)) = epilogue {
-        // Every thread reads the row's value (the tree's last step ended on
-        // a barrier), then computes the epilogue at its elements of the row.
-        let _ = writeln!(
-            body,
-            "    let red = {};",
-            row_value
-                .replace("acc", "part[0]")
-                .replace("aux", "part_aux[0]")
-        );
-        if write {
-            body += "    if (lid == 0u) { reduced[wg] = red; }\n";
-        }
-        let _ = writeln!(
-            body,
-            "    for (var i = lid; i < {count}; i = i + {REDUCE_WORKGROUP}u) {{ _ = fused(wg * {count} + i, red); }}"
-        );
-        let mut decls = epilogue_decls(&mut params, group, write);
-        workgroup_memory(&mut decls);
-        return params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64);
-    }
+    body += &fold.across_workgroup();
     body += "    if (lid == 0u) {\n        let acc = part[0];\n";
-    if aux.is_some() {
+    if fold.aux.is_some() {
         body += "        let aux = part_aux[0];\n";
     }
+    let final_argmax = argmax && matches!(stage, Stage::Final { .. });
     let (mut decls, binding) = reduce_bindings(prologue, &mut params, final_argmax);
     match stage {
         Stage::First { .. } if argmax => {
@@ -687,15 +707,12 @@ pub fn reduce(
             );
             body += "        out0[wg] = acc;\n        out1[wg] = aux;\n";
         }
-        // Partials of a sum or mean are raw sums; of max/min/logSumExp,
-        // their own results.
-        Stage::First { .. } if op == ReduceOp::Mean => body += "        out0[wg] = acc;\n",
         _ => {
-            let _ = writeln!(body, "        out0[wg] = {finish};");
+            let _ = writeln!(body, "        out0[wg] = {};", fold.finish);
         }
     }
     body += "    }\n";
-    workgroup_memory(&mut decls);
+    fold.workgroup_memory(&mut decls);
     params.kernel(&decls, REDUCE_WORKGROUP, &body, (n_out * splits) as u64)
 }
 

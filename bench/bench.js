@@ -29,8 +29,18 @@ async function timeSideBySide(steps, heavy) {
       samples[name].push(performance.now() - t0);
     }
   }
-  const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  return Object.fromEntries(names.map((n) => [n, median(samples[n])]));
+  return { ms: Object.fromEntries(names.map((n) => [n, median(samples[n])])), samples };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/**
+ * What `variant` costs over `base`, as a fraction: the median over rounds of
+ * their ratio within a round. Pairing runs of the same round cancels the
+ * machine's drift, which a ratio of two medians does not.
+ */
+function pairedCost(samples, variant, base) {
+  return median(samples[variant].map((v, round) => v / samples[base][round])) - 1;
 }
 
 /** Kernels launched and bytes allocated by one more step of `gpu`. */
@@ -72,16 +82,19 @@ window.runBench = async (only) => {
     } catch (e) {
       row.ortError = String(e.message ?? e).slice(0, 200);
     }
-    const ms = await timeSideBySide(steps, w.heavy);
+    const { ms, samples } = await timeSideBySide(steps, w.heavy);
     row.webfusion = { ms: ms.webfusion, ...(await webfusionCounts(devices.default, steps.webfusion)) };
     row.stacks = ms.stacks;
     row.noScopes = ms.noScopes;
+    row.stacksCost = pairedCost(samples, 'stacks', 'webfusion');
+    row.scopesCost = pairedCost(samples, 'webfusion', 'noScopes');
+    row.rounds = samples.webfusion.length;
     row.tfjs = ms.tfjs;
     row.ort = ms.ort ?? null;
     if (w.id === 'W6') {
       // TF.js forwards small ops to the CPU by default; its GPU path too.
       tf.env().set('WEBGPU_CPU_FORWARD', false);
-      const gpuPath = await timeSideBySide({ tfjsGpu: tfjsWorkload(tf, w.id).step, webfusion: steps.webfusion }, w.heavy);
+      const { ms: gpuPath } = await timeSideBySide({ tfjsGpu: tfjsWorkload(tf, w.id).step, webfusion: steps.webfusion }, w.heavy);
       tf.env().set('WEBGPU_CPU_FORWARD', true);
       row.tfjsGpu = gpuPath.tfjsGpu;
       row.webfusionBesideTfjsGpu = gpuPath.webfusion;

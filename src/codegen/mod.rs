@@ -107,11 +107,11 @@ impl Params {
     }
 
     /// Appends a scalar operand; `Kernel::specialized` recognises the
-    /// expression returned here.
-    fn push_f32(&mut self, value: f32) -> String {
+    /// expression it is written as.
+    fn push_f32(&mut self, value: f32) -> Value {
         self.scalars.push(self.words.len());
         self.words.push(value.to_bits());
-        format!("bitcast<f32>(param({}u))", self.words.len() - 1)
+        Value::Scalar(self.words.len() - 1)
     }
 
     /// The kernel: the shader around `decls` and `body`, and these words.
@@ -124,6 +124,32 @@ impl Params {
             params: self.words,
             scalars: self.scalars,
             workgroups,
+        }
+    }
+}
+
+/// A value inside a fused function, written without allocating.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    /// The anchor's value (a matmul's product, a reduced row's value).
+    Anchor,
+    /// Input `j`, loaded as `x{j}`.
+    Input(usize),
+    /// The value of op `i` of the flush, `v{i}`.
+    Op(usize),
+    /// Uniform word `k` read as a float.
+    Scalar(usize),
+    Zero,
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Anchor => f.write_str("anchor"),
+            Value::Input(j) => write!(f, "x{j}"),
+            Value::Op(i) => write!(f, "v{i}"),
+            Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
+            Value::Zero => f.write_str("0.0"),
         }
     }
 }
@@ -225,26 +251,29 @@ fn fused(
     let producer: FxHashMap<TensorId, usize> =
         block.ops.iter().map(|&i| (ops[i].output, i)).collect();
     let anchor = block.anchor.map(|i| ops[i].output);
-    let value_of = |t: TensorId| -> String {
+    let value_of = |t: TensorId| -> Value {
         match (input_index.get(&t), producer.get(&t)) {
-            _ if Some(t) == anchor => "anchor".to_string(),
-            (Some(j), _) => format!("x{j}"),
-            (None, Some(i)) => format!("v{i}"),
+            _ if Some(t) == anchor => Value::Anchor,
+            (Some(&j), _) => Value::Input(j),
+            (None, Some(&i)) => Value::Op(i),
             // The planner gives every operand a source; unreachable.
-            (None, None) => "0.0".to_string(),
+            (None, None) => Value::Zero,
         }
     };
+    // One `write!` per op and no intermediate strings: a loop of a thousand
+    // small ops generates a thousand lines on every flush.
     for &i in &block.ops {
         let op = &ops[i];
         let arg = |k: usize| value_of(op.inputs[k]);
-        let expr = match &op.kind {
-            OpKind::Fill(v) => params.push_f32(*v),
+        let _ = write!(body, "    let v{i} = ");
+        let _ = match &op.kind {
+            OpKind::Fill(v) => write!(body, "{}", params.push_f32(*v)),
             OpKind::Arange { start, step } => {
                 let (start, step) = (params.push_f32(*start), params.push_f32(*step));
-                format!("({start} + f32(idx) * {step})")
+                write!(body, "({start} + f32(idx) * {step})")
             }
-            OpKind::Unary(u) => unary(*u, &arg(0)),
-            OpKind::Binary(b) => binary(*b, &arg(0), &arg(1)),
+            OpKind::Unary(u) => unary(&mut body, *u, arg(0)),
+            OpKind::Binary(b) => binary(&mut body, *b, arg(0), arg(1)),
             OpKind::BinaryScalar {
                 op: b,
                 scalar,
@@ -252,20 +281,20 @@ fn fused(
             } => {
                 let s = params.push_f32(*scalar);
                 if *scalar_first {
-                    binary(*b, &s, &arg(0))
+                    binary(&mut body, *b, s, arg(0))
                 } else {
-                    binary(*b, &arg(0), &s)
+                    binary(&mut body, *b, arg(0), s)
                 }
             }
             OpKind::Clamp { min, max } => {
                 let (lo, hi) = (params.push_f32(*min), params.push_f32(*max));
-                format!("min(max({}, {lo}), {hi})", arg(0))
+                write!(body, "min(max({}, {lo}), {hi})", arg(0))
             }
-            OpKind::Where => format!("select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
+            OpKind::Where => write!(body, "select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
             // The planner puts only elementwise ops in this block.
-            _ => "0.0".to_string(),
+            _ => write!(body, "0.0"),
         };
-        let _ = writeln!(body, "    let v{i} = {expr};");
+        body.push_str(";\n");
     }
     let first_output = first_binding + accesses.len();
     for (k, &output) in block.outputs.iter().enumerate() {
@@ -915,44 +944,43 @@ fn wf_pow(a: f32, b: f32) -> f32 {
 
 ";
 
-fn unary(op: UnaryOp, x: &str) -> String {
+fn unary(out: &mut String, op: UnaryOp, x: Value) -> std::fmt::Result {
     match op {
-        UnaryOp::Neg => format!("-({x})"),
-        UnaryOp::Abs => format!("abs({x})"),
-        UnaryOp::Exp => format!("exp({x})"),
-        UnaryOp::Log => format!("log({x})"),
-        UnaryOp::Sqrt => format!("sqrt({x})"),
-        UnaryOp::Rsqrt => format!("inverseSqrt({x})"),
-        UnaryOp::Square => format!("({x} * {x})"),
-        UnaryOp::Relu => format!("max({x}, 0.0)"),
-        UnaryOp::Gelu => {
-            format!(
-                "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
-            )
-        }
-        UnaryOp::Sigmoid => format!("(1.0 / (1.0 + exp(-({x}))))"),
-        UnaryOp::Tanh => format!("wf_tanh({x})"),
-        UnaryOp::Sin => format!("sin({x})"),
-        UnaryOp::Cos => format!("cos({x})"),
+        UnaryOp::Neg => write!(out, "-({x})"),
+        UnaryOp::Abs => write!(out, "abs({x})"),
+        UnaryOp::Exp => write!(out, "exp({x})"),
+        UnaryOp::Log => write!(out, "log({x})"),
+        UnaryOp::Sqrt => write!(out, "sqrt({x})"),
+        UnaryOp::Rsqrt => write!(out, "inverseSqrt({x})"),
+        UnaryOp::Square => write!(out, "({x} * {x})"),
+        UnaryOp::Relu => write!(out, "max({x}, 0.0)"),
+        UnaryOp::Gelu => write!(
+            out,
+            "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
+        ),
+        UnaryOp::Sigmoid => write!(out, "(1.0 / (1.0 + exp(-({x}))))"),
+        UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
+        UnaryOp::Sin => write!(out, "sin({x})"),
+        UnaryOp::Cos => write!(out, "cos({x})"),
     }
 }
 
-fn binary(op: BinaryOp, a: &str, b: &str) -> String {
-    let compare = |sym: &str| format!("select(0.0, 1.0, {a} {sym} {b})");
-    match op {
-        BinaryOp::Add => format!("({a} + {b})"),
-        BinaryOp::Sub => format!("({a} - {b})"),
-        BinaryOp::Mul => format!("({a} * {b})"),
-        BinaryOp::Div => format!("({a} / {b})"),
-        BinaryOp::Pow => format!("wf_pow({a}, {b})"),
-        BinaryOp::Maximum => format!("max({a}, {b})"),
-        BinaryOp::Minimum => format!("min({a}, {b})"),
-        BinaryOp::Equal => compare("=="),
-        BinaryOp::Greater => compare(">"),
-        BinaryOp::GreaterEqual => compare(">="),
-        BinaryOp::Less => compare("<"),
-        BinaryOp::LessEqual => compare("<="),
-    }
+fn binary(out: &mut String, op: BinaryOp, a: Value, b: Value) -> std::fmt::Result {
+    let (open, sym, close) = match op {
+        BinaryOp::Add => ("(", " + ", ")"),
+        BinaryOp::Sub => ("(", " - ", ")"),
+        BinaryOp::Mul => ("(", " * ", ")"),
+        BinaryOp::Div => ("(", " / ", ")"),
+        BinaryOp::Pow => ("wf_pow(", ", ", ")"),
+        BinaryOp::Maximum => ("max(", ", ", ")"),
+        BinaryOp::Minimum => ("min(", ", ", ")"),
+        BinaryOp::Equal => ("select(0.0, 1.0, ", " == ", ")"),
+        BinaryOp::Greater => ("select(0.0, 1.0, ", " > ", ")"),
+        BinaryOp::GreaterEqual => ("select(0.0, 1.0, ", " >= ", ")"),
+        BinaryOp::Less => ("select(0.0, 1.0, ", " < ", ")"),
+        BinaryOp::LessEqual => ("select(0.0, 1.0, ", " <= ", ")"),
+    };
+    write!(out, "{open}{a}{sym}{b}{close}")
 }
 
 #[cfg(test)]

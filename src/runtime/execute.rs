@@ -41,8 +41,6 @@ use crate::tensor::shape;
 /// One block of a flush: what the failure bookkeeping needs, decided once
 /// on the CPU and kept until its submission resolves.
 pub struct BlockRun {
-    /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
-    name: String,
     /// Where its last op was registered, when stacks are captured.
     site: Option<Rc<str>>,
     steps: Vec<Step>,
@@ -57,6 +55,15 @@ pub struct BlockRun {
     scope: Option<Scope>,
     /// Pipelines compiled in its own scope, once replayed.
     compiled: Vec<String>,
+}
+
+impl BlockRun {
+    /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
+    /// Made when asked for, which is rarely: a block can hold a thousand ops.
+    fn name(&self) -> String {
+        let names: Vec<&str> = self.steps.iter().map(|s| s.op).collect();
+        names.join("+")
+    }
 }
 
 /// One op of a block, as the failure bookkeeping sees it.
@@ -210,10 +217,8 @@ impl DeviceState {
                 output: ops[i].output,
             })
             .collect();
-        let names: Vec<&str> = steps.iter().map(|s| s.op).collect();
         let last = steps.last().map(|s| s.output);
         let mut run = BlockRun {
-            name: names.join("+"),
             site: last
                 .and_then(|t| self.records.get(&t))
                 .and_then(|r| r.site.clone()),
@@ -252,7 +257,7 @@ impl DeviceState {
         if allocates && let Some(message) = self.beyond_limits(shape::bytes(&out_shape)) {
             let failure = self.new_failure(Root {
                 kind: FailureKind::Allocation,
-                op: run.name.clone(),
+                op: run.name(),
                 message,
                 registered_at: run.site.as_deref().map(str::to_string),
             });
@@ -374,7 +379,7 @@ impl DeviceState {
     /// fault's op.
     fn take_fault(&mut self, run: &BlockRun) -> Option<FaultKind> {
         let hit = self.faults.iter_mut().position(|fault| {
-            let contains = run.steps.iter().any(|s| s.op == fault.op) || run.name == fault.op;
+            let contains = run.steps.iter().any(|s| s.op == fault.op) || run.name() == fault.op;
             if contains {
                 fault.seen += 1;
             }
@@ -477,7 +482,7 @@ impl DeviceState {
                     };
                     let failure = self.new_failure(Root {
                         kind,
-                        op: run.name.clone(),
+                        op: run.name(),
                         message,
                         registered_at: run.site.as_deref().map(str::to_string),
                     });

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release npm package into pkg/: the wasm module, its JS glue and
-# TypeScript types, shrunk with binaryen's wasm-opt.
+# TypeScript types, optimised for speed by binaryen's wasm-opt. Speed, not
+# size: every op a program registers runs through this module on the CPU
+# (1000 small ops: 2.9 -> 2.5 ms end to end, for 353 -> 401 KB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -10,7 +12,7 @@ rm -rf pkg
 wasm-bindgen --target web --out-dir pkg target/wasm32-unknown-unknown/release/webfusion.wasm
 before=$(stat -c %s pkg/webfusion_bg.wasm)
 # The features rustc's wasm32 target emits by default.
-node_modules/.bin/wasm-opt -Oz \
+node_modules/.bin/wasm-opt -O3 \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \
   pkg/webfusion_bg.wasm -o pkg/webfusion_bg.wasm

@@ -11,9 +11,12 @@
 //!   from outside the block are loaded through their layouts (broadcast,
 //!   transposed, sliced: index maps, never copies).
 //! - A matmul always anchors a block: the elementwise ops that follow on its
-//!   product (and only those) run as its epilogue. A reduction takes the
-//!   open group as its prologue when that group computes its input for it
-//!   alone and writes nothing else.
+//!   product (and only those) run as its epilogue. So does a reduction of
+//!   the last axis that keeps it, over its input's shape (its value
+//!   broadcasts along each row: a softmax is one kernel); with no op joining
+//!   it, it is a block of its own. A reduction takes the open group as its
+//!   prologue when that group computes its input for it alone and writes
+//!   nothing else (and then anchors nothing).
 //! - A tensor produced inside a block is written to memory only when a live
 //!   handle holds it or an op outside the block reads it: fused
 //!   intermediates nobody can observe never touch memory.
@@ -27,8 +30,8 @@ use crate::ir::{OpIr, OpKind, TensorId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// Elementwise ops fused into one kernel (a matmul kernel, when
-    /// anchored).
+    /// Elementwise ops fused into one kernel (a matmul's or a row
+    /// reduction's kernel, when anchored).
     Elementwise(ElementwiseBlock),
     /// One op that is not elementwise: a host upload, a view (no kernel), a
     /// reduction or a cat (kernels of their own).
@@ -47,6 +50,8 @@ pub struct ElementwiseBlock {
     /// A matmul whose product the elementwise ops take as an operand: the
     /// block is then one matmul kernel with the ops as its epilogue (bias,
     /// activation, ...), and the product is written only if it is an output.
+    /// Or a reduction of rows, whose value the ops read broadcast along each
+    /// row (the block's shape is then the reduction's input's).
     pub anchor: Option<usize>,
     /// Indices into the flushed ops, in execution order.
     pub ops: Vec<usize>,

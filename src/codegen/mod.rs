@@ -37,8 +37,8 @@ pub struct Kernel {
 
 impl Kernel {
     /// The bits of this launch's scalars.
-    pub fn scalar_bits(&self) -> Vec<u32> {
-        self.scalars.iter().map(|&i| self.params[i]).collect()
+    pub fn scalar_bits(&self) -> impl Iterator<Item = u32> + '_ {
+        self.scalars.iter().map(|&i| self.params[i])
     }
 
     /// The text with this launch's finite scalars written in as bit-exact
@@ -1055,7 +1055,7 @@ mod tests {
         };
         let kernel = elementwise(&block, &ops, &[contiguous(&[4])]);
         assert_eq!(
-            kernel.scalar_bits(),
+            kernel.scalar_bits().collect::<Vec<_>>(),
             vec![0.1f32.to_bits(), f32::INFINITY.to_bits()]
         );
         let text = kernel.specialized();

@@ -25,6 +25,7 @@
 //! its inputs as they were (no buffer it reads can reach the pool).
 
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::rc::Rc;
 
 use futures_util::FutureExt;
@@ -287,9 +288,13 @@ impl DeviceState {
         }
         match block {
             Block::Elementwise(b) => {
-                let written = ElementwiseBlock {
-                    outputs: run.live.clone(),
-                    ..b.clone()
+                // Only outputs a failure took make the block differ.
+                let written = match run.live == b.outputs {
+                    true => Cow::Borrowed(b),
+                    false => Cow::Owned(ElementwiseBlock {
+                        outputs: run.live.clone(),
+                        ..b.clone()
+                    }),
                 };
                 self.run_elementwise(ops, &written, encoder, seq);
             }
@@ -752,19 +757,19 @@ impl DeviceState {
             OpKind::Reduce { op, .. } => Some((i, *op, block.outputs.contains(&ops[i].output))),
             _ => None,
         });
-        let epilogue = ElementwiseBlock {
-            outputs: match reduced {
-                Some((i, ..)) => block
+        let epilogue = match reduced {
+            Some((i, ..)) => Cow::Owned(ElementwiseBlock {
+                outputs: block
                     .outputs
                     .iter()
                     .copied()
                     .filter(|&t| t != ops[i].output)
                     .collect(),
-                None => block.outputs.clone(),
-            },
-            ..block.clone()
+                ..block.clone()
+            }),
+            None => Cow::Borrowed(block),
         };
-        let group = (&epilogue, ops, accesses.as_slice());
+        let group = (epilogue.as_ref(), ops, accesses.as_slice());
         let kernel = match (block.anchor, operand_accesses.as_slice(), reduced) {
             (Some(i), [a, b], None) => codegen::matmul(a, b, &ops[i].shape, group),
             (Some(_), [x], Some((_, op, write))) => {

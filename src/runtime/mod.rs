@@ -279,7 +279,6 @@ impl Gpu {
         buffers: &[&wgpu::Buffer],
         stats: &mut Stats,
     ) {
-        let scalars = kernel.scalar_bits();
         let device = &self.device;
         let compiled = &mut self.compiled_in_scope;
         let mut compile = |text: &str| {
@@ -300,7 +299,7 @@ impl Gpu {
         };
         let pipeline = match self.pipelines.get_mut(&kernel.wgsl) {
             Some(family) => match &family.general {
-                None if family.scalars == scalars => {
+                None if family.scalars.iter().copied().eq(kernel.scalar_bits()) => {
                     stats.pipeline_cache_hits += 1;
                     family.specialized.clone()
                 }
@@ -315,7 +314,7 @@ impl Gpu {
                 self.pipelines.insert(
                     kernel.wgsl.clone(),
                     Family {
-                        scalars,
+                        scalars: kernel.scalar_bits().collect(),
                         specialized: specialized.clone(),
                         general: None,
                     },

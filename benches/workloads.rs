@@ -63,7 +63,7 @@ mod native {
         let mut pre = Vec::new();
         for (i, layer) in layers.iter().enumerate() {
             let z = acts[i].matmul(&layer.w).unwrap().add(&layer.b).unwrap();
-            let h = if i < 2 { z.relu() } else { z.clone() };
+            let h = if i < 2 { z.relu().unwrap() } else { z.clone() };
             pre.push(z);
             acts.push(h);
         }
@@ -99,28 +99,35 @@ mod native {
                     .add(0.1)
                     .unwrap()
                     .exp()
+                    .unwrap()
                     .mul(&x)
                     .unwrap()
-                    .tanh();
+                    .tanh()
+                    .unwrap();
                 y = y
                     .sub(0.2)
                     .unwrap()
                     .sigmoid()
+                    .unwrap()
                     .add(&x)
                     .unwrap()
                     .mul(1.5)
                     .unwrap()
-                    .tanh();
+                    .tanh()
+                    .unwrap();
                 y = y
                     .add(&x)
                     .unwrap()
                     .sigmoid()
+                    .unwrap()
                     .mul(0.9)
                     .unwrap()
                     .exp()
+                    .unwrap()
                     .sub(&x)
                     .unwrap()
-                    .tanh();
+                    .tanh()
+                    .unwrap();
                 read(&y)
             })
         });
@@ -192,9 +199,16 @@ mod native {
                     .sum(None, false)
                     .unwrap()
                     .neg()
+                    .unwrap()
                     .div(BATCH as f32)
                     .unwrap();
-                let mut grad = logp.exp().sub(&y).unwrap().div(BATCH as f32).unwrap();
+                let mut grad = logp
+                    .exp()
+                    .unwrap()
+                    .sub(&y)
+                    .unwrap()
+                    .div(BATCH as f32)
+                    .unwrap();
                 let mut next = Vec::new();
                 for i in (0..3).rev() {
                     let layer = &layers[i];

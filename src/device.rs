@@ -270,15 +270,42 @@ impl Device {
         }
     }
 
-    /// Makes the `nth` block containing `op` fail through a genuine GPU error,
-    /// caught by the same error-scope path as a real one; its root says it
-    /// was injected. For testing a program's own error handling.
-    pub fn inject_fault(&self, op: &str, nth: usize, kind: FaultKind) {
+    /// Makes the `nth` kernel that computes `op` (an op's name, as reports
+    /// print it: `exp`, `matmul`, `sum`) fail through a genuine GPU error,
+    /// caught by the same error-scope path as a real one; its root names
+    /// that op and says it was injected. For testing a program's own error
+    /// handling. Refuses an op name no op has, an `nth` of 0, and a lost
+    /// device: a fault that could never fire would make a test pass for the
+    /// wrong reason.
+    pub fn inject_fault(
+        &self,
+        op: &str,
+        nth: usize,
+        kind: FaultKind,
+    ) -> Result<(), RegistrationError> {
+        let name = "injectFault";
+        if !crate::ir::OP_NAMES.contains(&op) {
+            return Err(RegistrationError::new(
+                name,
+                ErrorClass::Range,
+                format!(
+                    "no op is named '{op}'; faults go into one of: {}",
+                    crate::ir::OP_NAMES.join(", ")
+                ),
+            ));
+        }
+        if nth == 0 {
+            return Err(RegistrationError::new(
+                name,
+                ErrorClass::Range,
+                "nth counts from 1".to_string(),
+            ));
+        }
         self.with_state(|state| {
-            state
-                .faults
-                .push(Fault::new(op.to_string(), nth.max(1), kind))
-        });
+            state.check_alive(name)?;
+            state.faults.push(Fault::new(op.to_string(), nth, kind));
+            Ok(())
+        })
     }
 
     /// Whether ops record their registration site (`capture_stacks`).

@@ -230,6 +230,10 @@ pub enum OpKind {
     Cat {
         axis: usize,
     },
+    /// The input written row-major: what a read of a strided view asks for,
+    /// so the copy is planned, checked against the limits and scoped like
+    /// any other kernel.
+    Copy,
 }
 
 impl OpKind {
@@ -258,6 +262,7 @@ impl OpKind {
             OpKind::Argmax { .. } => "argmax",
             OpKind::Matmul => "matmul",
             OpKind::Cat { .. } => "cat",
+            OpKind::Copy => "copy",
         }
     }
 
@@ -275,6 +280,60 @@ impl OpKind {
         )
     }
 }
+
+/// Every name `OpKind::name` gives, for checks of names that come from
+/// users (`injectFault({ op })`).
+pub const OP_NAMES: &[&str] = &[
+    "tensor",
+    "randomUniform",
+    "randomNormal",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "square",
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "sin",
+    "cos",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "equal",
+    "greater",
+    "greaterEqual",
+    "less",
+    "lessEqual",
+    "clamp",
+    "where",
+    "transpose",
+    "slice",
+    "broadcastTo",
+    "reshape",
+    "expandDims",
+    "squeeze",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "logSumExp",
+    "argmax",
+    "matmul",
+    "cat",
+    "copy",
+];
 
 /// One recorded op: it reads `inputs` and writes the new tensor `output`.
 #[derive(Debug, Clone)]

@@ -79,7 +79,7 @@ impl Device {
                 ),
             ));
         }
-        self.record(OpKind::Upload(values.into()), vec![], shape)
+        self.record(OpKind::Upload(values.into()), &[], shape)
     }
 
     /// A tensor of `shape` filled with 0.
@@ -97,49 +97,57 @@ impl Device {
     /// A tensor of `shape` filled with `value`.
     #[track_caller]
     pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor, RegistrationError> {
-        let kind = OpKind::Fill(value);
-        shape::check_size(kind.name(), shape)?;
-        self.record(kind, vec![], shape.to_vec())
+        self.record(OpKind::Fill(value), &[], shape.to_vec())
     }
 
     /// Queues an op whose arguments were validated, and returns the handle to
-    /// its output. Refused on a lost device: nothing it queued could run.
+    /// its output. The one registration path, for Rust and JS alike, and the
+    /// home of the checks every op shares: each operand must live on this
+    /// device (the receiver, not merely each other: `two.cat([a1, b1])` is
+    /// refused), the device must not be lost (nothing queued on it could
+    /// run), and the output's size must be nameable. Nothing is queued for an
+    /// op that fails a check.
     #[track_caller]
     pub(crate) fn record(
         &self,
         kind: OpKind,
-        inputs: Vec<TensorId>,
+        inputs: &[&Tensor],
         shape: Vec<usize>,
     ) -> Result<Tensor, RegistrationError> {
-        self.with_state(|state| state.check_alive(kind.name()))?;
-        Ok(self.record_infallible(kind, inputs, shape))
-    }
-
-    /// `record` for ops whose Rust signature cannot fail (`exp`, `clamp`,
-    /// ...): on a lost device the op is queued all the same, and its output
-    /// carries the loss when the queue is flushed.
-    #[track_caller]
-    pub(crate) fn record_infallible(
-        &self,
-        kind: OpKind,
-        inputs: Vec<TensorId>,
-        shape: Vec<usize>,
-    ) -> Tensor {
+        let op = kind.name();
+        for (position, input) in inputs.iter().enumerate() {
+            if !input.device().same(self) {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Other,
+                    format!(
+                        "operand {position} ({}) lives on {}, but the op runs on {}; move it \
+                         with to()",
+                        input.id(),
+                        input.device().label(),
+                        self.label()
+                    ),
+                ));
+            }
+        }
+        shape::check_size(op, &shape)?;
         let caller = Location::caller();
         let output = TensorId::next();
         self.with_state(|state| {
+            state.check_alive(op)?;
             let site = registration_site(state.capture_stacks, caller);
             state.register(
                 OpIr {
                     kind,
-                    inputs,
+                    inputs: inputs.iter().map(|t| t.id()).collect(),
                     output,
                     shape: shape.clone(),
                 },
                 site,
-            )
-        });
-        self.handle(output, shape)
+            );
+            Ok(())
+        })?;
+        Ok(self.handle(output, shape))
     }
 
     fn handle(&self, id: TensorId, shape: Vec<usize>) -> Tensor {
@@ -154,24 +162,29 @@ impl Device {
 }
 
 thread_local! {
-    /// A registration site handed over by the JS layer (the user's JS frame),
-    /// taken by the next op registered.
+    /// The registration site the JS layer hands over (the user's JS frame)
+    /// for the ops registered inside one call of its API (`with_site`).
     static SITE: RefCell<Option<Rc<str>>> = const { RefCell::new(None) };
 }
 
-/// Sets the site the next registration records (the JS layer's caller).
+/// Runs `f` with `site` as the registration site of every op it registers
+/// (a JS call may register several: `softmax` is three ops), and clears it
+/// afterwards whether `f` succeeded or not, so no later op can inherit it.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) fn set_registration_site(site: Option<String>) {
+pub(crate) fn with_site<R>(site: Option<String>, f: impl FnOnce() -> R) -> R {
     SITE.with(|s| *s.borrow_mut() = site.map(Rc::from));
+    let result = f();
+    SITE.with(|s| *s.borrow_mut() = None);
+    result
 }
 
 /// Where an op is being registered: the site the JS layer handed over, or
 /// the Rust caller, when stacks are captured.
 fn registration_site(capture: bool, caller: &Location<'_>) -> Option<Rc<str>> {
-    let handed = SITE.with(|s| s.borrow_mut().take());
     if !capture {
         return None;
     }
+    let handed = SITE.with(|s| s.borrow().clone());
     handed.or_else(|| Some(Rc::from(caller.to_string())))
 }
 

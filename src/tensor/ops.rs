@@ -50,25 +50,6 @@ fn axes_indices(op: &'static str, axes: Option<&[isize]>, rank: usize) -> Result
     Ok(out)
 }
 
-/// Fails unless every tensor lives on `device`, naming both devices' tensors.
-fn same_device(op: &'static str, first: &Tensor, rest: &[&Tensor]) -> Result<()> {
-    for t in rest {
-        if !first.device().same(t.device()) {
-            return Err(invalid(
-                op,
-                format!(
-                    "{} and {} live on different devices ({} and {}); move one with to()",
-                    first.id(),
-                    t.id(),
-                    first.device().label(),
-                    t.device().label()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 impl Device {
     /// `start, start + step, ...` up to but excluding `stop`.
     #[track_caller]
@@ -85,7 +66,7 @@ impl Device {
         if n > u32::MAX as f64 {
             return Err(range("arange", format!("{n} elements are too many")));
         }
-        self.record(OpKind::Arange { start, step }, vec![], vec![n as usize])
+        self.record(OpKind::Arange { start, step }, &[], vec![n as usize])
     }
 
     /// Uniform values in `[min, max)`; the same seed gives the same values on
@@ -115,18 +96,15 @@ impl Device {
 
     #[track_caller]
     fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
-        let kind = OpKind::Random { dist, seed };
-        shape::check_size(kind.name(), shape)?;
-        self.record(kind, vec![], shape.to_vec())
+        self.record(OpKind::Random { dist, seed }, &[], shape.to_vec())
     }
 
     /// `a` where `cond` is non-zero, `b` elsewhere, all three broadcast.
     #[track_caller]
     pub fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        same_device("where", cond, &[a, b])?;
         let shape = shape::broadcast("where", cond.shape(), a.shape())?;
         let shape = shape::broadcast("where", &shape, b.shape())?;
-        self.record(OpKind::Where, vec![cond.id(), a.id(), b.id()], shape)
+        self.record(OpKind::Where, &[cond, a, b], shape)
     }
 
     /// The tensors joined along `axis`; every other dim must agree.
@@ -135,7 +113,6 @@ impl Device {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("cat", "needs at least one tensor".to_string()));
         };
-        same_device("cat", first, rest)?;
         let rank = first.rank();
         let axis = axis_index("cat", axis, rank)?;
         let mut shape = first.shape().to_vec();
@@ -155,9 +132,7 @@ impl Device {
             }
             shape[axis] = shape[axis].saturating_add(t.shape()[axis]);
         }
-        shape::check_size("cat", &shape)?;
-        let inputs = tensors.iter().map(|t| t.id()).collect();
-        self.record(OpKind::Cat { axis }, inputs, shape)
+        self.record(OpKind::Cat { axis }, tensors, shape)
     }
 
     /// The tensors (all of one shape) stacked along a new `axis`.
@@ -166,7 +141,6 @@ impl Device {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("stack", "needs at least one tensor".to_string()));
         };
-        same_device("stack", first, rest)?;
         if let Some((i, t)) = rest
             .iter()
             .enumerate()
@@ -194,9 +168,9 @@ impl Device {
 
 impl Tensor {
     #[track_caller]
-    fn unary(&self, op: UnaryOp) -> Tensor {
+    fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         self.device()
-            .record_infallible(OpKind::Unary(op), vec![self.id()], self.shape().to_vec())
+            .record(OpKind::Unary(op), &[self], self.shape().to_vec())
     }
 
     #[track_caller]
@@ -208,26 +182,30 @@ impl Tensor {
                     scalar,
                     scalar_first: false,
                 },
-                vec![self.id()],
+                &[self],
                 self.shape().to_vec(),
             ),
             Operand::Tensor(other) => {
-                same_device(op.name(), self, &[other])?;
                 let shape = shape::broadcast(op.name(), self.shape(), other.shape())?;
                 self.device()
-                    .record(OpKind::Binary(op), vec![self.id(), other.id()], shape)
+                    .record(OpKind::Binary(op), &[self, other], shape)
             }
         }
     }
 
-    /// Each value limited to `[min, max]`.
+    /// Each value limited to `[min, max]`; NaN stays NaN. Refuses bounds
+    /// that are NaN or out of order: a clamp that silently did nothing (or
+    /// everything) would hide the caller's mistake.
     #[track_caller]
-    pub fn clamp(&self, min: f32, max: f32) -> Tensor {
-        self.device().record_infallible(
-            OpKind::Clamp { min, max },
-            vec![self.id()],
-            self.shape().to_vec(),
-        )
+    pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
+        if min.is_nan() || max.is_nan() || min > max {
+            return Err(range(
+                "clamp",
+                format!("needs min <= max (neither NaN), got {min}, {max}"),
+            ));
+        }
+        self.device()
+            .record(OpKind::Clamp { min, max }, &[self], self.shape().to_vec())
     }
 
     #[track_caller]
@@ -235,7 +213,7 @@ impl Tensor {
         let axes = axes_indices(op.name(), axes, self.rank())?;
         let shape = reduced_shape(self.shape(), &axes, keep_dims);
         self.device()
-            .record(OpKind::Reduce { op, axes }, vec![self.id()], shape)
+            .record(OpKind::Reduce { op, axes }, &[self], shape)
     }
 
     /// The sum over `axes` (all when `None`).
@@ -269,7 +247,7 @@ impl Tensor {
         let axis = axis_index("argmax", axis, self.rank())?;
         let shape = reduced_shape(self.shape(), &[axis], false);
         self.device()
-            .record(OpKind::Argmax { axis }, vec![self.id()], shape)
+            .record(OpKind::Argmax { axis }, &[self], shape)
     }
 
     /// `log(sum(exp(x)))` over `axes` (all when `None`), computed stably in
@@ -279,26 +257,31 @@ impl Tensor {
         self.reduce(ReduceOp::LogSumExp, axes, keep_dims)
     }
 
-    /// `exp(x - logSumExp(x))` along `axis`: one reduction, then one
-    /// elementwise kernel (which fuses with what follows).
+    /// `exp(x - logSumExp(x))` along `axis`: one kernel along the last axis
+    /// (the reduction anchors the exp), two along others. Relative error
+    /// stays within float32 rounding of `x - logSumExp(x)`, which is what
+    /// `exp` turns into a relative error.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("softmax", axis, self.rank())?;
-        Ok(self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp())
+        self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp()
     }
 
-    /// `x - logSumExp(x)` along `axis`.
+    /// `(x - max(x)) - logSumExp(x - max(x))` along `axis`. Not the shorter
+    /// `x - logSumExp(x)`: for inputs near 10^4 the float32 rounding of
+    /// `logSumExp(x)` (an ulp of 10^-3) lands whole in the result, while
+    /// `x - max(x)` is exact and its logSumExp is small.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("logSoftmax", axis, self.rank())?;
-        self.sub(&self.log_sum_exp(Some(&[axis]), true)?)
+        let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
+        shifted.sub(&shifted.log_sum_exp(Some(&[axis]), true)?)
     }
 
     /// The matrix product over the last two dims, batched over the others
     /// (which broadcast).
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        same_device("matmul", self, &[other])?;
         let (a, b) = (self.shape(), other.shape());
         if a.len() < 2 || b.len() < 2 {
             return Err(range(
@@ -320,15 +303,12 @@ impl Tensor {
         }
         let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
         shape.extend([m, n]);
-        shape::check_size("matmul", &shape)?;
-        self.device()
-            .record(OpKind::Matmul, vec![self.id(), other.id()], shape)
+        self.device().record(OpKind::Matmul, &[self, other], shape)
     }
 
     #[track_caller]
     fn view(&self, view: ViewOp, shape: Vec<usize>) -> Result<Tensor> {
-        self.device()
-            .record(OpKind::View(view), vec![self.id()], shape)
+        self.device().record(OpKind::View(view), &[self], shape)
     }
 
     /// Dims reordered by `perm` (reversed when `None`).
@@ -392,12 +372,8 @@ impl Tensor {
 
     /// All elements in one dim.
     #[track_caller]
-    pub fn flatten(&self) -> Tensor {
-        self.device().record_infallible(
-            OpKind::View(ViewOp::Reshape),
-            vec![self.id()],
-            vec![self.size()],
-        )
+    pub fn flatten(&self) -> Result<Tensor> {
+        self.view(ViewOp::Reshape, vec![self.size()])
     }
 
     /// The box starting at `begin` of `size` (-1: to the end of that dim).
@@ -530,7 +506,7 @@ macro_rules! unary_ops {
             $(
                 $(#[$doc])*
                 #[track_caller]
-                pub fn $name(&self) -> Tensor {
+                pub fn $name(&self) -> Result<Tensor> {
                     self.unary(UnaryOp::$op)
                 }
             )*

@@ -90,9 +90,10 @@ pub async fn the_seed_scenario_fails_only_the_huge_tensor_and_says_why() {
 pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_intact() {
     let gpu = device().await;
     let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
-    gpu.inject_fault("matmul", 1, FaultKind::Validation);
+    gpu.inject_fault("matmul", 1, FaultKind::Validation)
+        .unwrap();
     let product = x.matmul(&x).unwrap();
-    let below = product.exp();
+    let below = product.exp().unwrap();
     let independent = x.add(10.0).unwrap();
     let reduced = x.sum(None, false).unwrap();
     assert_eq!(read(&independent).await, vec![11.0, 12.0, 13.0, 14.0]);
@@ -116,7 +117,7 @@ pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_in
         0,
         "written by the same kernel"
     );
-    let later = read_err(&product.neg()).await;
+    let later = read_err(&product.neg().unwrap()).await;
     assert_eq!(later.first().unwrap().depth, 1);
     assert_eq!(later.first().unwrap().chain[0].op, "neg");
 
@@ -141,13 +142,13 @@ pub async fn work_flushed_before_a_failing_submit_resolves_reads_what_its_replay
         ..Default::default()
     })
     .await;
-    gpu.inject_fault("exp", 1, FaultKind::Validation);
+    gpu.inject_fault("exp", 1, FaultKind::Validation).unwrap();
     let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], None).unwrap();
     let failed = x.exp();
     let total = x.sum(None, false).unwrap();
     assert_eq!(gpu.stats().flushes, 1, "upload, exp and sum in one submit");
     let from_total = total.mul(2.0).unwrap().add(1.0).unwrap();
-    let from_failed = failed.neg();
+    let from_failed = failed.unwrap().neg().unwrap();
     assert_eq!(gpu.stats().flushes, 2);
 
     assert_eq!(
@@ -172,12 +173,12 @@ pub async fn work_flushed_before_a_failing_submit_resolves_reads_what_its_replay
 pub async fn a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_failure() {
     let gpu = device().await;
     let v = gpu.tensor(&[1.0, 2.0], None).unwrap();
-    gpu.inject_fault("exp", 1, FaultKind::OutOfMemory);
+    gpu.inject_fault("exp", 1, FaultKind::OutOfMemory).unwrap();
     let e = v.exp();
     let _ = gpu.sync().await;
     let w = gpu.tensor(&[5.0, 6.0], None).unwrap();
     gpu.sync().await.expect("nothing new failed");
-    let tainted = e.add(1.0).unwrap();
+    let tainted = e.unwrap().add(1.0).unwrap();
     let clean = w.mul(2.0).unwrap();
     assert_eq!(read(&clean).await, vec![10.0, 12.0]);
     let error = read_err(&tainted).await;
@@ -197,7 +198,7 @@ pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
     let _ = gpu.sync().await; // the root runs alone; the chain below is skipped
     for _ in 0..10 {
-        t = t.exp();
+        t = t.exp().unwrap();
     }
     let error = read_err(&t).await;
     let report = error.first().unwrap();
@@ -217,7 +218,7 @@ pub async fn twenty_skips_report_the_four_dropped_records_and_still_name_the_roo
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
     let _ = gpu.sync().await;
     for _ in 0..20 {
-        t = t.neg();
+        t = t.neg().unwrap();
     }
     let error = read_err(&t).await;
     let report = error.first().unwrap();
@@ -261,7 +262,7 @@ pub async fn disposing_every_tainted_tensor_releases_every_failure_and_every_byt
         let below = huge.slice(&[0, 0], &[2, 2]).unwrap().exp();
         let fine = gpu.ones(&[64]).unwrap().mul(3.0).unwrap();
         read(&fine).await;
-        assert!(below.to_vec().await.is_err());
+        assert!(below.unwrap().to_vec().await.is_err());
         assert!(gpu.stats().failures_held > 0);
         assert!(gpu.stats().bytes_in_use > start.bytes_in_use);
     }
@@ -292,7 +293,7 @@ pub async fn a_lost_device_fails_every_read_and_registration_and_a_new_device_wo
     assert!(refused.to_string().contains("was lost"), "{refused}");
     let fresh = device().await;
     assert_eq!(
-        read(&fresh.tensor(&[3.0], None).unwrap().neg()).await,
+        read(&fresh.tensor(&[3.0], None).unwrap().neg().unwrap()).await,
         vec![-3.0]
     );
 }
@@ -318,7 +319,7 @@ pub async fn moving_a_tainted_tensor_carries_its_failure_to_the_other_device() {
         .to(&two)
         .await
         .expect("moving a tainted tensor is no error");
-    let error = read_err(&carried.exp()).await;
+    let error = read_err(&carried.exp().unwrap()).await;
     let report = error.first().unwrap();
     assert_eq!(report.root.kind, FailureKind::Allocation);
     assert!(
@@ -338,7 +339,7 @@ pub async fn captured_stacks_name_the_line_that_registered_the_root_op() {
     })
     .await;
     let huge = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
-    let error = read_err(&huge.exp()).await;
+    let error = read_err(&huge.exp().unwrap()).await;
     let site = error
         .first()
         .unwrap()

@@ -505,7 +505,7 @@ pub fn close(got: &[f32], expected: &Ref, tol: Tol) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // Op tables
 
-type GpuUnary = fn(&Tensor) -> Tensor;
+type GpuUnary = fn(&Tensor) -> Result<Tensor, RegistrationError>;
 type GpuBinary = for<'a> fn(&Tensor, Operand<'a>) -> Result<Tensor, RegistrationError>;
 type RefBinary = for<'a> fn(&Ref, RefOperand<'a>) -> Ref;
 
@@ -940,7 +940,7 @@ impl<'d> Builder<'d> {
     // ----- conditioning ---------------------------------------------------
 
     fn unary_node(&mut self, i: usize, case: &UnaryCase) -> Result<usize, String> {
-        let g = (case.gpu)(&self.nodes[i].gpu);
+        let g = registered(case.name, (case.gpu)(&self.nodes[i].gpu))?;
         let x = self.t(i);
         let t = x.unary((case.reference)(&x.val), case.f, case.rule, case.tol);
         let desc = format!("{}({})", case.name, self.name(i));
@@ -966,7 +966,7 @@ impl<'d> Builder<'d> {
     }
 
     fn clamp_node(&mut self, i: usize, lo: f32, hi: f32) -> Result<usize, String> {
-        let g = self.nodes[i].gpu.clamp(lo, hi);
+        let g = registered("clamp", self.nodes[i].gpu.clamp(lo, hi))?;
         let x = self.t(i);
         let f = |v: f64| v.max(lo as f64).min(hi as f64);
         let t = x.unary(x.val.clamp(lo, hi), f, Rule::Corners, EXACT);
@@ -1248,7 +1248,7 @@ impl<'d> Builder<'d> {
                 self.push(g, r, format!("squeeze({name}, {axes:?})"))
             }
             _ => {
-                let g = x.flatten();
+                let g = registered("flatten", x.flatten())?;
                 let r = t.view(Ref::flatten);
                 self.push(g, r, format!("flatten({name})"))
             }

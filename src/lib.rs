@@ -20,12 +20,11 @@ mod tensor;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
-pub use device::{Device, DeviceOptions, panics_observed};
+pub use device::{Device, DeviceOptions, FaultKind, panics_observed};
 pub use error::{ErrorClass, RegistrationError, RequestError};
 pub use failure::{
     ExecutionError, FailureId, FailureKind, FailureSummary, Report, Root, Skip, TensorError,
 };
 pub use ir::TensorId;
 pub use runtime::Stats;
-pub use runtime::execute::FaultKind;
 pub use tensor::{Operand, Tensor};

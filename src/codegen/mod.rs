@@ -33,6 +33,11 @@ pub struct Kernel {
     pub scalars: Vec<usize>,
     /// Workgroups to launch, numbered linearly.
     pub workgroups: u64,
+    /// Why this kernel must not launch: an invariant of the planner broke
+    /// while generating it (a size past 32 bits, an operand with no source).
+    /// The runtime turns it into an `internal` failure on the block's
+    /// outputs; a kernel computing zeros in place of a value would be a lie.
+    pub broken: Option<String>,
 }
 
 impl Kernel {
@@ -97,13 +102,26 @@ impl Access {
 struct Params {
     words: Vec<u32>,
     scalars: Vec<usize>,
+    broken: Option<String>,
 }
 
 impl Params {
-    /// Appends `value`, returning the WGSL expression that reads it.
+    /// Appends `value`, returning the WGSL expression that reads it. Kernels
+    /// index with 32 bits; the runtime refuses larger work before codegen
+    /// (`index_range`), so a value past that here is a broken invariant.
     fn push(&mut self, value: usize) -> String {
-        self.words.push(value as u32);
+        let word = u32::try_from(value).unwrap_or_else(|_| {
+            self.breaks(format!("the size {value} does not fit a 32-bit index"));
+            u32::MAX
+        });
+        self.words.push(word);
         format!("param({}u)", self.words.len() - 1)
+    }
+
+    /// Marks the kernel as not to be launched, keeping the first reason.
+    fn breaks(&mut self, why: String) {
+        debug_assert!(false, "codegen invariant broken: {why}");
+        self.broken.get_or_insert(why);
     }
 
     /// Appends a scalar operand; `Kernel::specialized` recognises the
@@ -124,6 +142,7 @@ impl Params {
             params: self.words,
             scalars: self.scalars,
             workgroups,
+            broken: self.broken,
         }
     }
 }
@@ -139,7 +158,9 @@ enum Value {
     Op(usize),
     /// Uniform word `k` read as a float.
     Scalar(usize),
-    Zero,
+    /// Stands in for an operand with no source, in a kernel marked broken
+    /// (never launched).
+    Missing,
 }
 
 impl std::fmt::Display for Value {
@@ -149,7 +170,7 @@ impl std::fmt::Display for Value {
             Value::Input(j) => write!(f, "x{j}"),
             Value::Op(i) => write!(f, "v{i}"),
             Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
-            Value::Zero => f.write_str("0.0"),
+            Value::Missing => f.write_str("0.0"),
         }
     }
 }
@@ -251,13 +272,17 @@ fn fused(
     let producer: FxHashMap<TensorId, usize> =
         block.ops.iter().map(|&i| (ops[i].output, i)).collect();
     let anchor = block.anchor.map(|i| ops[i].output);
+    let missing = std::cell::Cell::new(None);
     let value_of = |t: TensorId| -> Value {
         match (input_index.get(&t), producer.get(&t)) {
             _ if Some(t) == anchor => Value::Anchor,
             (Some(&j), _) => Value::Input(j),
             (None, Some(&i)) => Value::Op(i),
-            // The planner gives every operand a source; unreachable.
-            (None, None) => Value::Zero,
+            // The planner gives every operand a source.
+            (None, None) => {
+                missing.set(Some(t));
+                Value::Missing
+            }
         }
     };
     // One `write!` per op and no intermediate strings: a loop of a thousand
@@ -292,7 +317,10 @@ fn fused(
             }
             OpKind::Where => write!(body, "select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
             // The planner puts only elementwise ops in this block.
-            _ => write!(body, "0.0"),
+            other => {
+                params.breaks(format!("`{}` is not elementwise", other.name()));
+                write!(body, "0.0")
+            }
         };
         body.push_str(";\n");
     }
@@ -304,6 +332,9 @@ fn fused(
             first_output + k
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
+    }
+    if let Some(t) = missing.get() {
+        params.breaks(format!("{t} has no source in the fused block"));
     }
     let last = block
         .ops

@@ -57,6 +57,9 @@ impl fmt::Display for FailureId {
 pub enum FailureKind {
     /// A buffer beyond the device's limits, refused before any GPU call.
     Allocation,
+    /// Work a kernel cannot index with 32 bits (more than 2^32 - 1
+    /// elements to visit or to reach), refused before any GPU call.
+    IndexRange,
     /// The GPU rejected the work as invalid.
     Validation,
     /// The GPU ran out of memory.
@@ -74,6 +77,7 @@ impl FailureKind {
     pub fn name(self) -> &'static str {
         match self {
             FailureKind::Allocation => "allocation",
+            FailureKind::IndexRange => "index-range",
             FailureKind::Validation => "validation",
             FailureKind::OutOfMemory => "out-of-memory",
             FailureKind::Internal => "internal",

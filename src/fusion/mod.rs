@@ -95,7 +95,7 @@ pub fn plan(
         if reduces
             && group
                 .as_ref()
-                .is_some_and(|g| g.feeds_only(op.inputs[0], &held))
+                .is_some_and(|g| g.feeds_only(op, &held, max_storage_buffers))
         {
             if let Some(g) = group.take() {
                 blocks.push(Block::Reduction {
@@ -207,6 +207,8 @@ impl Group {
     ) -> usize {
         let mut new_inputs = 0;
         let mut no_longer_written = 0;
+        // Counted as `storage_bindings` counts the finished block: the
+        // anchor's operands, then inputs, then outputs.
         for t in distinct(&op.inputs) {
             match self.outside.get(&t) {
                 None if !self.input_set.contains(&t) => new_inputs += 1,
@@ -215,7 +217,11 @@ impl Group {
             }
         }
         let writes_output = held(op.output) || live_consumers(op.output) > 0;
-        self.inputs.len() + self.written + new_inputs + usize::from(writes_output)
+        self.base_bindings
+            + self.inputs.len()
+            + self.written
+            + new_inputs
+            + usize::from(writes_output)
             - no_longer_written
     }
 
@@ -282,10 +288,21 @@ impl Group {
         self.outside.insert(op.output, outside);
     }
 
-    /// Whether the group computes `t` for one consumer (the op met now) and
-    /// writes nothing else, so it can run as that consumer's prologue.
-    fn feeds_only(&self, t: TensorId, held: &impl Fn(TensorId) -> bool) -> bool {
-        self.anchor.is_none() && !held(t) && self.outside.get(&t) == Some(&1) && self.written == 1
+    /// Whether the group computes `t` for one consumer (the reduction `op`,
+    /// met now) and writes nothing else, so it can run as that consumer's
+    /// prologue, and the reduction's kernel still fits the binding limit.
+    fn feeds_only(
+        &self,
+        op: &OpIr,
+        held: &impl Fn(TensorId) -> bool,
+        max_storage_buffers: usize,
+    ) -> bool {
+        let t = op.inputs[0];
+        self.anchor.is_none()
+            && !held(t)
+            && self.outside.get(&t) == Some(&1)
+            && self.written == 1
+            && self.inputs.len() + reduction_outputs(&op.kind) <= max_storage_buffers
     }
 
     fn finish(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
@@ -312,6 +329,110 @@ impl ElementwiseBlock {
     fn without_outputs(mut self) -> ElementwiseBlock {
         self.outputs.clear();
         self
+    }
+}
+
+/// The flushed ops `block` computes, by index, in execution order.
+pub fn op_indices(block: &Block) -> Vec<usize> {
+    match block {
+        Block::Elementwise(b) => b.anchor.iter().chain(&b.ops).copied().collect(),
+        Block::Single(i) => vec![*i],
+        Block::Reduction { op, prologue } => prologue.ops.iter().chain([op]).copied().collect(),
+    }
+}
+
+/// `block` split along data dependence: for each of `outputs` (the block's
+/// outputs still to be written), a block computing that output alone, from
+/// only the ops its value depends on. How a failing block is replayed: an
+/// error caught in one part belongs to an op every failing part computes,
+/// so the outputs that do not depend on it are written, whatever the planner
+/// fused them with. A block with one output is its own only part.
+pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, Vec<TensorId>)> {
+    let Block::Elementwise(b) = block else {
+        return vec![(block.clone(), outputs.to_vec())];
+    };
+    if outputs.len() <= 1 {
+        return vec![(block.clone(), outputs.to_vec())];
+    }
+    let produced_by: FxHashMap<TensorId, usize> = b
+        .anchor
+        .iter()
+        .chain(&b.ops)
+        .map(|&i| (ops[i].output, i))
+        .collect();
+    outputs
+        .iter()
+        .map(|&out| {
+            // The ops `out` depends on within the block.
+            let mut needed: FxHashSet<usize> = FxHashSet::default();
+            let mut stack = vec![out];
+            while let Some(t) = stack.pop() {
+                if let Some(&i) = produced_by.get(&t)
+                    && needed.insert(i)
+                    && Some(i) != b.anchor
+                {
+                    stack.extend(ops[i].inputs.iter().copied());
+                }
+            }
+            let part_ops: Vec<usize> = b
+                .ops
+                .iter()
+                .copied()
+                .filter(|i| needed.contains(i))
+                .collect();
+            let part = match b.anchor {
+                // A row reduction's own value, alone: a reduction block.
+                Some(a) if part_ops.is_empty() && !matches!(ops[a].kind, OpKind::Matmul) => {
+                    Block::Single(a)
+                }
+                anchor => Block::Elementwise(ElementwiseBlock {
+                    anchor: anchor.filter(|a| needed.contains(a)),
+                    inputs: b
+                        .inputs
+                        .iter()
+                        .copied()
+                        .filter(|t| part_ops.iter().any(|&i| ops[i].inputs.contains(t)))
+                        .collect(),
+                    ops: part_ops,
+                    outputs: vec![out],
+                    shape: b.shape.clone(),
+                }),
+            };
+            (part, vec![out])
+        })
+        .collect()
+}
+
+/// Storage buffers the kernels of `block` bind at most (one launch's worth:
+/// a block of several launches, a cat or a split reduction, counts its
+/// widest). The one count of bindings: the planner grows groups by it
+/// (`Group::bindings_with` is its incremental form) and the runtime checks
+/// every block against the device's limit with it before any GPU call, so a
+/// block kind the planner forgot to count fails as an internal error naming
+/// the count, never as a rejected kernel that takes its neighbours down.
+pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
+    match block {
+        Block::Elementwise(b) => {
+            let operands = b.anchor.map_or(0, |i| ops[i].inputs.len());
+            operands + b.inputs.len() + b.outputs.len()
+        }
+        Block::Reduction { op, prologue } => {
+            prologue.inputs.len() + reduction_outputs(&ops[*op].kind)
+        }
+        Block::Single(i) => match &ops[*i].kind {
+            // One copy kernel per input: its buffer and the output's.
+            OpKind::Cat { .. } => 2,
+            kind => ops[*i].inputs.len() + reduction_outputs(kind),
+        },
+    }
+}
+
+/// Outputs an op's kernel binds: an argmax split in two stages writes a
+/// value and an index per partial.
+fn reduction_outputs(kind: &OpKind) -> usize {
+    match kind {
+        OpKind::Argmax { .. } => 2,
+        _ => 1,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The GPU side: the wgpu device, the buffer pool, the pipeline cache,
 //! launches and reads. Everything here runs on the caller's thread.
 
-pub mod execute;
+pub mod lower;
 
 use rustc_hash::FxHashMap;
 use std::future::Future;

@@ -10,10 +10,10 @@ use crate::device::Device;
 use std::cell::RefCell;
 use std::panic::Location;
 
+use crate::device::read::ReadStep;
 use crate::error::{ErrorClass, RegistrationError};
 use crate::failure::TensorError;
 use crate::ir::{OpIr, OpKind, TensorId};
-use crate::runtime::execute::ReadStep;
 
 /// A tensor on a device. Its shape is known at once; its values are computed
 /// when something reads them. Cloning gives another handle to the same
@@ -228,16 +228,27 @@ impl Tensor {
             failures,
             asked_at: asked_at.clone(),
         };
-        let mut step = self.device().with_state(|state| state.read(self.id()));
+        // The tensor whose bytes are read: this one, or its row-major copy
+        // (a handle, so the copy is released however the read ends).
+        let mut copy: Option<Tensor> = None;
+        let mut target = self.id();
+        let mut step = self.device().with_state(|state| state.read(target));
         loop {
             step = match step {
                 ReadStep::Wait(scopes) => {
                     futures_util::future::join_all(scopes).await;
-                    self.device().with_state(|state| state.reread(self.id()))
+                    self.device().with_state(|state| state.reread(target))
+                }
+                ReadStep::Via(id) => {
+                    target = id;
+                    copy = Some(self.device().handle(id, self.shape().to_vec()));
+                    self.device().with_state(|state| state.reread(target))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
                 ReadStep::Go(pending) => {
-                    return match pending.await {
+                    let values = pending.await;
+                    drop(copy);
+                    return match values {
                         Ok(values) => Ok(values),
                         Err(why) => {
                             let report = self

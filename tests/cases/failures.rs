@@ -103,8 +103,8 @@ pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_in
     let report = error.first().unwrap();
     assert_eq!(report.root.kind, FailureKind::Injected);
     assert_eq!(
-        report.root.op, "matmul+exp",
-        "the exp ran as the matmul's epilogue"
+        report.root.op, "matmul",
+        "rooted at the op the fault was injected into, though the exp ran as its epilogue"
     );
     assert!(
         report.root.message.contains("injected validation fault"),
@@ -112,11 +112,14 @@ pub async fn a_gpu_reported_failure_leaves_independent_work_of_the_same_flush_in
         report.root.message
     );
     assert_eq!(report.depth, 0);
+    let below = read_err(&below).await;
     assert_eq!(
-        read_err(&below).await.first().unwrap().depth,
-        0,
-        "written by the same kernel"
+        below.first().unwrap().depth,
+        1,
+        "reported as if unfused, though written by the same kernel"
     );
+    assert_eq!(below.first().unwrap().chain[0].op, "exp");
+    assert_eq!(below.first().unwrap().chain[0].needed, product.id());
     let later = read_err(&product.neg().unwrap()).await;
     assert_eq!(later.first().unwrap().depth, 1);
     assert_eq!(later.first().unwrap().chain[0].op, "neg");

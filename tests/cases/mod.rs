@@ -70,7 +70,7 @@ macro_rules! all_cases {
         $run!(engine, log_sum_exp_is_stable_for_large_values_and_long_rows);
         $run!(
             engine,
-            softmax_runs_in_one_kernel_along_rows_and_in_two_along_other_axes
+            softmax_runs_in_one_kernel_along_rows_and_log_softmax_in_two
         );
         $run!(
             engine,

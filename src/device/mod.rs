@@ -17,7 +17,14 @@ use crate::failure::{
 };
 use crate::ir::layout::Layout;
 use crate::ir::{Queue, TensorId};
-use crate::runtime::execute::{Fault, FaultKind, Submission};
+use faults::Fault;
+pub use faults::FaultKind;
+use flush::Submission;
+
+mod faults;
+mod flush;
+pub(crate) mod read;
+mod settle;
 use crate::runtime::{Allocation, Gpu, Stats};
 
 /// Options for [`Device::request`].
@@ -135,7 +142,7 @@ pub(crate) struct DeviceState {
     /// Failures since the last `sync()`, for it to report.
     pub unreported: Vec<FailureSummary>,
     /// Faults asked for with `inject_fault`, not yet triggered.
-    pub faults: Vec<crate::runtime::execute::Fault>,
+    pub faults: Vec<Fault>,
     pub next_submission: u64,
     /// Set once the device is lost; everything on it is then poisoned.
     pub lost: Option<String>,
@@ -439,6 +446,20 @@ impl DeviceState {
         }
     }
 
+    /// A record for `id`, held by the handle about to be returned, not yet
+    /// written.
+    fn insert_record(&mut self, id: TensorId, shape: Vec<usize>, site: Option<Rc<str>>) {
+        let record = Record {
+            shape,
+            held: true,
+            dependents: 0,
+            data: Data::Unwritten,
+            pending: None,
+            site,
+        };
+        self.records.insert(id, record);
+    }
+
     /// Queues `op`, whose output is a new tensor held by the handle the caller
     /// is about to return. Flushes when the queue is full.
     pub fn register(&mut self, op: crate::ir::OpIr, site: Option<Rc<str>>) {
@@ -447,17 +468,7 @@ impl DeviceState {
                 record.dependents += 1;
             }
         }
-        self.records.insert(
-            op.output,
-            Record {
-                shape: op.shape.clone(),
-                held: true,
-                dependents: 0,
-                data: Data::Unwritten,
-                pending: None,
-                site,
-            },
-        );
+        self.insert_record(op.output, op.shape.clone(), site);
         self.stats.ops_registered += 1;
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
@@ -477,17 +488,7 @@ impl DeviceState {
         error: &TensorError,
         from: &str,
     ) {
-        self.records.insert(
-            id,
-            Record {
-                shape,
-                held: true,
-                dependents: 0,
-                data: Data::Unwritten,
-                pending: None,
-                site: None,
-            },
-        );
+        self.insert_record(id, shape, None);
         let mut taints = Vec::new();
         for report in &error.failures {
             let failure = self.graph.insert(Root {

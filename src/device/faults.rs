@@ -1,0 +1,66 @@
+//! Faults a program asks for (`inject_fault`), so it can test its own
+//! error handling against the same path a real GPU error takes.
+
+use super::flush::Step;
+
+/// The kinds of fault `inject_fault` can raise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Validation,
+    OutOfMemory,
+    Internal,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Validation => "validation",
+            FaultKind::OutOfMemory => "out-of-memory",
+            FaultKind::Internal => "internal",
+        }
+    }
+}
+
+/// A fault waiting for the `nth` block that computes `op`.
+#[derive(Debug, Clone)]
+pub(crate) struct Fault {
+    pub op: String,
+    pub nth: usize,
+    pub kind: FaultKind,
+    seen: usize,
+}
+
+impl Fault {
+    pub fn new(op: String, nth: usize, kind: FaultKind) -> Fault {
+        Fault {
+            op,
+            nth,
+            kind,
+            seen: 0,
+        }
+    }
+}
+
+/// A fault assigned to one block: which kind, and the step (the op) it
+/// belongs to. Tied to the op rather than the block, so the failure is
+/// rooted where an unfused program would root it, and the block's outputs
+/// that do not depend on that op are written all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Injected {
+    pub kind: FaultKind,
+    pub step: usize,
+}
+
+/// The fault to inject into a block of `steps`, if it is the `nth` block
+/// computing a fault's op; the fault is used up.
+pub(crate) fn take(faults: &mut Vec<Fault>, steps: &[Step]) -> Option<Injected> {
+    let (hit, step) = faults.iter_mut().enumerate().find_map(|(k, fault)| {
+        let step = steps.iter().position(|s| s.op == fault.op)?;
+        fault.seen += 1;
+        (fault.seen == fault.nth).then_some((k, step))
+    })?;
+    Some(Injected {
+        kind: faults.remove(hit).kind,
+        step,
+    })
+}

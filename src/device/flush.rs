@@ -1,0 +1,495 @@
+//! A flush: the queue planned into blocks, what the CPU can decide about
+//! each block decided before any GPU call, and the GPU work recorded into
+//! one submit under one set of error scopes.
+//!
+//! Decided on the CPU, once, before the block touches the GPU (and kept if
+//! the flush is replayed):
+//! - an output whose inputs carry failures is skipped (not written); the
+//!   skip is recorded on each failure, one op deeper;
+//! - a buffer beyond `maxBufferSize`/`maxStorageBufferBindingSize`, and work
+//!   a kernel cannot index with 32 bits, are refused as failures naming the
+//!   limit: the GPU is never asked;
+//! - a block binding more storage buffers than the device allows (which the
+//!   planner should never make) fails as `internal`, on its outputs only;
+//! - an injected fault is assigned to the op it names.
+//!
+//! Invariant: a submission keeps its ops, its plan, and the queue's hold on
+//! every tensor they read and write until it resolves, so a replay finds its
+//! inputs as they were (no buffer it reads can reach the pool).
+
+use std::rc::Rc;
+
+use super::faults::{self, Injected};
+use super::{Data, DeviceState, Taint};
+use crate::codegen::Access;
+use crate::failure::{FailureKind, Root};
+use crate::fusion::{self, Block};
+use crate::ir::layout::Layout;
+use crate::ir::{OpIr, OpKind, TensorId};
+use crate::runtime::Scope;
+use crate::runtime::lower::{Lowering, Written};
+use crate::tensor::shape;
+
+/// The largest element index a kernel can form: kernels index with `u32`.
+const MAX_INDEX: u64 = u32::MAX as u64;
+
+/// One op of a block, as the failure bookkeeping sees it.
+pub(crate) struct Step {
+    pub op: &'static str,
+    pub inputs: Vec<TensorId>,
+    pub output: TensorId,
+    /// Where the op was registered, when stacks are captured.
+    pub site: Option<Rc<str>>,
+}
+
+/// One block of a flush: what the failure bookkeeping needs, decided once
+/// on the CPU and kept until its submission resolves.
+pub(crate) struct BlockRun {
+    pub steps: Vec<Step>,
+    /// The tensors it writes to memory.
+    pub outputs: Vec<TensorId>,
+    /// The outputs its GPU work writes: those no input failure or refused
+    /// allocation took. Empty when nothing is left to run.
+    pub live: Vec<TensorId>,
+    pub injected: Option<Injected>,
+    /// Once replayed: the parts it ran as, each in its own scope.
+    pub parts: Vec<Part>,
+}
+
+/// A piece of a replayed block that writes some of its outputs (with one
+/// output, the whole block): what it ran, and what its scope caught.
+pub(crate) struct Part {
+    pub outputs: Vec<TensorId>,
+    /// Indices into the run's steps of the ops it computes.
+    pub steps: Vec<usize>,
+    pub scope: Scope,
+    /// Pipelines compiled in its scope, dropped if the scope failed.
+    pub compiled: Vec<String>,
+}
+
+impl BlockRun {
+    /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
+    /// Made when asked for, which is rarely: a block can hold a thousand ops.
+    pub fn name(&self) -> String {
+        let names: Vec<&str> = self.steps.iter().map(|s| s.op).collect();
+        names.join("+")
+    }
+
+    /// Where its last op was registered, when stacks are captured.
+    pub fn site(&self) -> Option<String> {
+        self.steps.last()?.site.as_deref().map(str::to_string)
+    }
+}
+
+/// One flush, kept until its scopes resolve.
+pub(crate) struct Submission {
+    pub seq: u64,
+    pub ops: Vec<OpIr>,
+    pub blocks: Vec<Block>,
+    pub runs: Vec<BlockRun>,
+    /// The scope around the whole submit: `None` without error scopes, and
+    /// once replayed (each part then has its own).
+    pub scope: Option<Scope>,
+    /// Pipelines compiled under `scope`.
+    pub compiled: Vec<String>,
+    pub replayed: bool,
+}
+
+impl DeviceState {
+    /// Plans everything queued and runs it in one submit, under one set of
+    /// error scopes.
+    pub fn flush(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let ops = self.queue.take();
+        self.stats.flushes += 1;
+        let seq = self.next_submission;
+        self.next_submission += 1;
+        let blocks = if self.lost.is_some() {
+            // Nothing runs on a lost device: every queued output carries the
+            // loss.
+            self.poison_queued(&ops);
+            Vec::new()
+        } else {
+            let records = &self.records;
+            fusion::plan(
+                &ops,
+                |t| records.get(&t).is_some_and(|r| r.held),
+                |t| records.get(&t).map(|r| r.shape.clone()).unwrap_or_default(),
+                self.max_storage_buffers(),
+            )
+        };
+        let mut runs = Vec::with_capacity(blocks.len());
+        let mut scope = None;
+        let mut compiled = Vec::new();
+        if !blocks.is_empty() {
+            // Without error scopes (a benchmark baseline, never the default)
+            // the same submit runs unguarded.
+            let open = self.error_scopes.then(|| self.gpu.open_scope());
+            let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+            for block in &blocks {
+                let run = self.prepare(&ops, block);
+                self.encode(
+                    &ops,
+                    block,
+                    &run.live,
+                    run.injected.is_some(),
+                    &mut encoder,
+                    seq,
+                );
+                runs.push(run);
+            }
+            self.submit(encoder);
+            compiled = self.gpu.take_compiled_in_scope();
+            scope = open.map(|open| open.close());
+        }
+        self.submissions.push_back(Submission {
+            seq,
+            ops,
+            blocks,
+            runs,
+            scope,
+            compiled,
+            replayed: false,
+        });
+        self.settle();
+    }
+
+    pub(crate) fn max_storage_buffers(&self) -> usize {
+        self.gpu.limits.max_storage_buffers_per_shader_stage as usize
+    }
+
+    /// Decides on the CPU what can be decided before `block` touches the
+    /// GPU (see the module doc).
+    fn prepare(&mut self, ops: &[OpIr], block: &Block) -> BlockRun {
+        let indices = fusion::op_indices(block);
+        let outputs: Vec<TensorId> = match block {
+            Block::Elementwise(b) => b.outputs.clone(),
+            Block::Single(i) | Block::Reduction { op: i, .. } => vec![ops[*i].output],
+        };
+        let capture = self.capture_stacks;
+        let steps: Vec<Step> = indices
+            .iter()
+            .map(|&i| Step {
+                op: ops[i].kind.name(),
+                inputs: ops[i].inputs.clone(),
+                output: ops[i].output,
+                site: match capture {
+                    true => self
+                        .records
+                        .get(&ops[i].output)
+                        .and_then(|r| r.site.clone()),
+                    false => None,
+                },
+            })
+            .collect();
+        let mut run = BlockRun {
+            steps,
+            outputs,
+            live: Vec::new(),
+            injected: None,
+            parts: Vec::new(),
+        };
+
+        // Inputs that carry failures: the ops reading them are skipped.
+        let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
+        for &out in &run.outputs {
+            if let Some(taints) = tainted.get(&out) {
+                self.set_data(out, Data::Failed(taints.clone()), None);
+            }
+        }
+        let live: Vec<TensorId> = run
+            .outputs
+            .iter()
+            .copied()
+            .filter(|o| !tainted.contains_key(o))
+            .collect();
+        if live.is_empty() {
+            return run;
+        }
+
+        let refused = self
+            .beyond_limits(ops, block)
+            .map(|message| (FailureKind::Allocation, message))
+            .or_else(|| {
+                self.beyond_index_range(ops, block)
+                    .map(|message| (FailureKind::IndexRange, message))
+            })
+            .or_else(|| {
+                let bindings = fusion::storage_bindings(block, ops);
+                let max = self.max_storage_buffers();
+                (bindings > max).then(|| {
+                    debug_assert!(false, "the planner made a block of {bindings} bindings");
+                    let message = format!(
+                        "the planner made a kernel binding {bindings} storage buffers; the \
+                         device allows {max}"
+                    );
+                    (FailureKind::Internal, message)
+                })
+            });
+        if let Some((kind, message)) = refused {
+            let root = Root {
+                kind,
+                op: run.name(),
+                message,
+                registered_at: run.site(),
+            };
+            self.root_failure(root, &live);
+            return run;
+        }
+        run.injected = faults::take(&mut self.faults, &run.steps);
+        run.live = live;
+        run
+    }
+
+    /// A new failure rooted at `root`, carried by `outputs` at depth 0.
+    pub(crate) fn root_failure(&mut self, root: Root, outputs: &[TensorId]) {
+        let failure = self.new_failure(root);
+        for &out in outputs {
+            self.set_data(out, Data::Failed(vec![Taint { failure, depth: 0 }]), None);
+        }
+        self.graph.prune(failure);
+    }
+
+    /// Records `block`'s GPU work writing `live` into `encoder`, pending on
+    /// submission `seq`; with `inject`, followed by a genuine validation
+    /// error that voids the submit as a real failure would. A block whose
+    /// lowering finds a broken invariant records nothing, and its outputs
+    /// carry an `internal` failure.
+    pub(crate) fn encode(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        live: &[TensorId],
+        inject: bool,
+        encoder: &mut wgpu::CommandEncoder,
+        seq: u64,
+    ) {
+        if live.is_empty() {
+            return;
+        }
+        let records = &self.records;
+        let placeholder = self.gpu.placeholder.clone();
+        let inputs = |t: TensorId| {
+            access(records, &placeholder, t).or_else(|| {
+                // An input that carries a failure: only ops whose outputs
+                // are discarded read it.
+                let record = records.get(&t)?;
+                matches!(record.data, Data::Failed(_)).then(|| {
+                    let layout = Layout::contiguous(&record.shape);
+                    let shape = record.shape.clone();
+                    (placeholder.clone(), Access { shape, layout })
+                })
+            })
+        };
+        let mut lowering = Lowering {
+            gpu: &mut self.gpu,
+            stats: &mut self.stats,
+            encoder,
+            retired: &mut self.retired,
+        };
+        let lowered = lowering.block(ops, block, live, &inputs);
+        if inject {
+            lowering.gpu.provoke_validation_error(lowering.encoder);
+        }
+        match lowered {
+            Ok(written) => {
+                for (t, written) in written {
+                    let data = match written {
+                        Written::Empty => Data::Empty,
+                        Written::Owned(allocation) => Data::Owned(allocation),
+                        Written::View { of, layout } => Data::View {
+                            base: self.owner(of),
+                            layout,
+                        },
+                    };
+                    self.set_data(t, data, Some(seq));
+                }
+            }
+            Err(why) => {
+                debug_assert!(false, "lowering refused a planned block: {why}");
+                let root = Root {
+                    kind: FailureKind::Internal,
+                    op: block_name(ops, block),
+                    message: why,
+                    registered_at: None,
+                };
+                self.root_failure(root, live);
+            }
+        }
+    }
+
+    /// Taints the outputs of ops queued on a lost device.
+    fn poison_queued(&mut self, ops: &[OpIr]) {
+        let lost = ops.iter().flat_map(|op| &op.inputs).find_map(|&t| {
+            match self.records.get(&t).map(|r| &r.data) {
+                Some(Data::Failed(taints)) => taints.first().copied(),
+                _ => None,
+            }
+        });
+        let reason = self.lost.clone().unwrap_or_default();
+        let taint = lost.unwrap_or_else(|| {
+            let failure = self.new_failure(Root {
+                kind: FailureKind::DeviceLost,
+                op: "device".to_string(),
+                message: format!("{} was lost: {reason}", self.label),
+                registered_at: None,
+            });
+            Taint { failure, depth: 0 }
+        });
+        for op in ops {
+            self.set_data(op.output, Data::Failed(vec![taint]), None);
+        }
+        self.graph.prune(taint.failure);
+    }
+
+    /// Why `block`'s new buffer cannot exist on this device, if it cannot.
+    /// A view allocates only when it must copy (a reshape of strided
+    /// memory); a reduction's buffer has its output's shape.
+    fn beyond_limits(&self, ops: &[OpIr], block: &Block) -> Option<String> {
+        let shape = match block {
+            Block::Elementwise(b) => &b.shape,
+            Block::Single(i) => {
+                let op = &ops[*i];
+                if let OpKind::View(view) = &op.kind {
+                    let input = self.access(op.inputs[0])?.1;
+                    input.layout.view(view, &input.shape, &op.shape)?;
+                    return None;
+                }
+                &op.shape
+            }
+            Block::Reduction { op, .. } => &ops[*op].shape,
+        };
+        let bytes = shape::bytes(shape);
+        let limits = &self.gpu.limits;
+        if bytes > limits.max_buffer_size {
+            Some(format!(
+                "{bytes} bytes exceeds maxBufferSize ({})",
+                limits.max_buffer_size
+            ))
+        } else if bytes > limits.max_storage_buffer_binding_size {
+            Some(format!(
+                "{bytes} bytes exceeds maxStorageBufferBindingSize ({})",
+                limits.max_storage_buffer_binding_size
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Why `block`'s kernels cannot index their work with 32 bits, if they
+    /// cannot: an input read through a layout that reaches past element
+    /// 2^32 - 1, or more positions to visit than that (a sum over a
+    /// broadcast view of 2^32 elements has a tiny buffer and a huge input).
+    /// Checked here, once for every block kind, so codegen's conversions
+    /// never truncate.
+    fn beyond_index_range(&self, ops: &[OpIr], block: &Block) -> Option<String> {
+        let (inputs, space): (Vec<TensorId>, &[usize]) = match block {
+            Block::Elementwise(b) => (
+                b.anchor
+                    .iter()
+                    .flat_map(|&i| ops[i].inputs.iter().copied())
+                    .chain(b.inputs.iter().copied())
+                    .collect(),
+                &b.shape,
+            ),
+            Block::Single(i) => (ops[*i].inputs.clone(), &ops[*i].shape),
+            Block::Reduction { prologue, .. } => (prologue.inputs.clone(), &prologue.shape),
+        };
+        let too_many = |what: String, n: u64| {
+            format!("{what} spans {n} elements; kernels index with 32 bits, at most {MAX_INDEX}")
+        };
+        let positions = shape::bytes(space) / 4;
+        if positions > MAX_INDEX {
+            return Some(too_many(
+                format!("its output {}", shape::display(space)),
+                positions,
+            ));
+        }
+        for t in inputs {
+            let Some((_, access)) = self.access(t) else {
+                continue;
+            };
+            let count = shape::bytes(&access.shape) / 4;
+            let reach = extent(&access);
+            if count > MAX_INDEX || reach > MAX_INDEX {
+                let what = format!("its input {t} {}", shape::display(&access.shape));
+                return Some(too_many(what, count.max(reach)));
+            }
+        }
+        None
+    }
+
+    /// The buffer and layout to read `id` through (see `access`).
+    pub(crate) fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
+        access(&self.records, &self.gpu.placeholder, id)
+    }
+
+    /// The tensor owning `id`'s memory: itself, or the base of its view.
+    pub(crate) fn owner(&self, id: TensorId) -> TensorId {
+        match self.records.get(&id).map(|r| &r.data) {
+            Some(Data::View { base, .. }) => *base,
+            _ => id,
+        }
+    }
+
+    /// Submits `encoder`, then returns the scratch buffers it used to the
+    /// pool (later work is ordered after it).
+    pub(crate) fn submit(&mut self, encoder: wgpu::CommandEncoder) {
+        self.gpu.queue.submit([encoder.finish()]);
+        for allocation in std::mem::take(&mut self.retired) {
+            self.gpu.release(allocation, &mut self.stats);
+        }
+    }
+}
+
+/// The highest element index (plus one) a read of `access` touches, in 64
+/// bits: its offset plus each dim's last step.
+fn extent(access: &Access) -> u64 {
+    if access.shape.contains(&0) {
+        return 0;
+    }
+    let layout = &access.layout;
+    access
+        .shape
+        .iter()
+        .zip(&layout.strides)
+        .fold(layout.offset as u64 + 1, |acc, (&d, &s)| {
+            acc.saturating_add((d as u64 - 1).saturating_mul(s as u64))
+        })
+}
+
+/// `block`'s ops' names joined by `+`.
+fn block_name(ops: &[OpIr], block: &Block) -> String {
+    let indices = fusion::op_indices(block);
+    let names: Vec<&str> = indices.iter().map(|&i| ops[i].kind.name()).collect();
+    names.join("+")
+}
+
+/// The buffer and layout to read `id` through; `None` while it has no
+/// bytes. An empty tensor reads as the GPU's placeholder buffer (no kernel
+/// indexes into it, but a binding must exist).
+pub(crate) fn access(
+    records: &rustc_hash::FxHashMap<TensorId, super::Record>,
+    placeholder: &wgpu::Buffer,
+    id: TensorId,
+) -> Option<(wgpu::Buffer, Access)> {
+    let record = records.get(&id)?;
+    let (buffer, layout) = match &record.data {
+        Data::Unwritten | Data::Failed(_) => return None,
+        Data::Empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
+        Data::Owned(a) => (a.buffer.clone(), Layout::contiguous(&record.shape)),
+        Data::View { base, layout } => match &records.get(base)?.data {
+            Data::Owned(a) => (a.buffer.clone(), layout.clone()),
+            _ => return None,
+        },
+    };
+    Some((
+        buffer,
+        Access {
+            shape: record.shape.clone(),
+            layout,
+        },
+    ))
+}

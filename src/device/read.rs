@@ -1,0 +1,118 @@
+//! Reads: whether a tensor's bytes can be trusted, and getting them back.
+//!
+//! A read is planned like an op: a tensor whose bytes do not lie row-major
+//! in one buffer (a strided view) is first copied by a queued `copy` op,
+//! which goes through the same limit checks, error scopes and failure
+//! records as any kernel. So every GPU command a read issues either was
+//! checked on the CPU first or runs in a scope; the only command left here
+//! is the copy of a contiguous range into a staging buffer of the same size.
+
+use super::{Data, DeviceState};
+use crate::failure::{FailureKind, Report, Root};
+use crate::ir::{OpIr, OpKind, TensorId};
+use crate::runtime::{PendingRead, Scope};
+use crate::tensor::shape;
+
+/// What a read does next.
+pub enum ReadStep {
+    /// Wait for these scopes, then ask again (`reread`).
+    Wait(Vec<Scope>),
+    /// The bytes were never written.
+    Failed(Vec<Report>),
+    /// The bytes are on their way.
+    Go(PendingRead),
+    /// The bytes are strided: read this row-major copy instead (queued and
+    /// flushed; its record is held, and the reader releases it).
+    Via(TensorId),
+}
+
+impl DeviceState {
+    /// The next step of a read of `id`: flush, then either report the
+    /// failures it carries, wait for the scopes its bytes depend on, or
+    /// start copying its bytes back.
+    pub fn read(&mut self, id: TensorId) -> ReadStep {
+        self.flush();
+        self.reread(id)
+    }
+
+    /// `read` after waiting.
+    pub fn reread(&mut self, id: TensorId) -> ReadStep {
+        let waiting = self.settle();
+        let Some(record) = self.records.get(&id) else {
+            return ReadStep::Failed(vec![self.internal_report(id, "its record is gone")]);
+        };
+        if let Data::Failed(taints) = &record.data {
+            let reports = taints
+                .iter()
+                .filter_map(|t| self.graph.report(t.failure, id, t.depth))
+                .collect();
+            return ReadStep::Failed(reports);
+        }
+        if record.pending.is_some() && !waiting.is_empty() {
+            return ReadStep::Wait(waiting);
+        }
+        let Some((buffer, access)) = self.access(id) else {
+            return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);
+        };
+        let numel = shape::numel(&access.shape);
+        if numel > 0 && !access.layout.is_contiguous(&access.shape) {
+            return ReadStep::Via(self.queue_copy(id));
+        }
+        let offset = 4 * access.layout.offset as u64;
+        ReadStep::Go(self.gpu.read(&buffer, offset, 4 * numel as u64))
+    }
+
+    /// Queues and flushes a row-major copy of `id`, held until the reader
+    /// releases it.
+    fn queue_copy(&mut self, id: TensorId) -> TensorId {
+        let shape = self
+            .records
+            .get(&id)
+            .map(|r| r.shape.clone())
+            .unwrap_or_default();
+        let copy = TensorId::next();
+        let op = OpIr {
+            kind: OpKind::Copy,
+            inputs: vec![id],
+            output: copy,
+            shape,
+        };
+        self.register(op, None);
+        self.flush();
+        copy
+    }
+
+    /// A report for a read whose bytes could not be had although nothing
+    /// tainted them: the device was lost while the read was on its way, or
+    /// the runtime broke an invariant of its own (`internal`). Carried by
+    /// nothing, named all the same.
+    pub fn internal_report(&mut self, id: TensorId, why: &str) -> Report {
+        let root = match &self.lost {
+            Some(reason) => Root {
+                kind: FailureKind::DeviceLost,
+                op: "device".to_string(),
+                message: format!(
+                    "{} was lost while {id} was being read: {reason}",
+                    self.label
+                ),
+                registered_at: None,
+            },
+            None => Root {
+                kind: FailureKind::Internal,
+                op: "read".to_string(),
+                message: format!("{id} could not be read: {why}"),
+                registered_at: None,
+            },
+        };
+        let failure = self.graph.insert(root.clone());
+        self.graph.prune(failure);
+        Report {
+            failure,
+            carriers: 0,
+            depth: 0,
+            chain: Vec::new(),
+            dropped: 0,
+            root,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Settling flushed work: waiting for error scopes, replaying a flush whose
+//! scope caught an error, and landing each block's fate on its outputs.
+//!
+//! A scope does not say which block raised its error, and WebGPU voids a
+//! whole submit when one command buffer in it is invalid, so when a flush's
+//! scope reports an error the flush is *replayed*: each block runs again
+//! from scratch in its own scope and submit, which rewrites everything the
+//! voided submit should have written. A block writing several outputs is
+//! replayed split along its data dependence (`fusion::split`): one part per
+//! output, computing only what that output needs, so an error caught in a
+//! part fails exactly the outputs that depend on the op that raised it.
+//! What the planner fused is an implementation detail; a failure follows
+//! data dependence, never kernel boundaries (contract item 6). Work flushed
+//! after it, which may have read what was never written, is replayed too.
+//!
+//! Natively a scope's result is ready at once; in the browser it arrives
+//! later. Until a submission resolves, its outputs are *pending*: a read
+//! waits for it. A replayed part found failing taints its outputs, and
+//! everything computed from them since, after the fact (late taints).
+
+use futures_util::FutureExt;
+use rustc_hash::FxHashMap;
+
+use super::flush::{Part, Step, Submission};
+use super::{Data, DeviceState, Taint};
+use crate::failure::{FailureId, FailureKind, Root};
+use crate::fusion;
+use crate::ir::{OpIr, TensorId};
+use crate::runtime::{GpuError, Scope};
+
+impl DeviceState {
+    /// Resolves every submission whose scopes have all resolved, oldest
+    /// first, replaying from the first whose scope reported an error.
+    /// Returns the scopes still pending (empty when all are settled).
+    pub fn settle(&mut self) -> Vec<Scope> {
+        let mut cx = std::task::Context::from_waker(futures_util::task::noop_waker_ref());
+        while let Some(front) = self.submissions.front() {
+            let waiting: Vec<Scope> = front
+                .scope
+                .iter()
+                .chain(
+                    front
+                        .runs
+                        .iter()
+                        .flat_map(|r| r.parts.iter().map(|p| &p.scope)),
+                )
+                .filter(|scope| (*scope).clone().poll_unpin(&mut cx).is_pending())
+                .cloned()
+                .collect();
+            if !waiting.is_empty() {
+                return waiting;
+            }
+            if front
+                .scope
+                .as_ref()
+                .is_some_and(|s| matches!(s.peek(), Some(Some(_))))
+            {
+                self.replay();
+                continue;
+            }
+            if let Some(submission) = self.submissions.pop_front() {
+                self.resolve(submission);
+            }
+        }
+        self.late_taints.clear();
+        Vec::new()
+    }
+
+    /// Runs every pending submission not yet replayed again, block by block
+    /// and part by part, each part in its own scope and submit: the oldest
+    /// one's scope reported an error that may have voided its whole submit,
+    /// and the later ones may have read what it never wrote.
+    fn replay(&mut self) {
+        let mut submissions = std::mem::take(&mut self.submissions);
+        for submission in submissions.iter_mut().filter(|s| !s.replayed) {
+            // A pipeline compiled under a failing scope may be invalid:
+            // compiled anew, its error lands in its own part's scope.
+            self.gpu.forget_pipelines(&submission.compiled);
+            submission.scope = None;
+            submission.replayed = true;
+            let ops = &submission.ops;
+            for (block, run) in submission.blocks.iter().zip(&mut submission.runs) {
+                if run.live.is_empty() {
+                    continue;
+                }
+                for (part, outputs) in fusion::split(block, ops, &run.live) {
+                    let steps = part_steps(&run.steps, ops, &part);
+                    let inject = run.injected.is_some_and(|i| steps.contains(&i.step));
+                    for &out in &outputs {
+                        self.unwrite(out);
+                    }
+                    let open = self.gpu.open_scope();
+                    let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+                    self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
+                    self.submit(encoder);
+                    run.parts.push(Part {
+                        outputs,
+                        steps,
+                        compiled: self.gpu.take_compiled_in_scope(),
+                        scope: open.close(),
+                    });
+                }
+            }
+        }
+        self.submissions = submissions;
+    }
+
+    /// Lands a submission's results: a replayed part whose scope reported an
+    /// error roots a failure on its outputs; a block that read a tensor
+    /// found tainted while settling ran on garbage, and its outputs carry
+    /// that failure one op deeper. Everything else is trusted from now on,
+    /// and the queue's hold on what the flush read and wrote ends.
+    fn resolve(&mut self, submission: Submission) {
+        for run in &submission.runs {
+            let errors: Vec<(&Part, GpuError)> = run
+                .parts
+                .iter()
+                .filter_map(|p| p.scope.peek().cloned().flatten().map(|e| (p, e)))
+                .collect();
+            let (root, mut failed) = self.root_errors(&run.steps, run.injected, &errors);
+            for (&out, taints) in &failed {
+                self.fail_written(out, taints.clone());
+            }
+            if let Some(root) = root {
+                self.graph.prune(root);
+            }
+            if !self.late_taints.is_empty() {
+                let late = self.propagate(&run.steps, |state, t| {
+                    state.late_taints.get(&t).cloned().unwrap_or_default()
+                });
+                for &out in &run.live {
+                    if let Some(taints) = late.get(&out).filter(|_| !failed.contains_key(&out)) {
+                        self.fail_written(out, taints.clone());
+                        failed.insert(out, taints.clone());
+                    }
+                }
+            }
+            for &out in &run.outputs {
+                if !failed.contains_key(&out)
+                    && let Some(record) = self.records.get_mut(&out)
+                {
+                    record.pending = None;
+                }
+            }
+            // Later blocks that read any of these ran on garbage too.
+            self.late_taints.extend(failed);
+        }
+        // Buffers freed while pending: possibly invalid if a scope failed.
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
+            .into_iter()
+            .partition(|(seq, _)| *seq == submission.seq);
+        self.quarantine = rest;
+        for (_, allocation) in mine {
+            if submission.replayed {
+                self.gpu.forget(allocation, &mut self.stats);
+            } else {
+                self.gpu.release(allocation, &mut self.stats);
+            }
+        }
+        self.release_ops(&submission.ops);
+    }
+
+    /// The failure each output of the failing `errors` parts carries. An
+    /// injected fault every failing part computes is rooted at its op, and
+    /// the block's later ops carry it one op deeper each, as they would
+    /// unfused. A real GPU error is rooted at the ops every failing part
+    /// shares (the culprit is among them), at depth 0. Returns the new
+    /// failure (for the caller to prune once the outputs carry it) with the
+    /// outputs' taints.
+    fn root_errors(
+        &mut self,
+        steps: &[Step],
+        injected: Option<super::faults::Injected>,
+        errors: &[(&Part, GpuError)],
+    ) -> (Option<FailureId>, FxHashMap<TensorId, Vec<Taint>>) {
+        let mut failed = FxHashMap::default();
+        let Some((_, first)) = errors.first() else {
+            return (None, failed);
+        };
+        for (part, _) in errors {
+            self.gpu.forget_pipelines(&part.compiled);
+        }
+        let outputs = errors.iter().flat_map(|(p, _)| p.outputs.iter().copied());
+        let failure = match injected
+            .filter(|i| errors.iter().all(|(p, _)| p.steps.contains(&i.step)))
+        {
+            Some(injected) => {
+                let step = &steps[injected.step];
+                let failure = self.new_failure(Root {
+                    kind: FailureKind::Injected,
+                    op: step.op.to_string(),
+                    message: format!(
+                        "injected {} fault (raised on the GPU as: {})",
+                        injected.kind.name(),
+                        first.message
+                    ),
+                    registered_at: step.site.as_deref().map(str::to_string),
+                });
+                let root = vec![Taint { failure, depth: 0 }];
+                let rooted = step.output;
+                let below = self.propagate(&steps[injected.step + 1..], |_, t| match t == rooted {
+                    true => root.clone(),
+                    false => Vec::new(),
+                });
+                for out in outputs {
+                    let taints = below.get(&out).cloned().unwrap_or_else(|| root.clone());
+                    failed.insert(out, taints);
+                }
+                failure
+            }
+            None => {
+                let shared: Vec<usize> = (0..steps.len())
+                    .filter(|s| errors.iter().all(|(p, _)| p.steps.contains(s)))
+                    .collect();
+                let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
+                let failure = self.new_failure(Root {
+                    kind: first.kind,
+                    op: names.join("+"),
+                    message: first.message.clone(),
+                    registered_at: shared
+                        .last()
+                        .and_then(|&s| steps[s].site.as_deref())
+                        .map(str::to_string),
+                });
+                for out in outputs {
+                    failed.insert(out, vec![Taint { failure, depth: 0 }]);
+                }
+                failure
+            }
+        };
+        (Some(failure), failed)
+    }
+
+    /// For each step in order, the failures its output carries: those of its
+    /// inputs (per `known`, or tainted earlier in these steps), one op deeper.
+    /// Records a skip per failure: the op, the input that carried it, the
+    /// output it would have written. A failure reaching a step through two
+    /// inputs is recorded once, through the deeper one.
+    pub(crate) fn propagate(
+        &mut self,
+        steps: &[Step],
+        known: impl Fn(&Self, TensorId) -> Vec<Taint>,
+    ) -> FxHashMap<TensorId, Vec<Taint>> {
+        let mut tainted: FxHashMap<TensorId, Vec<Taint>> = FxHashMap::default();
+        for step in steps {
+            let mut reached: Vec<(Taint, TensorId)> = Vec::new();
+            for &input in &step.inputs {
+                let taints = tainted
+                    .get(&input)
+                    .cloned()
+                    .unwrap_or_else(|| known(self, input));
+                for taint in taints {
+                    match reached.iter_mut().find(|(t, _)| t.failure == taint.failure) {
+                        Some(entry) if taint.depth > entry.0.depth => *entry = (taint, input),
+                        Some(_) => {}
+                        None => reached.push((taint, input)),
+                    }
+                }
+            }
+            if reached.is_empty() {
+                continue;
+            }
+            let out: Vec<Taint> = reached
+                .into_iter()
+                .flat_map(|(taint, needed)| self.skip(step.op, needed, step.output, &[taint]))
+                .collect();
+            tainted.insert(step.output, out);
+        }
+        tainted
+    }
+
+    /// Ends the queue's hold on what `ops` read and wrote: a tensor nobody
+    /// holds any more goes now.
+    pub fn release_ops(&mut self, ops: &[OpIr]) {
+        for op in ops {
+            for &input in &op.inputs {
+                self.release_dependent(input);
+            }
+        }
+        for op in ops {
+            self.collect(op.output);
+        }
+    }
+
+    /// Forgets pending work on a lost device (whose tensors already carry
+    /// the loss), ending the queue's hold on what it read and wrote.
+    pub fn abandon_submissions(&mut self) {
+        for submission in std::mem::take(&mut self.submissions) {
+            self.release_ops(&submission.ops);
+        }
+    }
+
+    /// Drops what a tensor's GPU work wrote, before it is written again or
+    /// tainted: its buffer may be invalid, so it is destroyed, not pooled.
+    fn unwrite(&mut self, id: TensorId) {
+        let Some(record) = self.records.get_mut(&id) else {
+            return;
+        };
+        record.pending = None;
+        match std::mem::replace(&mut record.data, Data::Unwritten) {
+            Data::Owned(allocation) => self.gpu.forget(allocation, &mut self.stats),
+            other => self.discard(other, None),
+        }
+    }
+
+    /// Taints a written tensor after the fact.
+    fn fail_written(&mut self, id: TensorId, taints: Vec<Taint>) {
+        self.unwrite(id);
+        self.set_data(id, Data::Failed(taints), None);
+    }
+}
+
+/// The positions in `steps` of the ops `part` computes.
+fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> {
+    let outputs: Vec<TensorId> = fusion::op_indices(part)
+        .into_iter()
+        .map(|i| ops[i].output)
+        .collect();
+    (0..steps.len())
+        .filter(|&s| outputs.contains(&steps[s].output))
+        .collect()
+}

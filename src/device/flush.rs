@@ -345,20 +345,13 @@ impl DeviceState {
     }
 
     /// Why `block`'s new buffer cannot exist on this device, if it cannot.
-    /// A view allocates only when it must copy (a reshape of strided
-    /// memory); a reduction's buffer has its output's shape.
+    /// A view allocates only when it must copy; a reduction's buffer has its
+    /// output's shape.
     fn beyond_limits(&self, ops: &[OpIr], block: &Block) -> Option<String> {
         let shape = match block {
             Block::Elementwise(b) => &b.shape,
-            Block::Single(i) => {
-                let op = &ops[*i];
-                if let OpKind::View(view) = &op.kind {
-                    let input = self.access(op.inputs[0])?.1;
-                    input.layout.view(view, &input.shape, &op.shape)?;
-                    return None;
-                }
-                &op.shape
-            }
+            Block::Single(i) if self.aliases(&ops[*i]) => return None,
+            Block::Single(i) => &ops[*i].shape,
             Block::Reduction { op, .. } => &ops[*op].shape,
         };
         let bytes = shape::bytes(shape);
@@ -378,6 +371,16 @@ impl DeviceState {
         }
     }
 
+    /// Whether `op` is a view that aliases its input's memory: no kernel,
+    /// no buffer (a reshape of strided memory copies instead).
+    fn aliases(&self, op: &OpIr) -> bool {
+        let OpKind::View(view) = &op.kind else {
+            return false;
+        };
+        self.access(op.inputs[0])
+            .is_some_and(|(_, input)| input.layout.view(view, &input.shape, &op.shape).is_some())
+    }
+
     /// Why `block`'s kernels cannot index their work with 32 bits, if they
     /// cannot: an input read through a layout that reaches past element
     /// 2^32 - 1, or more positions to visit than that (a sum over a
@@ -394,6 +397,7 @@ impl DeviceState {
                     .collect(),
                 &b.shape,
             ),
+            Block::Single(i) if self.aliases(&ops[*i]) => return None,
             Block::Single(i) => (ops[*i].inputs.clone(), &ops[*i].shape),
             Block::Reduction { prologue, .. } => (prologue.inputs.clone(), &prologue.shape),
         };

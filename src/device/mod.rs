@@ -250,6 +250,10 @@ impl Device {
     pub fn stats(&self) -> Stats {
         self.with_state(|state| Stats {
             failures_held: state.graph.len() as u64,
+            uncaptured_errors: state
+                .gpu
+                .uncaptured
+                .load(std::sync::atomic::Ordering::Relaxed),
             ..state.stats
         })
     }

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::Shared;
@@ -34,6 +35,9 @@ pub struct Stats {
     pub pipelines_compiled: u64,
     pub pipeline_cache_hits: u64,
     pub failures_held: u64,
+    /// GPU errors no error scope caught. Every GPU call runs checked on the
+    /// CPU or inside a scope, so this stays 0; the tests assert it does.
+    pub uncaptured_errors: u64,
 }
 
 /// What an error scope caught: its first error.
@@ -113,6 +117,8 @@ pub struct Gpu {
     /// Pipelines compiled since the current scope opened: when the scope
     /// reports an error they may be invalid, and leave the cache.
     compiled_in_scope: Vec<String>,
+    /// GPU errors that reached the uncaptured-error handler (`Stats`).
+    pub uncaptured: Arc<AtomicU64>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
@@ -169,7 +175,10 @@ impl Gpu {
         // wgpu's native default handler panics inside the failing call. Every
         // GPU call runs inside an error scope, so anything reaching here is a
         // bug to report, never a reason to abort.
-        device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
+        let uncaptured = Arc::new(AtomicU64::new(0));
+        let counter = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            counter.fetch_add(1, Ordering::Relaxed);
             log(&format!("webfusion: uncaptured GPU error: {error}"));
         }));
         let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
@@ -188,6 +197,7 @@ impl Gpu {
             pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
             pool: FxHashMap::default(),
+            uncaptured,
         })
     }
 

@@ -4,8 +4,7 @@
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::error::{ErrorClass, RegistrationError};
-use crate::failure::{ExecutionError, Report, Root, TensorError};
+use crate::{Device, ErrorClass, ExecutionError, RegistrationError, Report, Root, TensorError};
 
 fn set(target: &JsValue, key: &str, value: impl Into<JsValue>) {
     let _ = Reflect::set(target, &key.into(), &value.into());
@@ -26,6 +25,23 @@ pub fn registration(err: &RegistrationError) -> JsValue {
     };
     set(&error, "op", err.op);
     error
+}
+
+/// An error of `op` raised in this layer (an argument refused before
+/// anything reached the Rust API, a device that could not be had), built
+/// like one the Rust API returns: JS code meets one kind of error.
+pub fn op_error(op: &'static str, class: ErrorClass, reason: impl Into<String>) -> JsValue {
+    registration(&RegistrationError::new(op, class, reason))
+}
+
+/// The user's JS frame, when `device` records where things happen; `None`
+/// otherwise, without the cost of capturing a stack.
+pub fn site_if_captured(device: &Device) -> Option<String> {
+    if device.captures_stacks() {
+        caller_site()
+    } else {
+        None
+    }
 }
 
 /// `{ kind, op, message }`.

@@ -5,6 +5,7 @@
 
 pub mod engine;
 pub mod failures;
+pub mod honesty;
 
 /// Every case, as `$run!(module, name)`.
 #[macro_export]
@@ -129,6 +130,38 @@ macro_rules! all_cases {
         $run!(
             failures,
             captured_stacks_name_the_line_that_registered_the_root_op
+        );
+        $run!(
+            honesty,
+            a_matmul_and_four_held_elementwise_ops_after_it_read_correctly
+        );
+        $run!(
+            honesty,
+            every_block_kind_with_many_inputs_and_held_outputs_fits_the_binding_limit
+        );
+        $run!(
+            honesty,
+            operands_on_another_device_are_refused_even_when_they_agree_with_each_other
+        );
+        $run!(
+            honesty,
+            work_past_32_bit_indices_fails_as_index_range_instead_of_computing_a_wrong_value
+        );
+        $run!(
+            honesty,
+            a_read_of_a_huge_strided_view_fails_as_an_allocation_before_any_gpu_call
+        );
+        $run!(
+            honesty,
+            a_failure_taints_only_what_depends_on_the_failed_op_whatever_was_fused_with_it
+        );
+        $run!(
+            honesty,
+            a_lost_device_fails_every_pending_read_promptly_and_a_new_device_works
+        );
+        $run!(
+            honesty,
+            a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_memory_flat
         );
     };
 }

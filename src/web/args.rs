@@ -1,0 +1,483 @@
+//! JS values to the arguments of the Rust API. JS passes anything anywhere,
+//! and wasm-bindgen's typed parameters coerce silently (`'abc'` as an `f64`
+//! is NaN, any truthy value a `true`), so every public method takes
+//! `JsValue`s and converts them here, refusing what does not fit with an
+//! error naming the op, the argument and what was passed.
+
+use js_sys::{Array, Object, Reflect};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+use crate::{Device, ErrorClass, Operand, Tensor};
+
+use super::errors::op_error;
+use super::registry::{self, Found};
+
+/// What a caller passed, as an error names it: `undefined`, `5`,
+/// `the string "oops"`, `an object of class Tensor`.
+pub fn describe(value: &JsValue) -> String {
+    if value.is_undefined() || value.is_null() || value.as_f64().is_some() || value.is_bigint() {
+        return value.as_debug_string();
+    }
+    if let Some(text) = value.as_string() {
+        let mut shown: String = text.chars().take(40).collect();
+        if shown.len() < text.len() {
+            shown.push('…');
+        }
+        return format!("the string {shown:?}");
+    }
+    if let Some(flag) = value.as_bool() {
+        return flag.to_string();
+    }
+    if value.is_symbol() {
+        return "a symbol".to_string();
+    }
+    if value.is_function() {
+        return "a function".to_string();
+    }
+    match registry::find(value) {
+        Found::Tensor(_) | Found::Disposed(_) => return "a webfusion Tensor".to_string(),
+        Found::Device(_) => return "a webfusion Device".to_string(),
+        Found::Foreign => {}
+    }
+    if Array::is_array(value) {
+        let n = value.unchecked_ref::<Array>().length();
+        return format!("an array of {n} item{}", if n == 1 { "" } else { "s" });
+    }
+    // Each step can run user code (a Proxy's traps); a step that throws
+    // leaves the plainer description.
+    let Ok(proto) = Reflect::get_prototype_of(value) else {
+        return "an object".to_string();
+    };
+    if proto.is_null() {
+        return "an object with no prototype".to_string();
+    }
+    let class = Reflect::get(&proto, &"constructor".into())
+        .and_then(|c| Reflect::get(&c, &"name".into()))
+        .ok()
+        .and_then(|n| n.as_string())
+        .filter(|n| !n.is_empty());
+    match class.as_deref() {
+        Some("Object") => "a plain object".to_string(),
+        Some(name) => format!("an object of class {name}"),
+        None => "an object".to_string(),
+    }
+}
+
+/// An optional argument left out.
+pub fn absent(value: &JsValue) -> bool {
+    value.is_undefined() || value.is_null()
+}
+
+fn type_error(op: &'static str, reason: String) -> JsValue {
+    op_error(op, ErrorClass::Type, reason)
+}
+
+fn range_error(op: &'static str, reason: String) -> JsValue {
+    op_error(op, ErrorClass::Range, reason)
+}
+
+/// A number, as JS prints it (`Infinity`, `1e+21`).
+fn js_number(n: f64) -> String {
+    JsValue::from(n).as_debug_string()
+}
+
+pub fn number(op: &'static str, what: &str, value: &JsValue) -> Result<f64, JsValue> {
+    value.as_f64().ok_or_else(|| {
+        type_error(
+            op,
+            format!("{what} must be a number, got {}", describe(value)),
+        )
+    })
+}
+
+pub fn number_or(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+    default: f64,
+) -> Result<f64, JsValue> {
+    if absent(value) {
+        Ok(default)
+    } else {
+        number(op, what, value)
+    }
+}
+
+pub fn boolean_or(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+    default: bool,
+) -> Result<bool, JsValue> {
+    if absent(value) {
+        return Ok(default);
+    }
+    value.as_bool().ok_or_else(|| {
+        type_error(
+            op,
+            format!("{what} must be a boolean, got {}", describe(value)),
+        )
+    })
+}
+
+pub fn string(op: &'static str, what: &str, value: &JsValue) -> Result<String, JsValue> {
+    value.as_string().ok_or_else(|| {
+        type_error(
+            op,
+            format!("{what} must be a string, got {}", describe(value)),
+        )
+    })
+}
+
+/// A whole number in `[min, max]`: the bounds are those of the Rust type it
+/// becomes (on wasm32 `usize` is 32 bits), so the conversion never
+/// saturates into a different value than the caller wrote.
+pub fn integer(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+    min: f64,
+    max: f64,
+) -> Result<f64, JsValue> {
+    let n = number(op, what, value)?;
+    if n.fract() == 0.0 && n >= min && n <= max {
+        Ok(n)
+    } else {
+        Err(range_error(
+            op,
+            format!(
+                "{what} must be an integer from {} to {}, got {}",
+                js_number(min),
+                js_number(max),
+                js_number(n)
+            ),
+        ))
+    }
+}
+
+/// A count or dim.
+pub fn count(op: &'static str, what: &str, value: &JsValue) -> Result<usize, JsValue> {
+    integer(op, what, value, 0.0, usize::MAX as f64).map(|n| n as usize)
+}
+
+/// An axis or a size that may be negative.
+pub fn int(op: &'static str, what: &str, value: &JsValue) -> Result<isize, JsValue> {
+    integer(op, what, value, isize::MIN as f64, isize::MAX as f64).map(|n| n as isize)
+}
+
+pub fn int_or(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+    default: isize,
+) -> Result<isize, JsValue> {
+    if absent(value) {
+        Ok(default)
+    } else {
+        int(op, what, value)
+    }
+}
+
+/// The items of an array argument; anything else is refused, array-likes
+/// included, so that a string is never read as a list of characters.
+fn items(op: &'static str, what: &str, value: &JsValue) -> Result<Array, JsValue> {
+    if Array::is_array(value) {
+        Ok(value.clone().unchecked_into())
+    } else {
+        Err(type_error(
+            op,
+            format!("{what} must be an array, got {}", describe(value)),
+        ))
+    }
+}
+
+/// A shape: an array of dims.
+pub fn shape(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<usize>, JsValue> {
+    items(op, what, value)?
+        .iter()
+        .enumerate()
+        .map(|(i, d)| count(op, &format!("{what}[{i}]"), &d))
+        .collect()
+}
+
+/// An array of integers that may be negative (`reshape`'s -1).
+pub fn ints(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>, JsValue> {
+    items(op, what, value)?
+        .iter()
+        .enumerate()
+        .map(|(i, d)| int(op, &format!("{what}[{i}]"), &d))
+        .collect()
+}
+
+/// One integer or an array of them, as TensorFlow.js takes axes and
+/// `slice`'s bounds.
+pub fn int_or_ints(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>, JsValue> {
+    if Array::is_array(value) {
+        ints(op, what, value)
+    } else {
+        Ok(vec![int(op, what, value)?])
+    }
+}
+
+/// Axes: one, several, or all when left out.
+pub fn axes(op: &'static str, value: &JsValue) -> Result<Option<Vec<isize>>, JsValue> {
+    if absent(value) {
+        Ok(None)
+    } else {
+        int_or_ints(op, "axis", value).map(Some)
+    }
+}
+
+/// A webfusion `Tensor` that is still live. `place` says which argument,
+/// for ops that take several (`" for b"`, `" at tensors[1]"`).
+pub fn tensor(op: &'static str, place: &str, value: &JsValue) -> Result<Tensor, JsValue> {
+    match registry::find(value) {
+        Found::Tensor(t) => Ok(t),
+        Found::Disposed(id) => Err(registry::disposed(op, id)),
+        Found::Device(_) | Found::Foreign => Err(type_error(
+            op,
+            format!(
+                "expected a webfusion Tensor{place}, got {}",
+                describe(value)
+            ),
+        )),
+    }
+}
+
+pub fn tensors(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<Tensor>, JsValue> {
+    items(op, what, value)?
+        .iter()
+        .enumerate()
+        .map(|(i, t)| tensor(op, &format!(" at {what}[{i}]"), &t))
+        .collect()
+}
+
+pub fn device(op: &'static str, value: &JsValue) -> Result<Device, JsValue> {
+    match registry::find(value) {
+        Found::Device(d) => Ok(d),
+        _ => Err(type_error(
+            op,
+            format!("expected a webfusion Device, got {}", describe(value)),
+        )),
+    }
+}
+
+/// A binary op's other operand, owned until the op borrows it.
+pub enum OperandArg {
+    Scalar(f32),
+    Tensor(Tensor),
+}
+
+impl OperandArg {
+    pub fn get(&self) -> Operand<'_> {
+        match self {
+            OperandArg::Scalar(v) => Operand::Scalar(*v),
+            OperandArg::Tensor(t) => Operand::Tensor(t),
+        }
+    }
+}
+
+pub fn operand(op: &'static str, value: &JsValue) -> Result<OperandArg, JsValue> {
+    if let Some(n) = value.as_f64() {
+        return Ok(OperandArg::Scalar(n as f32));
+    }
+    match registry::find(value) {
+        Found::Tensor(t) => Ok(OperandArg::Tensor(t)),
+        Found::Disposed(id) => Err(registry::disposed(op, id)),
+        Found::Device(_) | Found::Foreign => Err(type_error(
+            op,
+            format!(
+                "expected a webfusion Tensor or a number, got {}",
+                describe(value)
+            ),
+        )),
+    }
+}
+
+/// An options object. Keys it does not know are refused: a misspelt key
+/// (`{ minval: 2 }`, `{ captureStack: true }`) would otherwise be ignored
+/// without a word and its default used.
+pub struct Options {
+    op: &'static str,
+    /// How keys are named in errors: `""` at the top, `"debug."` inside.
+    prefix: String,
+    object: Option<Object>,
+}
+
+impl Options {
+    /// `value` read as an argument of options with `known` keys (`what`
+    /// names the argument); left out, every key takes its default.
+    pub fn read(
+        op: &'static str,
+        what: &str,
+        value: &JsValue,
+        known: &[&str],
+    ) -> Result<Options, JsValue> {
+        Options::with_prefix(op, what, String::new(), value, known)
+    }
+
+    /// The options object at `key`, itself an option.
+    pub fn nested(&self, key: &str, known: &[&str]) -> Result<Options, JsValue> {
+        let (value, what) = self.get(key)?;
+        let prefix = format!("{what}.");
+        Options::with_prefix(self.op, &what, prefix, &value, known)
+    }
+
+    fn with_prefix(
+        op: &'static str,
+        what: &str,
+        prefix: String,
+        value: &JsValue,
+        known: &[&str],
+    ) -> Result<Options, JsValue> {
+        if absent(value) {
+            return Ok(Options {
+                op,
+                prefix,
+                object: None,
+            });
+        }
+        if !value.is_object() || Array::is_array(value) {
+            return Err(type_error(
+                op,
+                format!("{what} must be an object, got {}", describe(value)),
+            ));
+        }
+        let object: Object = value.clone().unchecked_into();
+        for key in Object::keys(&object).iter() {
+            let key = key.as_string().unwrap_or_default();
+            if !known.contains(&key.as_str()) {
+                return Err(type_error(
+                    op,
+                    format!(
+                        "{what} has no option '{key}' (it takes {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(Options {
+            op,
+            prefix,
+            object: Some(object),
+        })
+    }
+
+    /// The value at `key` (undefined when absent) and how errors name it.
+    /// A getter that throws throws through here unchanged: it is the
+    /// caller's own error.
+    pub fn get(&self, key: &str) -> Result<(JsValue, String), JsValue> {
+        let value = match &self.object {
+            Some(object) => Reflect::get(object, &key.into())?,
+            None => JsValue::UNDEFINED,
+        };
+        Ok((value, format!("{}{key}", self.prefix)))
+    }
+
+    pub fn number_or(&self, key: &str, default: f64) -> Result<f64, JsValue> {
+        let (value, what) = self.get(key)?;
+        number_or(self.op, &what, &value, default)
+    }
+
+    pub fn boolean_or(&self, key: &str, default: bool) -> Result<bool, JsValue> {
+        let (value, what) = self.get(key)?;
+        boolean_or(self.op, &what, &value, default)
+    }
+
+    /// An integer option in `[min, max]`, `default` when absent.
+    pub fn integer_or(&self, key: &str, min: f64, max: f64, default: f64) -> Result<f64, JsValue> {
+        let (value, what) = self.get(key)?;
+        if absent(&value) {
+            Ok(default)
+        } else {
+            integer(self.op, &what, &value, min, max)
+        }
+    }
+
+    /// The `seed` option: any integer a JS number holds exactly.
+    pub fn seed(&self) -> Result<u64, JsValue> {
+        self.integer_or("seed", 0.0, 9_007_199_254_740_991.0, 0.0)
+            .map(|s| s as u64)
+    }
+}
+
+/// `tensor()`'s values, flattened row-major, and the shape their nesting
+/// gives: a number (a scalar), a `Float32Array` or flat array (one dim), or
+/// nested arrays, which must be rectangular.
+pub fn values(op: &'static str, value: &JsValue) -> Result<(Vec<f32>, Vec<usize>), JsValue> {
+    if let Some(n) = value.as_f64() {
+        return Ok((vec![n as f32], vec![]));
+    }
+    if let Some(typed) = value.dyn_ref::<js_sys::Float32Array>() {
+        let values = typed.to_vec();
+        let len = values.len();
+        return Ok((values, vec![len]));
+    }
+    if !Array::is_array(value) {
+        return Err(type_error(
+            op,
+            format!(
+                "values must be a number, an array or a Float32Array, got {}",
+                describe(value)
+            ),
+        ));
+    }
+    // The shape is read off the first element at each depth; every other
+    // element must then match it.
+    let mut shape = Vec::new();
+    let mut probe = value.clone();
+    while Array::is_array(&probe) {
+        let array: &Array = probe.unchecked_ref();
+        shape.push(array.length() as usize);
+        if array.length() == 0 {
+            break;
+        }
+        probe = array.get(0);
+    }
+    let ragged = || {
+        range_error(
+            op,
+            format!(
+                "nested arrays must be rectangular (every row the same length and depth, \
+                 {} like the first)",
+                crate::tensor::shape::display(&shape)
+            ),
+        )
+    };
+    // Depth-first without recursion: a deeply nested array must not
+    // exhaust the wasm stack. Children are pushed last first, so the values
+    // come out row-major.
+    let mut out = Vec::new();
+    let mut stack = vec![(value.clone(), 0usize)];
+    while let Some((item, depth)) = stack.pop() {
+        if depth == shape.len() {
+            match item.as_f64() {
+                Some(n) => out.push(n as f32),
+                None if Array::is_array(&item) => return Err(ragged()),
+                None => {
+                    return Err(type_error(
+                        op,
+                        format!("values must hold numbers, got {}", describe(&item)),
+                    ));
+                }
+            }
+        } else if Array::is_array(&item) {
+            let array: &Array = item.unchecked_ref();
+            if array.length() as usize != shape[depth] {
+                return Err(ragged());
+            }
+            for i in (0..array.length()).rev() {
+                stack.push((array.get(i), depth + 1));
+            }
+        } else if item.as_f64().is_some() {
+            return Err(ragged());
+        } else {
+            return Err(type_error(
+                op,
+                format!("values must hold numbers, got {}", describe(&item)),
+            ));
+        }
+    }
+    Ok((out, shape))
+}

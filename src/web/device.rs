@@ -1,0 +1,361 @@
+//! The `Device` class.
+
+use js_sys::{Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+
+use crate::{Device, DeviceOptions, ErrorClass, FaultKind};
+
+use super::args::{self, Options};
+use super::errors;
+use super::registry::{self, Found, Key, register};
+
+/// A GPU device.
+#[wasm_bindgen(js_name = Device)]
+pub struct JsDevice {
+    key: Key,
+}
+
+impl JsDevice {
+    pub(super) fn new(key: Key) -> JsDevice {
+        JsDevice { key }
+    }
+
+    /// The device this object stands for; `op` names the method for the
+    /// error when `this` is not a webfusion Device.
+    fn device(&self, op: &'static str) -> Result<Device, JsValue> {
+        match registry::held(self.key) {
+            Found::Device(device) => Ok(device),
+            _ => Err(errors::op_error(
+                op,
+                ErrorClass::Type,
+                "called on an object that is not a webfusion Device",
+            )),
+        }
+    }
+}
+
+impl Drop for JsDevice {
+    /// The object was collected: the table forgets it.
+    fn drop(&mut self) {
+        registry::forget(self.key);
+    }
+}
+
+#[wasm_bindgen(js_class = Device)]
+impl JsDevice {
+    /// `Device.request({ capacity?, debug?: { captureStacks?, errorScopes? } })`
+    /// opens a GPU device. Options are checked at once (a bad one throws);
+    /// the `Promise` rejects with an `Error` saying what is missing when
+    /// WebGPU or an adapter is not available.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Device>")]
+    pub fn request(
+        #[wasm_bindgen(unchecked_optional_param_type = "{ capacity?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }")] options: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let op = "Device.request";
+        let options = Options::read(op, "options", &options, &["capacity", "debug"])?;
+        let debug = options.nested("debug", &["captureStacks", "errorScopes"])?;
+        let defaults = DeviceOptions::default();
+        let opts = DeviceOptions {
+            capacity: options.integer_or(
+                "capacity",
+                1.0,
+                usize::MAX as f64,
+                defaults.capacity as f64,
+            )? as usize,
+            capture_stacks: debug.boolean_or("captureStacks", defaults.capture_stacks)?,
+            error_scopes: debug.boolean_or("errorScopes", defaults.error_scopes)?,
+        };
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match Device::request(opts).await {
+                Ok(device) => Ok(registry::wrap_device(device)),
+                Err(e) => Err(errors::op_error(op, ErrorClass::Other, e.to_string())),
+            }
+        }))
+    }
+
+    /// `tensor(values, shape?)`: values as a number, (nested) array or
+    /// `Float32Array`. Nested arrays give the shape; a `shape` given with
+    /// them must be that shape. A flat array or `Float32Array` takes any
+    /// shape its length fills.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn tensor(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number | number[] | any[] | Float32Array")]
+        values: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] shape: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "tensor";
+        let device = self.device(op)?;
+        let (values, nested) = args::values(op, &values)?;
+        let shape = if args::absent(&shape) {
+            nested
+        } else {
+            let shape = args::shape(op, "shape", &shape)?;
+            if nested.len() > 1 && shape != nested {
+                return Err(errors::op_error(
+                    op,
+                    ErrorClass::Range,
+                    format!(
+                        "shape {} differs from the shape {} the nested arrays give",
+                        crate::tensor::shape::display(&shape),
+                        crate::tensor::shape::display(&nested)
+                    ),
+                ));
+            }
+            shape
+        };
+        register(&device, || device.tensor(&values, Some(&shape)))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn zeros(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let device = self.device("zeros")?;
+        let shape = args::shape("zeros", "shape", &shape)?;
+        register(&device, || device.zeros(&shape))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn ones(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let device = self.device("ones")?;
+        let shape = args::shape("ones", "shape", &shape)?;
+        register(&device, || device.ones(&shape))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn full(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] value: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "full";
+        let device = self.device(op)?;
+        let shape = args::shape(op, "shape", &shape)?;
+        let value = args::number(op, "value", &value)?;
+        register(&device, || device.full(&shape, value as f32))
+    }
+
+    /// `arange(start, stop, step = 1)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn arange(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] stop: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] step: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "arange";
+        let device = self.device(op)?;
+        let start = args::number(op, "start", &start)?;
+        let stop = args::number(op, "stop", &stop)?;
+        let step = args::number_or(op, "step", &step, 1.0)?;
+        register(&device, || {
+            device.arange(start as f32, stop as f32, step as f32)
+        })
+    }
+
+    /// `randomUniform(shape, { min = 0, max = 1, seed = 0 })`.
+    #[wasm_bindgen(js_name = randomUniform, unchecked_return_type = "Tensor")]
+    pub fn random_uniform(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ min?: number; max?: number; seed?: number }")]
+        options: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "randomUniform";
+        let device = self.device(op)?;
+        let shape = args::shape(op, "shape", &shape)?;
+        let options = Options::read(op, "options", &options, &["min", "max", "seed"])?;
+        let min = options.number_or("min", 0.0)?;
+        let max = options.number_or("max", 1.0)?;
+        let seed = options.seed()?;
+        register(&device, || {
+            device.random_uniform(&shape, min as f32, max as f32, seed)
+        })
+    }
+
+    /// `randomNormal(shape, { mean = 0, std = 1, seed = 0 })`.
+    #[wasm_bindgen(js_name = randomNormal, unchecked_return_type = "Tensor")]
+    pub fn random_normal(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ mean?: number; std?: number; seed?: number }")]
+        options: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "randomNormal";
+        let device = self.device(op)?;
+        let shape = args::shape(op, "shape", &shape)?;
+        let options = Options::read(op, "options", &options, &["mean", "std", "seed"])?;
+        let mean = options.number_or("mean", 0.0)?;
+        let std = options.number_or("std", 1.0)?;
+        let seed = options.seed()?;
+        register(&device, || {
+            device.random_normal(&shape, mean as f32, std as f32, seed)
+        })
+    }
+
+    /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`.
+    #[wasm_bindgen(js_name = where, unchecked_return_type = "Tensor")]
+    pub fn where_(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] cond: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] a: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] b: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "where";
+        let device = self.device(op)?;
+        let cond = args::tensor(op, " for cond", &cond)?;
+        let a = args::tensor(op, " for a", &a)?;
+        let b = args::tensor(op, " for b", &b)?;
+        register(&device, || device.where_(&cond, &a, &b))
+    }
+
+    /// `cat(tensors, axis = 0)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cat(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "cat";
+        let device = self.device(op)?;
+        let tensors = args::tensors(op, "tensors", &tensors)?;
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        register(&device, || {
+            device.cat(&tensors.iter().collect::<Vec<_>>(), axis)
+        })
+    }
+
+    /// `stack(tensors, axis = 0)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn stack(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "stack";
+        let device = self.device(op)?;
+        let tensors = args::tensors(op, "tensors", &tensors)?;
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        register(&device, || {
+            device.stack(&tensors.iter().collect::<Vec<_>>(), axis)
+        })
+    }
+
+    /// Runs everything queued. Resolves when all of it succeeded; rejects
+    /// with an `ExecutionError` naming each failure once when any work
+    /// flushed since the last `sync()` failed.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn sync(&self) -> Result<Promise, JsValue> {
+        let device = self.device("sync")?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match device.sync().await {
+                Ok(()) => Ok(JsValue::UNDEFINED),
+                Err(e) => Err(errors::execution(&e)),
+            }
+        }))
+    }
+
+    /// Destroys the GPU device: every tensor on it rejects reads with kind
+    /// `device-lost`; registration throws. Request a new device afterwards.
+    /// `free()` and `[Symbol.dispose]()` do the same.
+    pub fn destroy(&self) -> Result<(), JsValue> {
+        self.device("destroy")?.destroy();
+        Ok(())
+    }
+
+    /// Why the device was lost, or `null` while it works.
+    #[wasm_bindgen(getter)]
+    pub fn lost(&self) -> Result<Option<String>, JsValue> {
+        Ok(self.device("lost")?.lost_reason())
+    }
+
+    /// `injectFault({ op, nth = 1, kind = 'validation' })`: the nth kernel
+    /// that computes `op` fails through a genuine GPU error; its root says
+    /// it was injected. `kind` is `'validation'`, `'out-of-memory'` or
+    /// `'internal'`.
+    #[wasm_bindgen(js_name = injectFault)]
+    pub fn inject_fault(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "{ op: string; nth?: number; kind?: 'validation' | 'out-of-memory' | 'internal' }")]
+        spec: JsValue,
+    ) -> Result<(), JsValue> {
+        let name = "injectFault";
+        let device = self.device(name)?;
+        if args::absent(&spec) {
+            return Err(errors::op_error(
+                name,
+                ErrorClass::Type,
+                format!(
+                    "expected {{ op, nth?, kind? }}, got {}",
+                    args::describe(&spec)
+                ),
+            ));
+        }
+        let spec = Options::read(name, "spec", &spec, &["op", "nth", "kind"])?;
+        let (op, what) = spec.get("op")?;
+        let op = args::string(name, &what, &op)?;
+        let nth = spec.integer_or("nth", 0.0, usize::MAX as f64, 1.0)? as usize;
+        let (kind, what) = spec.get("kind")?;
+        let kind = if args::absent(&kind) {
+            FaultKind::Validation
+        } else {
+            fault_kind(name, &what, &kind)?
+        };
+        device
+            .inject_fault(&op, nth, kind)
+            .map_err(|e| errors::registration(&e))
+    }
+
+    /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
+    /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
+    pub fn stats(&self) -> Result<Object, JsValue> {
+        let s = self.device("stats")?.stats();
+        let object = Object::new();
+        for (key, value) in [
+            ("opsRegistered", s.ops_registered),
+            ("flushes", s.flushes),
+            ("kernelsLaunched", s.kernels_launched),
+            ("fusedOps", s.fused_ops),
+            ("buffersAllocated", s.buffers_allocated),
+            ("bytesAllocated", s.bytes_allocated),
+            ("bytesInUse", s.bytes_in_use),
+            ("pipelinesCompiled", s.pipelines_compiled),
+            ("pipelineCacheHits", s.pipeline_cache_hits),
+            ("failuresHeld", s.failures_held),
+        ] {
+            Reflect::set(&object, &key.into(), &(value as f64).into())?;
+        }
+        Ok(object)
+    }
+}
+
+/// `kind` by the names Rust gives the fault kinds.
+fn fault_kind(op: &'static str, what: &str, value: &JsValue) -> Result<FaultKind, JsValue> {
+    const KINDS: [FaultKind; 3] = [
+        FaultKind::Validation,
+        FaultKind::OutOfMemory,
+        FaultKind::Internal,
+    ];
+    let names: Vec<String> = KINDS.iter().map(|k| format!("'{}'", k.name())).collect();
+    let refuse = |class| {
+        errors::op_error(
+            op,
+            class,
+            format!(
+                "{what} must be one of {}, got {}",
+                names.join(", "),
+                args::describe(value)
+            ),
+        )
+    };
+    let name = value.as_string().ok_or_else(|| refuse(ErrorClass::Type))?;
+    KINDS
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| refuse(ErrorClass::Range))
+}

@@ -1,0 +1,294 @@
+//! Which JS objects are webfusion's, and what each one holds.
+//!
+//! An object JS gets (a `Tensor` or a `Device`) holds nothing but a key, and
+//! the key names its entry in this table. Each object gets its own key, even
+//! when two objects stand for one tensor (`t.to(sameDevice)`), so disposing
+//! one leaves the other working. Keys come from one counter for both classes
+//! and are never reused: a method called with a foreign `this` (a `Device`
+//! passed as a `Tensor`'s `this`) reads a key that names nothing of the
+//! kind it expects and is refused, instead of using the wrong entry.
+//!
+//! An argument is recognised by its brand: the object was recorded in a
+//! `WeakMap` when this module made it. Not by its class name (a minifier
+//! renames it, and any class can be named `Tensor`), and not by a field
+//! (any object can have an `id`). Being a `WeakMap`, the brand never keeps
+//! an object alive.
+
+use std::cell::{Cell, RefCell};
+use std::thread::LocalKey;
+
+use js_sys::{Array, Map, Object, Reflect, Set, Symbol, WeakMap};
+use rustc_hash::{FxHashMap, FxHashSet};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+use crate::tensor::with_site;
+use crate::{Device, ErrorClass, RegistrationError, Tensor, TensorId};
+
+use super::device::JsDevice;
+use super::errors;
+use super::tensor::JsTensor;
+
+pub type Key = u64;
+
+/// What an object (or a key) stands for.
+pub enum Found {
+    Tensor(Tensor),
+    /// A tensor object whose tensor was disposed (by `dispose()`, `free()`,
+    /// `Symbol.dispose` or the `tidy()` that made it).
+    Disposed(TensorId),
+    Device(Device),
+    /// Not an object this module made.
+    Foreign,
+}
+
+/// A tensor object's entry: the tensor until it is disposed, and its id
+/// always, for the error that says it was disposed.
+struct Held {
+    id: TensorId,
+    tensor: Option<Tensor>,
+}
+
+#[derive(Default)]
+struct Table {
+    next: Key,
+    tensors: FxHashMap<Key, Held>,
+    devices: FxHashMap<Key, Device>,
+    /// The open `tidy()` scopes, innermost last: the tensor keys each made.
+    scopes: Vec<Vec<Key>>,
+}
+
+impl Table {
+    fn key(&mut self) -> Key {
+        self.next += 1;
+        self.next
+    }
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::default();
+    /// Object -> key.
+    static BRANDS: WeakMap = WeakMap::new();
+    static TENSOR_CLASS_READY: Cell<bool> = const { Cell::new(false) };
+    static DEVICE_CLASS_READY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` on the table. `f` never calls into JS nor drops a `Tensor`, so
+/// the borrow cannot be re-entered (a JS getter or finalizer could call back
+/// in) and a `Tensor`'s release never runs inside it.
+fn table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+    TABLE.with(|t| f(&mut t.borrow_mut()))
+}
+
+/// The object JS gets for a new tensor: branded, and counted in the
+/// innermost `tidy()` scope.
+pub fn wrap_tensor(tensor: Tensor) -> JsValue {
+    let id = tensor.id();
+    let key = table(|t| {
+        let key = t.key();
+        t.tensors.insert(
+            key,
+            Held {
+                id,
+                tensor: Some(tensor),
+            },
+        );
+        if let Some(scope) = t.scopes.last_mut() {
+            scope.push(key);
+        }
+        key
+    });
+    brand(
+        JsValue::from(JsTensor::new(key)),
+        key,
+        &TENSOR_CLASS_READY,
+        "dispose",
+    )
+}
+
+/// The object JS gets for a new device.
+pub fn wrap_device(device: Device) -> JsValue {
+    let key = table(|t| {
+        let key = t.key();
+        t.devices.insert(key, device);
+        key
+    });
+    brand(
+        JsValue::from(JsDevice::new(key)),
+        key,
+        &DEVICE_CLASS_READY,
+        "destroy",
+    )
+}
+
+fn brand(
+    object: JsValue,
+    key: Key,
+    class_ready: &'static LocalKey<Cell<bool>>,
+    release: &str,
+) -> JsValue {
+    BRANDS.with(|b| b.set(object.unchecked_ref(), &JsValue::from(key as f64)));
+    if !class_ready.with(|ready| ready.replace(true)) {
+        redirect_free(&object, release);
+    }
+    object
+}
+
+/// Makes the class's `free()` and `[Symbol.dispose]()` its own release
+/// (`dispose` for a tensor, `destroy` for a device).
+///
+/// wasm-bindgen's `free()` frees the Rust struct at once and zeroes the
+/// object's pointer, and its `Symbol.dispose` calls `free()`: the object
+/// then fails every later use with "null pointer passed to rust", naming
+/// neither the op nor the object. Redirected, the object stays valid, its
+/// resource is released, and a later use throws the clear error (`was
+/// disposed`, `was lost`). The Rust struct is still freed when the object is
+/// collected: wasm-bindgen's `FinalizationRegistry` calls the wasm free
+/// export directly, never the JS method. Done on the prototype, once, at
+/// the class's first object: the class is not reachable from Rust before.
+fn redirect_free(object: &JsValue, release: &str) {
+    let Ok(proto) = Reflect::get_prototype_of(object) else {
+        return;
+    };
+    let Ok(release) = Reflect::get(&proto, &release.into()) else {
+        return;
+    };
+    let _ = Reflect::set(&proto, &"free".into(), &release);
+    let dispose = JsValue::from(Symbol::dispose());
+    if !dispose.is_undefined() {
+        let _ = Reflect::set(&proto, &dispose, &release);
+    }
+}
+
+/// What `value` stands for, by its brand.
+pub fn find(value: &JsValue) -> Found {
+    if !value.is_object() {
+        return Found::Foreign;
+    }
+    match BRANDS.with(|b| b.get(value.unchecked_ref())).as_f64() {
+        Some(key) => held(key as Key),
+        None => Found::Foreign,
+    }
+}
+
+/// What `key` stands for.
+pub fn held(key: Key) -> Found {
+    table(|t| {
+        if let Some(held) = t.tensors.get(&key) {
+            match &held.tensor {
+                Some(tensor) => Found::Tensor(tensor.clone()),
+                None => Found::Disposed(held.id),
+            }
+        } else if let Some(device) = t.devices.get(&key) {
+            Found::Device(device.clone())
+        } else {
+            Found::Foreign
+        }
+    })
+}
+
+/// The error for using a disposed tensor in `op`.
+pub fn disposed(op: &'static str, id: TensorId) -> JsValue {
+    errors::op_error(op, ErrorClass::Other, format!("{id} was disposed"))
+}
+
+/// Releases the tensor of the object with `key`; the object stays, and
+/// throws `was disposed` when used.
+pub fn dispose(key: Key) {
+    let released = table(|t| t.tensors.get_mut(&key).and_then(|held| held.tensor.take()));
+    drop(released);
+}
+
+/// Forgets `key`: its object was collected.
+pub fn forget(key: Key) {
+    // The finalizer runs in a task of its own, never inside a call into
+    // this module, so the table is free; should that ever change, the
+    // entry is left rather than a panic raised (a panic kills the module).
+    let released = TABLE.with(|t| {
+        t.try_borrow_mut().ok().map(|mut t| {
+            (
+                t.tensors.remove(&key).and_then(|held| held.tensor),
+                t.devices.remove(&key),
+            )
+        })
+    });
+    drop(released);
+}
+
+/// Registers an op on `device` through `f` and hands JS its result. The
+/// user's JS frame becomes the op's registration site only when the device
+/// records sites: capturing a JS stack costs more than registering the op.
+pub fn register(
+    device: &Device,
+    f: impl FnOnce() -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    with_site(errors::site_if_captured(device), f)
+        .map(wrap_tensor)
+        .map_err(|e| errors::registration(&e))
+}
+
+/// Opens a `tidy()` scope: the tensors made until it closes belong to it.
+pub fn open_scope() {
+    table(|t| t.scopes.push(Vec::new()));
+}
+
+/// Closes the innermost scope, disposing what it made except `kept`, which
+/// from then on belongs to the enclosing scope, if any.
+pub fn close_scope(kept: &FxHashSet<Key>) {
+    let released: Vec<Tensor> = table(|t| {
+        let made = t.scopes.pop().unwrap_or_default();
+        let (keep, release): (Vec<Key>, Vec<Key>) =
+            made.into_iter().partition(|key| kept.contains(key));
+        if let Some(outer) = t.scopes.last_mut() {
+            outer.extend(keep);
+        }
+        release
+            .iter()
+            .filter_map(|key| t.tensors.get_mut(key).and_then(|held| held.tensor.take()))
+            .collect()
+    });
+    drop(released);
+}
+
+/// The keys of the tensor objects anywhere inside `value`: itself, or
+/// inside arrays, plain objects, `Map`s (keys and values) and `Set`s, at any
+/// depth. Each object is visited once, so cycles end. Class instances other
+/// than these are not entered: their fields are theirs, and a typed array's
+/// numbers hold no tensors. Iterative, so deep nesting cannot exhaust the
+/// wasm stack.
+pub fn tensors_in(value: &JsValue) -> FxHashSet<Key> {
+    let mut found = FxHashSet::default();
+    let seen = Set::new(&JsValue::UNDEFINED);
+    let mut pending = vec![value.clone()];
+    while let Some(item) = pending.pop() {
+        if !item.is_object() || seen.has(&item) {
+            continue;
+        }
+        seen.add(&item);
+        if let Some(key) = BRANDS.with(|b| b.get(item.unchecked_ref())).as_f64() {
+            found.insert(key as Key);
+        } else if Array::is_array(&item) {
+            pending.extend(item.unchecked_ref::<Array>().iter());
+        } else if let Some(map) = item.dyn_ref::<Map>() {
+            map.for_each(&mut |value, key| {
+                pending.push(key);
+                pending.push(value);
+            });
+        } else if let Some(set) = item.dyn_ref::<Set>() {
+            set.for_each(&mut |value, _, _| pending.push(value));
+        } else if is_plain(&item) {
+            pending.extend(Object::values(item.unchecked_ref()).iter());
+        }
+    }
+    found
+}
+
+/// An object literal's kind: its prototype is `Object.prototype` or null.
+fn is_plain(value: &JsValue) -> bool {
+    match Reflect::get_prototype_of(value) {
+        Ok(proto) => {
+            proto.is_null() || Reflect::get_prototype_of(&proto).is_ok_and(|p| p.is_null())
+        }
+        Err(_) => false,
+    }
+}

@@ -17,8 +17,8 @@ use std::fmt::Write;
 
 use crate::fusion::ElementwiseBlock;
 use crate::ir::layout::Layout;
+use crate::ir::shape;
 use crate::ir::{BinaryOp, OpIr, OpKind, ReduceOp, TensorId, UnaryOp};
-use crate::tensor::shape;
 
 /// Threads per workgroup of the elementwise, copy and reduction kernels.
 pub const WORKGROUP_SIZE: u32 = 256;

@@ -25,10 +25,10 @@ use crate::codegen::Access;
 use crate::failure::{FailureKind, Root};
 use crate::fusion::{self, Block};
 use crate::ir::layout::Layout;
+use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::Scope;
 use crate::runtime::lower::{Lowering, Written};
-use crate::tensor::shape;
 
 /// The largest element index a kernel can form: kernels index with `u32`.
 const MAX_INDEX: u64 = u32::MAX as u64;
@@ -117,7 +117,10 @@ impl DeviceState {
                 &ops,
                 |t| records.get(&t).is_some_and(|r| r.held),
                 |t| records.get(&t).map(|r| r.shape.clone()).unwrap_or_default(),
-                self.max_storage_buffers(),
+                &fusion::Limits {
+                    max_storage_buffers: self.max_storage_buffers(),
+                    max_row: crate::codegen::REDUCE_CHUNK,
+                },
             )
         };
         let mut runs = Vec::with_capacity(blocks.len());

@@ -9,9 +9,9 @@
 
 use super::{Data, DeviceState};
 use crate::failure::{FailureKind, Report, Root};
+use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::{PendingRead, Scope};
-use crate::tensor::shape;
 
 /// What a read does next.
 pub enum ReadStep {

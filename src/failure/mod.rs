@@ -276,7 +276,7 @@ impl TensorError {
 
 impl fmt::Display for TensorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shape = crate::tensor::shape::display(&self.shape);
+        let shape = crate::ir::shape::display(&self.shape);
         for (i, report) in self.failures.iter().enumerate() {
             if i > 0 {
                 writeln!(f)?;

@@ -62,6 +62,17 @@ pub struct ElementwiseBlock {
     pub shape: Vec<usize>,
 }
 
+/// What the planner must respect, given by the device and the kernels it
+/// has (passed in, so the planner depends on neither).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The device's `maxStorageBuffersPerShaderStage`: no block binds more.
+    pub max_storage_buffers: usize,
+    /// The longest row a row reduction folds in one workgroup: only such a
+    /// reduction can anchor an epilogue (no split launch between them).
+    pub max_row: usize,
+}
+
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
 /// handle still refers to a tensor, `shape_of` what shape it has. Linear in
 /// the number of ops: a loop that registers thousands of small ops must not
@@ -70,8 +81,9 @@ pub fn plan(
     ops: &[OpIr],
     held: impl Fn(TensorId) -> bool,
     shape_of: impl Fn(TensorId) -> Vec<usize>,
-    max_storage_buffers: usize,
+    limits: &Limits,
 ) -> Vec<Block> {
+    let max_storage_buffers = limits.max_storage_buffers;
     let consumers = consumers(ops);
     let live = liveness(ops, &consumers, &held);
     let live_consumers = |t: TensorId| {
@@ -113,7 +125,7 @@ pub fn plan(
         // its value is known (a softmax is one kernel).
         let epilogue_shape = match op.kind {
             OpKind::Matmul => Some(op.shape.clone()),
-            _ => row_reduction_input(op, &shape_of),
+            _ => row_reduction_input(op, &shape_of, limits.max_row),
         };
         if let Some(shape) = epilogue_shape {
             if let Some(done) = group.take() {
@@ -443,6 +455,7 @@ fn reduction_outputs(kind: &OpKind) -> usize {
 fn row_reduction_input(
     op: &OpIr,
     shape_of: &impl Fn(TensorId) -> Vec<usize>,
+    max_row: usize,
 ) -> Option<Vec<usize>> {
     let OpKind::Reduce { axes, .. } = &op.kind else {
         return None;
@@ -451,10 +464,7 @@ fn row_reduction_input(
     let rank = input.len();
     let row = *input.last()?;
     let keeps_rows = axes.as_slice() == [rank - 1] && op.shape.len() == rank;
-    (keeps_rows
-        && row > 0
-        && row <= crate::codegen::REDUCE_CHUNK
-        && op.shape.iter().product::<usize>() > 0)
+    (keeps_rows && row > 0 && row <= max_row && op.shape.iter().product::<usize>() > 0)
         .then_some(input)
 }
 
@@ -502,6 +512,11 @@ mod tests {
     use super::*;
     use crate::ir::{BinaryOp, UnaryOp};
 
+    const LIMITS: Limits = Limits {
+        max_storage_buffers: 8,
+        max_row: 1024,
+    };
+
     fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
         OpIr {
             kind,
@@ -530,7 +545,7 @@ mod tests {
             &ops,
             |t| t == TensorId(1) || t == TensorId(17),
             |_| Vec::new(),
-            8,
+            &LIMITS,
         );
         assert_eq!(blocks.len(), 2, "{blocks:?}");
         let Block::Elementwise(block) = &blocks[1] else {
@@ -548,7 +563,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
         ];
-        let blocks = plan(&ops, |_| true, |_| Vec::new(), 8);
+        let blocks = plan(&ops, |_| true, |_| Vec::new(), &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -562,7 +577,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
         ];
-        let blocks = plan(&ops, |t| t != TensorId(2), |_| Vec::new(), 8);
+        let blocks = plan(&ops, |t| t != TensorId(2), |_| Vec::new(), &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -578,7 +593,7 @@ mod tests {
             ops.push(op(OpKind::Binary(BinaryOp::Add), &[k + 8, k], k + 9, &[4]));
         }
         let last = TensorId(19);
-        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| Vec::new(), 8);
+        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| Vec::new(), &LIMITS);
         let kernels: Vec<&ElementwiseBlock> = blocks
             .iter()
             .filter_map(|b| match b {
@@ -610,7 +625,7 @@ mod tests {
             ),
             op(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
         ];
-        let blocks = plan(&ops, |t| t == TensorId(4), |_| Vec::new(), 8);
+        let blocks = plan(&ops, |t| t == TensorId(4), |_| Vec::new(), &LIMITS);
         assert_eq!(
             blocks
                 .iter()
@@ -644,7 +659,12 @@ mod tests {
                 vec![4, 8]
             }
         };
-        let blocks = plan(&ops, |t| t == TensorId(1) || t == TensorId(4), shape_of, 8);
+        let blocks = plan(
+            &ops,
+            |t| t == TensorId(1) || t == TensorId(4),
+            shape_of,
+            &LIMITS,
+        );
         assert_eq!(blocks.len(), 2, "{blocks:?}");
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}");
@@ -662,7 +682,7 @@ mod tests {
         // along rows: a reduction of its own.
         let mut flat = ops.clone();
         flat[1].shape = vec![4];
-        let blocks = plan(&flat[..2], |_| true, shape_of, 8);
+        let blocks = plan(&flat[..2], |_| true, shape_of, &LIMITS);
         assert!(matches!(blocks[1], Block::Single(1)), "{blocks:?}");
     }
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use std::rc::Rc;
 
 pub mod layout;
+pub mod shape;
 
 /// A tensor's name on its device, and in reports (`tensor #5`).
 ///

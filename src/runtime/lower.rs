@@ -14,9 +14,9 @@ use std::borrow::Cow;
 use crate::codegen::{self, Access, Fused, Kernel, REDUCE_CHUNK, Stage};
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
+use crate::ir::shape;
 use crate::ir::{Distribution, OpIr, OpKind, ReduceOp, TensorId};
 use crate::runtime::{Allocation, Gpu, Stats};
-use crate::tensor::shape;
 
 /// What a block's output is once its commands are recorded.
 #[derive(Debug)]

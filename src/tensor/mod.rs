@@ -2,7 +2,7 @@
 //! output shape, queue the op. Nothing here touches the GPU.
 
 mod ops;
-pub mod shape;
+pub(crate) use crate::ir::shape;
 
 use std::rc::Rc;
 

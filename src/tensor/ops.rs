@@ -3,8 +3,8 @@
 
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
+use crate::ir::shape::{self, display};
 use crate::ir::{BinaryOp, Distribution, OpKind, ReduceOp, UnaryOp, ViewOp};
-use crate::tensor::shape::{self, display};
 use crate::tensor::{Operand, Tensor};
 
 type Result<T> = std::result::Result<T, RegistrationError>;

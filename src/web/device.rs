@@ -49,7 +49,10 @@ impl JsDevice {
     /// WebGPU or an adapter is not available.
     #[wasm_bindgen(unchecked_return_type = "Promise<Device>")]
     pub fn request(
-        #[wasm_bindgen(unchecked_optional_param_type = "{ capacity?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }")] options: JsValue,
+        #[wasm_bindgen(
+            unchecked_optional_param_type = "{ capacity?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }"
+        )]
+        options: JsValue,
     ) -> Result<Promise, JsValue> {
         let op = "Device.request";
         let options = Options::read(op, "options", &options, &["capacity", "debug"])?;
@@ -163,7 +166,9 @@ impl JsDevice {
     pub fn random_uniform(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "{ min?: number; max?: number; seed?: number }")]
+        #[wasm_bindgen(
+            unchecked_optional_param_type = "{ min?: number; max?: number; seed?: number }"
+        )]
         options: JsValue,
     ) -> Result<JsValue, JsValue> {
         let op = "randomUniform";
@@ -183,7 +188,9 @@ impl JsDevice {
     pub fn random_normal(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "{ mean?: number; std?: number; seed?: number }")]
+        #[wasm_bindgen(
+            unchecked_optional_param_type = "{ mean?: number; std?: number; seed?: number }"
+        )]
         options: JsValue,
     ) -> Result<JsValue, JsValue> {
         let op = "randomNormal";
@@ -281,7 +288,9 @@ impl JsDevice {
     #[wasm_bindgen(js_name = injectFault)]
     pub fn inject_fault(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ op: string; nth?: number; kind?: 'validation' | 'out-of-memory' | 'internal' }")]
+        #[wasm_bindgen(
+            unchecked_param_type = "{ op: string; nth?: number; kind?: 'validation' | 'out-of-memory' | 'internal' }"
+        )]
         spec: JsValue,
     ) -> Result<(), JsValue> {
         let name = "injectFault";

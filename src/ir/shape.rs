@@ -1,4 +1,5 @@
-//! Shape arithmetic done at registration: nothing here touches the GPU.
+//! Shape arithmetic: broadcasting and sizes at registration, byte counts for
+//! the limit checks at planning. Nothing here touches the GPU.
 
 use crate::error::{ErrorClass, RegistrationError};
 

@@ -1,0 +1,366 @@
+//! The `Tensor` class.
+
+use js_sys::{Array, Float32Array, Promise};
+use wasm_bindgen::prelude::*;
+
+use crate::{ErrorClass, Tensor};
+
+use super::args;
+use super::errors;
+use super::registry::{self, Found, Key, register};
+
+/// A tensor; its values are computed when read.
+#[wasm_bindgen(js_name = Tensor)]
+pub struct JsTensor {
+    key: Key,
+}
+
+impl JsTensor {
+    pub(super) fn new(key: Key) -> JsTensor {
+        JsTensor { key }
+    }
+
+    /// The tensor this object stands for, unless disposed; `op` names the
+    /// method for the error.
+    fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
+        match registry::held(self.key) {
+            Found::Tensor(tensor) => Ok(tensor),
+            Found::Disposed(id) => Err(registry::disposed(op, id)),
+            Found::Device(_) | Found::Foreign => Err(not_a_tensor(op)),
+        }
+    }
+}
+
+fn not_a_tensor(op: &'static str) -> JsValue {
+    errors::op_error(
+        op,
+        ErrorClass::Type,
+        "called on an object that is not a webfusion Tensor",
+    )
+}
+
+impl Drop for JsTensor {
+    /// The object was collected: the table forgets it.
+    fn drop(&mut self) {
+        registry::forget(self.key);
+    }
+}
+
+#[wasm_bindgen(js_class = Tensor)]
+impl JsTensor {
+    /// The tensor's number, as errors and reports name it (`tensor #5`).
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> Result<f64, JsValue> {
+        match registry::held(self.key) {
+            Found::Tensor(tensor) => Ok(tensor.id().0 as f64),
+            Found::Disposed(id) => Ok(id.0 as f64),
+            Found::Device(_) | Found::Foreign => Err(not_a_tensor("id")),
+        }
+    }
+
+    #[wasm_bindgen(getter, unchecked_return_type = "number[]")]
+    pub fn shape(&self) -> Result<Array, JsValue> {
+        let t = self.tensor("shape")?;
+        Ok(t.shape().iter().map(|&d| JsValue::from(d as f64)).collect())
+    }
+
+    /// The number of elements, as a JS number: exact up to 2^53, where a
+    /// count in `usize` (32 bits in wasm) would saturate.
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> Result<f64, JsValue> {
+        let t = self.tensor("size")?;
+        Ok(t.shape().iter().map(|&d| d as f64).product())
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn rank(&self) -> Result<f64, JsValue> {
+        Ok(self.tensor("rank")?.rank() as f64)
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> String {
+        "float32".to_string()
+    }
+
+    /// `Promise<Float32Array>` of the values, row-major.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Float32Array>")]
+    pub fn data(&self) -> Result<Promise, JsValue> {
+        let tensor = self.tensor("data")?;
+        let asked_at = errors::site_if_captured(tensor.device());
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.read(asked_at).await {
+                Ok(values) => Ok(Float32Array::from(values.as_slice()).into()),
+                Err(e) => Err(errors::tensor(&e)),
+            }
+        }))
+    }
+
+    /// `Promise` of the values as nested arrays (a number for a scalar).
+    #[wasm_bindgen(unchecked_return_type = "Promise<number | any[]>")]
+    pub fn array(&self) -> Result<Promise, JsValue> {
+        let tensor = self.tensor("array")?;
+        let asked_at = errors::site_if_captured(tensor.device());
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.read(asked_at).await {
+                Ok(values) => Ok(nest(&values, tensor.shape())),
+                Err(e) => Err(errors::tensor(&e)),
+            }
+        }))
+    }
+
+    /// `to(device)`: a `Promise` of this tensor on `device`. A tainted tensor
+    /// arrives tainted: the copy carries its failures, naming this device.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Tensor>")]
+    pub fn to(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Device")] device: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let tensor = self.tensor("to")?;
+        let device = args::device("to", &device)?;
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            match tensor.to(&device).await {
+                Ok(moved) => Ok(registry::wrap_tensor(moved)),
+                Err(e) => Err(errors::registration(&e)),
+            }
+        }))
+    }
+
+    /// Releases the tensor's memory now; using this object afterwards
+    /// throws. `free()` and `[Symbol.dispose]()` do the same.
+    pub fn dispose(&self) {
+        registry::dispose(self.key);
+    }
+
+    /// Each value limited to `[min, max]`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn clamp(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] min: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] max: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "clamp";
+        let t = self.tensor(op)?;
+        let min = args::number(op, "min", &min)?;
+        let max = args::number(op, "max", &max)?;
+        register(t.device(), || t.clamp(min as f32, max as f32))
+    }
+
+    /// `argmax(axis = 0)`: the index of the largest value, as a float.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn argmax(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("argmax")?;
+        let axis = args::int_or("argmax", "axis", &axis, 0)?;
+        register(t.device(), || t.argmax(axis))
+    }
+
+    /// `softmax(axis = -1)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn softmax(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("softmax")?;
+        let axis = args::int_or("softmax", "axis", &axis, -1)?;
+        register(t.device(), || t.softmax(axis))
+    }
+
+    /// `logSoftmax(axis = -1)`.
+    #[wasm_bindgen(js_name = logSoftmax, unchecked_return_type = "Tensor")]
+    pub fn log_softmax(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("logSoftmax")?;
+        let axis = args::int_or("logSoftmax", "axis", &axis, -1)?;
+        register(t.device(), || t.log_softmax(axis))
+    }
+
+    /// `matmul(b)`: 2-D, or batched with broadcast batch dims.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn matmul(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("matmul")?;
+        let other = args::tensor("matmul", "", &other)?;
+        register(t.device(), || t.matmul(&other))
+    }
+
+    /// `transpose(perm?)`: dims reversed when `perm` is left out.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn transpose(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] perm: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("transpose")?;
+        let perm = if args::absent(&perm) {
+            None
+        } else {
+            Some(args::shape("transpose", "perm", &perm)?)
+        };
+        register(t.device(), || t.transpose(perm.as_deref()))
+    }
+
+    /// `reshape(shape)`: one dim may be -1.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn reshape(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("reshape")?;
+        let shape = args::ints("reshape", "shape", &shape)?;
+        register(t.device(), || t.reshape(&shape))
+    }
+
+    /// `slice(begin, size?)`: a `size` of -1 (or left out) runs to the end.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn slice(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number | number[]")] begin: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | number[]")] size: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "slice";
+        let t = self.tensor(op)?;
+        let begin: Vec<usize> = if js_sys::Array::is_array(&begin) {
+            args::shape(op, "begin", &begin)?
+        } else {
+            vec![args::count(op, "begin", &begin)?]
+        };
+        let size = if args::absent(&size) {
+            vec![-1; begin.len()]
+        } else {
+            args::int_or_ints(op, "size", &size)?
+        };
+        register(t.device(), || t.slice(&begin, &size))
+    }
+
+    /// `broadcastTo(shape)`.
+    #[wasm_bindgen(js_name = broadcastTo, unchecked_return_type = "Tensor")]
+    pub fn broadcast_to(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("broadcastTo")?;
+        let shape = args::shape("broadcastTo", "shape", &shape)?;
+        register(t.device(), || t.broadcast_to(&shape))
+    }
+
+    /// `expandDims(axis = 0)`.
+    #[wasm_bindgen(js_name = expandDims, unchecked_return_type = "Tensor")]
+    pub fn expand_dims(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("expandDims")?;
+        let axis = args::int_or("expandDims", "axis", &axis, 0)?;
+        register(t.device(), || t.expand_dims(axis))
+    }
+
+    /// `squeeze(axis?)`: the listed dims of size 1, or all of them.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn squeeze(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | number[]")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("squeeze")?;
+        let axes = args::axes("squeeze", &axis)?;
+        register(t.device(), || t.squeeze(axes.as_deref()))
+    }
+
+    /// All elements in one dim.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn flatten(&self) -> Result<JsValue, JsValue> {
+        let t = self.tensor("flatten")?;
+        register(t.device(), || t.flatten())
+    }
+}
+
+/// `values` (row-major) as nested JS arrays of `shape`.
+fn nest(values: &[f32], shape: &[usize]) -> JsValue {
+    match shape.split_first() {
+        None => JsValue::from(values.first().copied().unwrap_or(0.0) as f64),
+        Some((&outer, rest)) => {
+            let inner: usize = rest.iter().product();
+            (0..outer)
+                .map(|i| nest(&values[i * inner..(i + 1) * inner], rest))
+                .collect::<Array>()
+                .into()
+        }
+    }
+}
+
+macro_rules! binary_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[wasm_bindgen(js_name = $js, unchecked_return_type = "Tensor")]
+                pub fn $name(
+                    &self,
+                    #[wasm_bindgen(unchecked_param_type = "Tensor | number")] other: JsValue,
+                ) -> Result<JsValue, JsValue> {
+                    let t = self.tensor($js)?;
+                    let other = args::operand($js, &other)?;
+                    register(t.device(), || t.$name(other.get()))
+                }
+            )*
+        }
+    };
+}
+
+binary_ops! {
+    "add" => add, "sub" => sub, "mul" => mul, "div" => div, "pow" => pow,
+    "maximum" => maximum, "minimum" => minimum, "equal" => equal,
+    "greater" => greater, "greaterEqual" => greater_equal,
+    "less" => less, "lessEqual" => less_equal,
+}
+
+macro_rules! reduce_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[doc = concat!("`", $js, "(axis?, keepDims = false)`: over one axis, several, or all.")]
+                #[wasm_bindgen(js_name = $js, unchecked_return_type = "Tensor")]
+                pub fn $name(
+                    &self,
+                    #[wasm_bindgen(unchecked_optional_param_type = "number | number[]")] axis: JsValue,
+                    #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keep_dims: JsValue,
+                ) -> Result<JsValue, JsValue> {
+                    let t = self.tensor($js)?;
+                    let axes = args::axes($js, &axis)?;
+                    let keep_dims = args::boolean_or($js, "keepDims", &keep_dims, false)?;
+                    register(t.device(), || t.$name(axes.as_deref(), keep_dims))
+                }
+            )*
+        }
+    };
+}
+
+reduce_ops! {
+    "sum" => sum, "mean" => mean, "max" => max, "min" => min, "logSumExp" => log_sum_exp,
+}
+
+macro_rules! unary_ops {
+    ($($js:literal => $name:ident),* $(,)?) => {
+        #[wasm_bindgen(js_class = Tensor)]
+        impl JsTensor {
+            $(
+                #[wasm_bindgen(js_name = $js, unchecked_return_type = "Tensor")]
+                pub fn $name(&self) -> Result<JsValue, JsValue> {
+                    let t = self.tensor($js)?;
+                    register(t.device(), || t.$name())
+                }
+            )*
+        }
+    };
+}
+
+unary_ops! {
+    "neg" => neg, "abs" => abs, "exp" => exp, "log" => log, "sqrt" => sqrt,
+    "rsqrt" => rsqrt, "square" => square, "relu" => relu, "gelu" => gelu,
+    "sigmoid" => sigmoid, "tanh" => tanh, "sin" => sin, "cos" => cos,
+}

@@ -3,11 +3,21 @@
 //! keeps execution failures on the tensors they could not write.
 //!
 //! Data flows one way through the layers, each a folder:
-//! `tensor` (validate, infer shapes) -> `ir` (the queue) -> `fusion` (plan
-//! blocks) -> `codegen` (WGSL) -> `runtime` (allocate, launch, read). The
-//! `runtime` records what failed in `failure`, which reads consult. The
-//! `device` module is the single-threaded cell that owns them all; `web` is
-//! the JS API over the same Rust API.
+//! `tensor` (validate, infer shapes, register: the one path every op takes)
+//! -> `ir` (the recorded op, the queue, shape and layout rules) -> `fusion`
+//! (plan blocks, count their bindings, split a block along data dependence)
+//! -> `codegen` (WGSL) -> `runtime` (a leaf: the wgpu device, buffers,
+//! pipelines, and `lower`, which records one block's kernels) -> `failure`
+//! (the error graph). `device` is the single-threaded cell that owns them
+//! all and drives them: a flush plans, decides on the CPU what it can
+//! (failed inputs, limits), lowers, submits under error scopes, settles
+//! (replaying a failing flush part by part) and lands each block's fate on
+//! its outputs; a read asks it whether bytes can be trusted. `web` is the JS
+//! API over the same Rust API.
+//!
+//! Imports run down that list (`device` excepted, which uses every layer
+//! below it): `runtime` knows nothing of records or failure bookkeeping, `fusion`
+//! nothing of codegen, and `ir` nothing above it.
 
 mod codegen;
 mod device;

@@ -2,6 +2,20 @@
 //! queue, the tensors' records, the failure graph, the GPU). No mutex and no
 //! thread: wasm in a page has one thread, and natively a `Device` and its
 //! tensors are `!Send`, so work runs on the caller's thread at flush time.
+//!
+//! Its files follow a flush's life: `flush` (plan, decide on the CPU, lower,
+//! submit), `settle` (wait for scopes, replay, land failures), `read`
+//! (whether bytes can be trusted, and getting them), `faults` (injected
+//! faults). Invariants kept here:
+//! - A record's `data` says whether its bytes can be trusted: a tensor
+//!   carries failures (`Data::Failed`) exactly when its bytes were never
+//!   written, and the failure graph counts each carrier once.
+//! - A tensor stays while a handle holds it, a queued op reads it, or a
+//!   view aliases it (`dependents`); a failure stays while a tensor carries
+//!   it. So `failuresHeld` and `bytesInUse` return to their baseline when
+//!   the program drops its tensors.
+//! - The cell is borrowed only through `Device::with_state`, never across an
+//!   `await`, so no callback can find it borrowed.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -1,5 +1,8 @@
 //! The GPU side: the wgpu device, the buffer pool, the pipeline cache,
-//! launches and reads. Everything here runs on the caller's thread.
+//! launches and reads, and `lower` (one planned block into commands).
+//! Everything here runs on the caller's thread. A leaf: it runs launches and
+//! reads, and keeps no bookkeeping of tensors or failures (that is the
+//! device's), so what it is asked to do was already checked.
 
 pub mod lower;
 

@@ -78,7 +78,7 @@ pub async fn every_block_kind_with_many_inputs_and_held_outputs_fits_the_binding
             let next = held.last().unwrap().add(t).unwrap();
             held.push(next);
         }
-        close(&read(held.last().unwrap()).await, &vec![1.5 + sum_extra; 8]);
+        close(&read(held.last().unwrap()).await, &[1.5 + sum_extra; 8]);
 
         // A row reduction's epilogue (softmax-like) reading k inputs.
         let x = gpu.full(&[2, 4], 2.0).unwrap();
@@ -87,7 +87,7 @@ pub async fn every_block_kind_with_many_inputs_and_held_outputs_fits_the_binding
             let next = row.last().unwrap().add(t).unwrap();
             row.push(next);
         }
-        close(&read(row.last().unwrap()).await, &vec![sum_extra; 8]);
+        close(&read(row.last().unwrap()).await, &[sum_extra; 8]);
 
         // A reduction's prologue reading k inputs; argmax too (two outputs
         // per partial when split).

@@ -209,9 +209,17 @@ impl DeviceState {
                 failure
             }
             None => {
-                let shared: Vec<usize> = (0..steps.len())
+                // Parts that share no op failed for a reason of the kernel
+                // itself (one compiled for all of them): name them all.
+                let in_all: Vec<usize> = (0..steps.len())
                     .filter(|s| errors.iter().all(|(p, _)| p.steps.contains(s)))
                     .collect();
+                let shared = match in_all.is_empty() {
+                    false => in_all,
+                    true => (0..steps.len())
+                        .filter(|s| errors.iter().any(|(p, _)| p.steps.contains(s)))
+                        .collect(),
+                };
                 let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
                 let failure = self.new_failure(Root {
                     kind: first.kind,

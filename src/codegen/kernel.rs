@@ -1,0 +1,274 @@
+//! What every kernel is made of: the kernel value, how inputs are read
+//! (`Access`), the uniform words (`Params`), values inside a fused function,
+//! the shader frame and the WGSL helpers every kernel may call.
+
+use std::fmt::Write;
+
+use crate::fusion::ElementwiseBlock;
+use crate::ir::layout::Layout;
+use crate::ir::{BinaryOp, OpIr, UnaryOp};
+
+/// Threads per workgroup of the elementwise, copy and reduction kernels.
+pub const WORKGROUP_SIZE: u32 = 256;
+
+/// A kernel ready to compile and launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    pub wgsl: String,
+    /// The uniform words, padded to whole `vec4<u32>`s.
+    pub params: Vec<u32>,
+    /// Which words are f32 scalars (the others are sizes and strides).
+    pub scalars: Vec<usize>,
+    /// Workgroups to launch, numbered linearly.
+    pub workgroups: u64,
+    /// Why this kernel must not launch: an invariant of the planner broke
+    /// while generating it (a size past 32 bits, an operand with no source).
+    /// The runtime turns it into an `internal` failure on the block's
+    /// outputs; a kernel computing zeros in place of a value would be a lie.
+    pub broken: Option<String>,
+}
+
+impl Kernel {
+    /// The bits of this launch's scalars.
+    pub fn scalar_bits(&self) -> impl Iterator<Item = u32> + '_ {
+        self.scalars.iter().map(|&i| self.params[i])
+    }
+
+    /// The text with this launch's finite scalars written in as bit-exact
+    /// literals. Some drivers (SwiftShader, the browser's CPU fallback) pay
+    /// as much for each uniform load as for the arithmetic around it, so a
+    /// chain of scalar ops runs several times faster this way. Non-finite
+    /// scalars stay uniform loads: WGSL rejects a non-finite constant.
+    pub fn specialized(&self) -> String {
+        const MARK: &str = "bitcast<f32>(param(";
+        let mut out = String::with_capacity(self.wgsl.len());
+        let mut rest = self.wgsl.as_str();
+        while let Some(at) = rest.find(MARK) {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + MARK.len()..];
+            let end = tail.find("u))");
+            let bits = end
+                .and_then(|e| tail[..e].parse::<usize>().ok())
+                .filter(|i| self.scalars.contains(i))
+                .map(|i| self.params[i]);
+            match (end, bits) {
+                (Some(e), Some(bits)) if f32::from_bits(bits).is_finite() => {
+                    let _ = write!(out, "bitcast<f32>({bits:#010x}u)");
+                    rest = &tail[e + 3..];
+                }
+                _ => {
+                    out.push_str(MARK);
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// An elementwise group to run inside another kernel (a matmul's epilogue,
+/// a reduction's prologue): the block, the flushed ops, and how to read the
+/// block's inputs.
+pub type Group<'a> = (&'a ElementwiseBlock, &'a [OpIr], &'a [Access]);
+
+/// How a kernel reads one input: its shape and where its elements sit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Access {
+    pub shape: Vec<usize>,
+    pub layout: Layout,
+}
+
+impl Access {
+    pub(super) fn is_direct(&self, out: &[usize]) -> bool {
+        self.shape == out && self.layout.offset == 0 && self.layout.is_contiguous(&self.shape)
+    }
+}
+
+/// The uniform words of one launch, appended as the text is generated.
+#[derive(Default)]
+pub(super) struct Params {
+    words: Vec<u32>,
+    scalars: Vec<usize>,
+    broken: Option<String>,
+}
+
+impl Params {
+    /// Appends `value`, returning the WGSL expression that reads it. Kernels
+    /// index with 32 bits; the runtime refuses larger work before codegen
+    /// (`index_range`), so a value past that here is a broken invariant.
+    pub(super) fn push(&mut self, value: usize) -> String {
+        let word = u32::try_from(value).unwrap_or_else(|_| {
+            self.breaks(format!("the size {value} does not fit a 32-bit index"));
+            u32::MAX
+        });
+        self.words.push(word);
+        format!("param({}u)", self.words.len() - 1)
+    }
+
+    /// Marks the kernel as not to be launched, keeping the first reason.
+    pub(super) fn breaks(&mut self, why: String) {
+        debug_assert!(false, "codegen invariant broken: {why}");
+        self.broken.get_or_insert(why);
+    }
+
+    /// Appends a scalar operand; `Kernel::specialized` recognises the
+    /// expression it is written as.
+    pub(super) fn push_f32(&mut self, value: f32) -> Value {
+        self.scalars.push(self.words.len());
+        self.words.push(value.to_bits());
+        Value::Scalar(self.words.len() - 1)
+    }
+
+    /// The kernel: the shader around `decls` and `body`, and these words.
+    pub(super) fn kernel(
+        mut self,
+        decls: &str,
+        workgroup: u32,
+        body: &str,
+        workgroups: u64,
+    ) -> Kernel {
+        while !self.words.len().is_multiple_of(4) {
+            self.words.push(0);
+        }
+        Kernel {
+            wgsl: shader(&self.words, decls, workgroup, body),
+            params: self.words,
+            scalars: self.scalars,
+            workgroups,
+            broken: self.broken,
+        }
+    }
+}
+
+/// A value inside a fused function, written without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Value {
+    /// The anchor's value (a matmul's product, a reduced row's value).
+    Anchor,
+    /// Input `j`, loaded as `x{j}`.
+    Input(usize),
+    /// The value of op `i` of the flush, `v{i}`.
+    Op(usize),
+    /// Uniform word `k` read as a float.
+    Scalar(usize),
+    /// Stands in for an operand with no source, in a kernel marked broken
+    /// (never launched).
+    Missing,
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Anchor => f.write_str("anchor"),
+            Value::Input(j) => write!(f, "x{j}"),
+            Value::Op(i) => write!(f, "v{i}"),
+            Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
+            Value::Missing => f.write_str("0.0"),
+        }
+    }
+}
+
+/// Declares the coordinates `c0..` of flat position `flat` in `shape`
+/// (innermost dim last).
+pub(super) fn coords(
+    body: &mut String,
+    params: &mut Params,
+    flat: &str,
+    prefix: &str,
+    shape: &[usize],
+) {
+    let _ = writeln!(body, "    var {prefix}rem = {flat};");
+    for d in (0..shape.len()).rev() {
+        let dim = params.push(shape[d]);
+        let _ = writeln!(
+            body,
+            "    let {prefix}{d} = {prefix}rem % {dim}; {prefix}rem = {prefix}rem / {dim};"
+        );
+    }
+}
+
+/// The element index of `access` read at coordinates `c0..` of `out`.
+pub(super) fn strided_index(
+    params: &mut Params,
+    access: &Access,
+    out: &[usize],
+    prefix: &str,
+) -> String {
+    let strides = access.layout.strides_for(&access.shape, out);
+    let mut terms = vec![params.push(access.layout.offset)];
+    for (d, &s) in strides.iter().enumerate() {
+        terms.push(format!("{prefix}{d} * {}", params.push(s)));
+    }
+    terms.join(" + ")
+}
+
+pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) -> String {
+    format!(
+        "{PRELUDE}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
+         fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
+         @compute @workgroup_size({workgroup})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   let wg = wid.x + wid.y * groups.x;\n{body}}}\n",
+        words = params.len() / 4,
+    )
+}
+
+/// Helpers every kernel may call. WGSL's own `pow` is undefined for a negative
+/// base and its `tanh` overflows to NaN on some drivers for large inputs;
+/// these follow NumPy instead. NaN and infinity come from variables because
+/// WGSL rejects non-finite constant expressions.
+pub(super) const PRELUDE: &str = "\
+var<private> wf_nan_bits: u32 = 0x7fc00000u;
+var<private> wf_inf_bits: u32 = 0x7f800000u;
+fn ninf() -> f32 { return -bitcast<f32>(wf_inf_bits); }
+fn wf_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
+fn wf_pow(a: f32, b: f32) -> f32 {
+    if (b == 0.0) { return 1.0; }
+    if (a >= 0.0) { return pow(a, b); }
+    if (fract(b) != 0.0) { return bitcast<f32>(wf_nan_bits); }
+    let m = pow(-a, b);
+    return select(m, -m, fract(b * 0.5) != 0.0);
+}
+
+";
+
+pub(super) fn unary(out: &mut String, op: UnaryOp, x: Value) -> std::fmt::Result {
+    match op {
+        UnaryOp::Neg => write!(out, "-({x})"),
+        UnaryOp::Abs => write!(out, "abs({x})"),
+        UnaryOp::Exp => write!(out, "exp({x})"),
+        UnaryOp::Log => write!(out, "log({x})"),
+        UnaryOp::Sqrt => write!(out, "sqrt({x})"),
+        UnaryOp::Rsqrt => write!(out, "inverseSqrt({x})"),
+        UnaryOp::Square => write!(out, "({x} * {x})"),
+        UnaryOp::Relu => write!(out, "max({x}, 0.0)"),
+        UnaryOp::Gelu => write!(
+            out,
+            "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
+        ),
+        UnaryOp::Sigmoid => write!(out, "(1.0 / (1.0 + exp(-({x}))))"),
+        UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
+        UnaryOp::Sin => write!(out, "sin({x})"),
+        UnaryOp::Cos => write!(out, "cos({x})"),
+    }
+}
+
+pub(super) fn binary(out: &mut String, op: BinaryOp, a: Value, b: Value) -> std::fmt::Result {
+    let (open, sym, close) = match op {
+        BinaryOp::Add => ("(", " + ", ")"),
+        BinaryOp::Sub => ("(", " - ", ")"),
+        BinaryOp::Mul => ("(", " * ", ")"),
+        BinaryOp::Div => ("(", " / ", ")"),
+        BinaryOp::Pow => ("wf_pow(", ", ", ")"),
+        BinaryOp::Maximum => ("max(", ", ", ")"),
+        BinaryOp::Minimum => ("min(", ", ", ")"),
+        BinaryOp::Equal => ("select(0.0, 1.0, ", " == ", ")"),
+        BinaryOp::Greater => ("select(0.0, 1.0, ", " > ", ")"),
+        BinaryOp::GreaterEqual => ("select(0.0, 1.0, ", " >= ", ")"),
+        BinaryOp::Less => ("select(0.0, 1.0, ", " < ", ")"),
+        BinaryOp::LessEqual => ("select(0.0, 1.0, ", " <= ", ")"),
+    };
+    write!(out, "{open}{a}{sym}{b}{close}")
+}

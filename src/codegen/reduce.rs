@@ -1,0 +1,411 @@
+//! Reductions: how a reduction folds (`Fold`), in one thread per output, one
+//! workgroup per output, or two stages (partials, then the final values),
+//! with a fused prologue or epilogue.
+
+use std::fmt::Write;
+
+use crate::ir::ReduceOp;
+use crate::ir::shape;
+
+use super::elementwise::fused;
+use super::kernel::*;
+
+/// A reduction's bindings up to its first output `out0`, and `out0`'s
+/// binding: the input (or the prologue's inputs and its function), and for a
+/// final argmax stage the partials' indices.
+pub(super) fn reduce_bindings(
+    prologue: Option<Group<'_>>,
+    params: &mut Params,
+    final_argmax: bool,
+) -> (String, usize) {
+    let (mut decls, mut binding) = match prologue {
+        Some((block, ops, accesses)) => {
+            let (bindings, function) = fused(block, ops, accesses, params, 1);
+            (format!("{bindings}{function}"), 1 + accesses.len())
+        }
+        None => (
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
+            2,
+        ),
+    };
+    if final_argmax {
+        decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
+        binding = 3;
+    }
+    let _ = writeln!(
+        decls,
+        "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
+    );
+    (decls, binding)
+}
+
+/// The most elements one reduction workgroup combines. A longer reduction is
+/// split across workgroups and finished by a second launch: a single
+/// workgroup looping over millions of elements leaves the GPU idle (and
+/// lavapipe was seen returning wrong sums for one workgroup looping over 2^24).
+pub const REDUCE_CHUNK: usize = 256 * REDUCE_WORKGROUP as usize;
+
+/// Threads per reduction workgroup. Fewer than the elementwise kernels use:
+/// each halving of the tree is a barrier, and barriers are what a reduction
+/// spends its time on when rows are short.
+pub(super) const REDUCE_WORKGROUP: u32 = 32;
+
+/// Which launch of a reduction a kernel is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The whole reduction in one launch: writes the final values.
+    Whole,
+    /// Partial results over `splits` chunks per output: writes raw partials
+    /// (and, for argmax, their indices into a second output).
+    First { splits: usize },
+    /// Finishes partials laid out `[outputs, splits]`: `total` elements were
+    /// reduced in all (the mean's divisor); argmax reads the partials'
+    /// indices from a second input.
+    Final { total: usize },
+    /// One thread per output value, looping over all its elements (see
+    /// `reduces_per_thread`): no shared memory, no barriers.
+    PerThread,
+}
+
+/// Threads per workgroup of a `PerThread` reduction.
+pub(super) const REDUCE_PER_THREAD: u32 = 64;
+
+/// Whether a reduction of `input` over `axes` runs as `Stage::PerThread`,
+/// given whether the adapter is a CPU implementation. There must be enough
+/// outputs to keep the device busy with one thread each, and few enough
+/// elements per output for one thread to loop over. On a GPU, neighbouring
+/// outputs must also read neighbouring elements (the innermost kept axis is
+/// contiguous: `x.sum(0)`, or a transposed view summed over its last axis),
+/// or the loads would not coalesce. A CPU adapter (SwiftShader, lavapipe)
+/// runs a workgroup's barriers by switching between its invocations, which
+/// costs more than any load pattern: there every reduction with enough
+/// outputs runs this way (a sum over rows of 1024: 18 -> 6 ms on
+/// SwiftShader).
+pub fn reduces_per_thread(input: &Access, axes: &[usize], cpu: bool) -> bool {
+    let n_red: usize = axes.iter().map(|&d| input.shape[d]).product();
+    let n_out = shape::numel(&input.shape) / n_red.max(1);
+    let innermost_kept = (0..input.shape.len()).rev().find(|d| !axes.contains(d));
+    let side_by_side = innermost_kept.is_some_and(|d| input.layout.strides[d] == 1);
+    n_red <= REDUCE_CHUNK
+        && match cpu {
+            true => n_out >= 256,
+            false => side_by_side && n_out >= 1024,
+        }
+}
+
+/// Elementwise work that runs inside a reduction's kernel.
+#[derive(Clone, Copy)]
+pub enum Fused<'a> {
+    None,
+    /// Computes the elements the reduction folds (`x.sub(m).exp().sum(1)`).
+    Prologue(Group<'a>),
+    /// Runs over each reduced row once its value is known, reading it as the
+    /// group's anchor (`x.sub(x.logSumExp(-1, true)).exp()`: a softmax in one
+    /// kernel). Only for a `Whole` reduction of the last axis. With `true`
+    /// the reduced values are written too (binding `reduced`, the last).
+    Epilogue(Group<'a>, bool),
+}
+
+/// How a reduction folds elements, as WGSL statements over its state `acc`
+/// (and `aux`: for argmax the index, for logSumExp the sum of exp(x - acc)).
+pub(super) struct Fold {
+    init: &'static str,
+    /// `aux`'s type and initial value, when there is one.
+    aux: Option<(&'static str, &'static str)>,
+    /// Folds element `x` (at position `i`) into the state.
+    element: String,
+    /// Folds another thread's state (`x`, `r`) into this one.
+    merge: String,
+    /// The result, from the final state.
+    finish: String,
+}
+
+impl Fold {
+    pub(super) fn new(op: ReduceOp, argmax: bool, stage: Stage, divisor: &str) -> Fold {
+        if argmax {
+            let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
+            let r = match stage {
+                Stage::Final { .. } => "in1[at]",
+                _ => "i",
+            };
+            return Fold {
+                init: "ninf()",
+                aux: Some(("u32", "0xffffffffu")),
+                element: format!("let r = {r}; {pick}"),
+                merge: pick.to_string(),
+                finish: "f32(aux)".to_string(),
+            };
+        }
+        let plain = |init, step: &str| Fold {
+            init,
+            aux: None,
+            element: step.to_string(),
+            merge: step.to_string(),
+            finish: "acc".to_string(),
+        };
+        match op {
+            ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
+            // Partials of a mean are raw sums.
+            ReduceOp::Mean => Fold {
+                finish: match stage {
+                    Stage::First { .. } => "acc".to_string(),
+                    _ => format!("acc / f32({divisor})"),
+                },
+                ..plain("0.0", "acc = acc + x;")
+            },
+            ReduceOp::Max => plain("ninf()", "acc = max(acc, x);"),
+            ReduceOp::Min => plain("-ninf()", "acc = min(acc, x);"),
+            // log(sum(exp(x))) in one pass: `acc` is the running max and
+            // `aux` the sum of exp(x - acc), rescaled when the max grows. A
+            // partial result is itself a logSumExp, so the final stage folds
+            // partials exactly like elements.
+            ReduceOp::LogSumExp => Fold {
+                init: "ninf()",
+                aux: Some(("f32", "0.0")),
+                element: "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
+                merge: "if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
+                finish: "acc + log(aux)".to_string(),
+            },
+        }
+    }
+
+    /// A call of `row_value` (an epilogue's function computing `finish`) on
+    /// the state held in `acc` and `aux`.
+    pub(super) fn row_value(&self, acc: &str, aux: &str) -> String {
+        match self.aux {
+            Some(_) => format!("row_value({acc}, {aux})"),
+            None => format!("row_value({acc})"),
+        }
+    }
+
+    /// Folds the workgroup's per-thread states pairwise in shared memory:
+    /// afterwards `part[0]` (and `part_aux[0]`) hold the whole state, and
+    /// every thread can read them.
+    pub(super) fn across_workgroup(&self) -> String {
+        let aux = self.aux.is_some();
+        let save = if aux { "part_aux[lid] = aux;" } else { "" };
+        let load_aux = if aux {
+            "let r = part_aux[lid + s];\n            var aux = part_aux[lid];"
+        } else {
+            ""
+        };
+        format!(
+            "    part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
+             \x20   for (var s = {half}u; s > 0u; s = s >> 1u) {{\n\
+             \x20       if (lid < s) {{\n\
+             \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
+             \x20           {merge}\n\
+             \x20           part[lid] = acc;\n            {save}\n\
+             \x20       }}\n        workgroupBarrier();\n    }}\n",
+            half = REDUCE_WORKGROUP / 2,
+            merge = self.merge,
+        )
+    }
+
+    /// The shared memory `across_workgroup` uses.
+    pub(super) fn workgroup_memory(&self, decls: &mut String) {
+        let _ = writeln!(
+            decls,
+            "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
+        );
+        if let Some((ty, _)) = self.aux {
+            let _ = writeln!(
+                decls,
+                "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
+            );
+        }
+    }
+}
+
+/// One workgroup per output value (per chunk of it, in a `First` stage):
+/// its threads stride over the reduced elements, then combine their partial
+/// results in shared memory; or, in a `PerThread` stage, one thread per
+/// output. `argmax` carries the index with the value (`op` is then ignored).
+pub fn reduce(
+    input: &Access,
+    axes: &[usize],
+    op: ReduceOp,
+    argmax: bool,
+    stage: Stage,
+    fused_work: Fused<'_>,
+) -> Kernel {
+    let prologue = match fused_work {
+        Fused::Prologue(group) => Some(group),
+        _ => None,
+    };
+    let epilogue = match fused_work {
+        Fused::Epilogue(group, write)
+            if matches!(stage, Stage::Whole | Stage::PerThread) && axes.len() == 1 =>
+        {
+            Some((group, write))
+        }
+        _ => None,
+    };
+    let kept: Vec<usize> = (0..input.shape.len())
+        .filter(|d| !axes.contains(d))
+        .collect();
+    let kept_shape: Vec<usize> = kept.iter().map(|&d| input.shape[d]).collect();
+    let red_shape: Vec<usize> = axes.iter().map(|&d| input.shape[d]).collect();
+    let n_out = shape::numel(&kept_shape);
+    let n_red = shape::numel(&red_shape);
+    let splits = match stage {
+        Stage::First { splits } => splits,
+        _ => 1,
+    };
+
+    let mut params = Params::default();
+    let n = params.push(n_out * splits);
+    let p_splits = params.push(splits);
+    let chunk = params.push(n_red.div_ceil(splits));
+    let count = params.push(n_red);
+    let divisor = params.push(match stage {
+        Stage::Final { total } => total,
+        _ => n_red,
+    });
+    let offset = params.push(input.layout.offset);
+    let fold = Fold::new(op, argmax, stage, &divisor);
+    let per_thread = stage == Stage::PerThread;
+    // Output `o` and the range of its elements this thread folds.
+    let mut body = if per_thread {
+        format!(
+            "    let o = wg * {REDUCE_PER_THREAD}u + lid;\n    if (o >= {n}) {{ return; }}\n\
+             \x20   let start = 0u;\n    let end = {count};\n    var base = {offset};\n"
+        )
+    } else {
+        format!(
+            "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
+             \x20   if (wg >= {n}) {{ return; }}\n\
+             \x20   let o = wg / {p_splits};\n    let start = (wg % {p_splits}) * {chunk};\n\
+             \x20   let end = min(start + {chunk}, {count});\n    var base = {offset};\n"
+        )
+    };
+    coords(&mut body, &mut params, "o", "k", &kept_shape);
+    for (i, &d) in kept.iter().enumerate() {
+        let stride = params.push(input.layout.strides[d]);
+        let _ = writeln!(body, "    base = base + k{i} * {stride};");
+    }
+    // The reduced axes' sizes and strides, read once rather than per
+    // element (a uniform load is not free everywhere).
+    for (j, &d) in axes.iter().enumerate() {
+        let (dim, stride) = (
+            params.push(input.shape[d]),
+            params.push(input.layout.strides[d]),
+        );
+        let _ = writeln!(body, "    let rd{j} = {dim};\n    let rs{j} = {stride};");
+    }
+    let (first, step) = if per_thread {
+        ("start", "1u".to_string())
+    } else {
+        ("start + lid", format!("{REDUCE_WORKGROUP}u"))
+    };
+    let _ = writeln!(
+        body,
+        "    var acc = {};\n{}\
+         \x20   for (var i = {first}; i < end; i = i + {step}) {{",
+        fold.init,
+        fold.aux.map_or(String::new(), |(ty, v)| format!(
+            "    var aux: {ty} = {v};\n"
+        ))
+    );
+    if axes.len() == 1 {
+        // `i` never reaches the axis' size: no need to split it.
+        body += "        let at = base + i * rs0;\n";
+    } else {
+        body += "        var at = base;\n        var rrem = i;\n";
+        for j in (0..axes.len()).rev() {
+            let _ = writeln!(
+                body,
+                "        at = at + (rrem % rd{j}) * rs{j}; rrem = rrem / rd{j};"
+            );
+        }
+    }
+    // With a prologue the element is computed, not loaded: `input` then
+    // describes the prologue's (row-major) result, so `at` is its flat index.
+    let load = if prologue.is_some() {
+        "fused(at, 0.0)"
+    } else {
+        "in0[at]"
+    };
+    let _ = writeln!(
+        body,
+        "        let x = {load};\n        {}\n    }}",
+        fold.element
+    );
+    let per_thread_groups = n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64;
+
+    if let Some((group, write)) = epilogue {
+        // The row's value, then the epilogue at each element of the row: by
+        // this thread alone, or (after the workgroup's fold, which ends on a
+        // barrier) by every thread at its share of the row.
+        let (row, red, first, step) = if per_thread {
+            ("o", fold.row_value("acc", "aux"), "0u", "1u".to_string())
+        } else {
+            body += &fold.across_workgroup();
+            let step = format!("{REDUCE_WORKGROUP}u");
+            ("wg", fold.row_value("part[0]", "part_aux[0]"), "lid", step)
+        };
+        let _ = writeln!(body, "    let red = {red};");
+        if write {
+            let lead = if per_thread { "" } else { "if (lid == 0u) " };
+            let _ = writeln!(body, "    {lead}{{ reduced[{row}] = red; }}");
+        }
+        let _ = writeln!(
+            body,
+            "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, red); }}"
+        );
+        // The reduction's input, the epilogue's inputs and outputs, and last
+        // the reduced values when they are written. The row's value comes
+        // from a function of its own: `acc` and `aux` are the loop's names.
+        let (block, ops, accesses) = group;
+        let (bindings, function) = fused(block, ops, accesses, &mut params, 2);
+        let aux_param = fold
+            .aux
+            .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
+        let mut decls = format!(
+            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
+             fn row_value(acc: f32{aux_param}) -> f32 {{ return {}; }}\n",
+            fold.finish
+        );
+        if write {
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
+                2 + accesses.len() + block.outputs.len()
+            );
+        }
+        return if per_thread {
+            params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups)
+        } else {
+            fold.workgroup_memory(&mut decls);
+            params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64)
+        };
+    }
+    if per_thread {
+        let _ = writeln!(body, "    out0[o] = {};", fold.finish);
+        let (decls, _) = reduce_bindings(prologue, &mut params, false);
+        return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups);
+    }
+    body += &fold.across_workgroup();
+    body += "    if (lid == 0u) {\n        let acc = part[0];\n";
+    if fold.aux.is_some() {
+        body += "        let aux = part_aux[0];\n";
+    }
+    let final_argmax = argmax && matches!(stage, Stage::Final { .. });
+    let (mut decls, binding) = reduce_bindings(prologue, &mut params, final_argmax);
+    match stage {
+        Stage::First { .. } if argmax => {
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> out1: array<u32>;",
+                binding + 1
+            );
+            body += "        out0[wg] = acc;\n        out1[wg] = aux;\n";
+        }
+        _ => {
+            let _ = writeln!(body, "        out0[wg] = {};", fold.finish);
+        }
+    }
+    body += "    }\n";
+    fold.workgroup_memory(&mut decls);
+    params.kernel(&decls, REDUCE_WORKGROUP, &body, (n_out * splits) as u64)
+}

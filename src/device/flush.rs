@@ -116,7 +116,7 @@ impl DeviceState {
             fusion::plan(
                 &ops,
                 |t| records.get(&t).is_some_and(|r| r.held),
-                |t| records.get(&t).map(|r| r.shape.clone()).unwrap_or_default(),
+                |t| records.get(&t).map(|r| r.shape.clone()),
                 &fusion::Limits {
                     max_storage_buffers: self.max_storage_buffers(),
                     max_row: crate::codegen::REDUCE_CHUNK,

@@ -74,13 +74,13 @@ pub struct Limits {
 }
 
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
-/// handle still refers to a tensor, `shape_of` what shape it has. Linear in
+/// handle still refers to a tensor, `shape_of` what shape it has (`None` for a tensor the device does not know, which then anchors nothing). Linear in
 /// the number of ops: a loop that registers thousands of small ops must not
 /// pay for planning them.
 pub fn plan(
     ops: &[OpIr],
     held: impl Fn(TensorId) -> bool,
-    shape_of: impl Fn(TensorId) -> Vec<usize>,
+    shape_of: impl Fn(TensorId) -> Option<Vec<usize>>,
     limits: &Limits,
 ) -> Vec<Block> {
     let max_storage_buffers = limits.max_storage_buffers;
@@ -454,13 +454,13 @@ fn reduction_outputs(kind: &OpKind) -> usize {
 /// and is not an argmax.
 fn row_reduction_input(
     op: &OpIr,
-    shape_of: &impl Fn(TensorId) -> Vec<usize>,
+    shape_of: &impl Fn(TensorId) -> Option<Vec<usize>>,
     max_row: usize,
 ) -> Option<Vec<usize>> {
     let OpKind::Reduce { axes, .. } = &op.kind else {
         return None;
     };
-    let input = shape_of(*op.inputs.first()?);
+    let input = shape_of(*op.inputs.first()?)?;
     let rank = input.len();
     let row = *input.last()?;
     let keeps_rows = axes.as_slice() == [rank - 1] && op.shape.len() == rank;
@@ -544,7 +544,7 @@ mod tests {
         let blocks = plan(
             &ops,
             |t| t == TensorId(1) || t == TensorId(17),
-            |_| Vec::new(),
+            |_| None,
             &LIMITS,
         );
         assert_eq!(blocks.len(), 2, "{blocks:?}");
@@ -563,7 +563,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
         ];
-        let blocks = plan(&ops, |_| true, |_| Vec::new(), &LIMITS);
+        let blocks = plan(&ops, |_| true, |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -577,7 +577,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
         ];
-        let blocks = plan(&ops, |t| t != TensorId(2), |_| Vec::new(), &LIMITS);
+        let blocks = plan(&ops, |t| t != TensorId(2), |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -593,7 +593,7 @@ mod tests {
             ops.push(op(OpKind::Binary(BinaryOp::Add), &[k + 8, k], k + 9, &[4]));
         }
         let last = TensorId(19);
-        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| Vec::new(), &LIMITS);
+        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| None, &LIMITS);
         let kernels: Vec<&ElementwiseBlock> = blocks
             .iter()
             .filter_map(|b| match b {
@@ -625,7 +625,7 @@ mod tests {
             ),
             op(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
         ];
-        let blocks = plan(&ops, |t| t == TensorId(4), |_| Vec::new(), &LIMITS);
+        let blocks = plan(&ops, |t| t == TensorId(4), |_| None, &LIMITS);
         assert_eq!(
             blocks
                 .iter()
@@ -654,9 +654,9 @@ mod tests {
         ];
         let shape_of = |t: TensorId| {
             if t == TensorId(2) {
-                vec![4, 1]
+                Some(vec![4, 1])
             } else {
-                vec![4, 8]
+                Some(vec![4, 8])
             }
         };
         let blocks = plan(

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::graphs::{ARITH, EXACT, Rng, TRANSCENDENTAL, Tol, Tracked, check_graph, compare};
+use common::graphs::{
+    ARITH, EXACT, Rng, TRANSCENDENTAL, Tol, Tracked, check_graph, check_graph_with_faults, compare,
+};
 use common::reference::{Ref, numel};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -90,6 +92,47 @@ fn random_op_graphs_match_the_cpu_reference() {
 fn random_op_graphs_for_fixed_seeds_match_the_cpu_reference() {
     let gpu = device();
     run_seeds(&gpu, 0..48);
+}
+
+/// Seeds of graphs with an injected fault (and, in some, a branch past the
+/// buffer limits): every checked tensor reads its reference value unless it
+/// depends on a failed op, and then rejects with exactly that failure; the
+/// device then holds no failure and no more memory than before. Runs every
+/// seed and reports all that failed. `FAULT_SEED=n` runs one seed.
+#[test]
+fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_op() {
+    let gpu = device();
+    let seeds: Vec<u64> = match std::env::var("FAULT_SEED") {
+        Ok(seed) => vec![seed.parse().expect("FAULT_SEED is a number")],
+        Err(_) => (0..160).collect(),
+    };
+    let (mut injected, mut refused, mut reads, mut rejected) = (0, 0, 0, 0);
+    let mut failed = Vec::new();
+    for &seed in &seeds {
+        match pollster::block_on(check_graph_with_faults(&gpu, seed)) {
+            Ok(run) => {
+                injected += usize::from(run.injected.is_some());
+                refused += usize::from(run.refused);
+                reads += run.reads;
+                rejected += run.rejected;
+            }
+            Err(e) => failed.push((seed, e)),
+        }
+    }
+    eprintln!(
+        "{} seeds: {injected} with an injected fault, {refused} with a refused allocation; \
+         {reads} reads checked, {rejected} of them rejected",
+        seeds.len()
+    );
+    if let Some((_, first)) = failed.first() {
+        let which: Vec<u64> = failed.iter().map(|(s, _)| *s).collect();
+        panic!("{} seed(s) failed: {which:?}\n{first}", failed.len());
+    }
+    assert!(
+        injected + refused >= seeds.len() * 9 / 10,
+        "most seeds make something fail"
+    );
+    assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
 }
 
 // ---------------------------------------------------------------------------

@@ -74,7 +74,8 @@ pub struct Limits {
 }
 
 /// Plans `ops` (one flush, in registration order). `held` says whether a live
-/// handle still refers to a tensor, `shape_of` what shape it has (`None` for a tensor the device does not know, which then anchors nothing). Linear in
+/// handle still refers to a tensor, `shape_of` what shape it has (`None` for
+/// a tensor the device does not know, which then anchors nothing). Linear in
 /// the number of ops: a loop that registers thousands of small ops must not
 /// pay for planning them.
 pub fn plan(

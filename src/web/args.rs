@@ -16,8 +16,19 @@ use super::registry::{self, Found};
 /// What a caller passed, as an error names it: `undefined`, `5`,
 /// `the string "oops"`, `an object of class Tensor`.
 pub fn describe(value: &JsValue) -> String {
-    if value.is_undefined() || value.is_null() || value.as_f64().is_some() || value.is_bigint() {
-        return value.as_debug_string();
+    if value.is_undefined() {
+        return "undefined".to_string();
+    }
+    if value.is_null() {
+        return "null".to_string();
+    }
+    if let Some(n) = value.as_f64() {
+        return js_number(n);
+    }
+    if let Some(n) = value.dyn_ref::<js_sys::BigInt>() {
+        return n
+            .to_string(10)
+            .map_or_else(|_| "a bigint".to_string(), |s| format!("{s}n"));
     }
     if let Some(text) = value.as_string() {
         let mut shown: String = text.chars().take(40).collect();
@@ -79,7 +90,9 @@ fn range_error(op: &'static str, reason: String) -> JsValue {
 
 /// A number, as JS prints it (`Infinity`, `1e+21`).
 fn js_number(n: f64) -> String {
-    JsValue::from(n).as_debug_string()
+    js_sys::Number::from(n)
+        .to_string_with_radix(10)
+        .map_or_else(|_| n.to_string(), String::from)
 }
 
 pub fn number(op: &'static str, what: &str, value: &JsValue) -> Result<f64, JsValue> {
@@ -441,7 +454,7 @@ pub fn values(op: &'static str, value: &JsValue) -> Result<(Vec<f32>, Vec<usize>
             format!(
                 "nested arrays must be rectangular (every row the same length and depth, \
                  {} like the first)",
-                crate::tensor::shape::display(&shape)
+                crate::ir::shape::display(&shape)
             ),
         )
     };

@@ -43,6 +43,18 @@ impl Drop for JsDevice {
 
 #[wasm_bindgen(js_class = Device)]
 impl JsDevice {
+    /// Devices come from `await Device.request()`. Without this constructor
+    /// `new Device()` would make an object that fails every use with "null
+    /// pointer passed to rust".
+    #[wasm_bindgen(constructor)]
+    pub fn construct() -> Result<JsDevice, JsValue> {
+        Err(errors::op_error(
+            "new Device",
+            ErrorClass::Type,
+            "devices come from await Device.request()",
+        ))
+    }
+
     /// `Device.request({ capacity?, debug?: { captureStacks?, errorScopes? } })`
     /// opens a GPU device. Options are checked at once (a bad one throws);
     /// the `Promise` rejects with an `Error` saying what is missing when
@@ -100,8 +112,8 @@ impl JsDevice {
                     ErrorClass::Range,
                     format!(
                         "shape {} differs from the shape {} the nested arrays give",
-                        crate::tensor::shape::display(&shape),
-                        crate::tensor::shape::display(&nested)
+                        crate::ir::shape::display(&shape),
+                        crate::ir::shape::display(&nested)
                     ),
                 ));
             }
@@ -276,9 +288,12 @@ impl JsDevice {
     }
 
     /// Why the device was lost, or `null` while it works.
-    #[wasm_bindgen(getter)]
-    pub fn lost(&self) -> Result<Option<String>, JsValue> {
-        Ok(self.device("lost")?.lost_reason())
+    #[wasm_bindgen(getter, unchecked_return_type = "string | null")]
+    pub fn lost(&self) -> Result<JsValue, JsValue> {
+        Ok(self
+            .device("lost")?
+            .lost_reason()
+            .map_or(JsValue::NULL, JsValue::from))
     }
 
     /// `injectFault({ op, nth = 1, kind = 'validation' })`: the nth kernel
@@ -322,6 +337,9 @@ impl JsDevice {
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
     /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
+    #[wasm_bindgen(
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number }"
+    )]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let s = self.device("stats")?.stats();
         let object = Object::new();

@@ -48,6 +48,18 @@ impl Drop for JsTensor {
 
 #[wasm_bindgen(js_class = Tensor)]
 impl JsTensor {
+    /// Tensors come from a device (`gpu.tensor(values)`, `gpu.zeros(shape)`,
+    /// ...). Without this constructor `new Tensor()` would make an object
+    /// that fails every use with "null pointer passed to rust".
+    #[wasm_bindgen(constructor)]
+    pub fn construct() -> Result<JsTensor, JsValue> {
+        Err(errors::op_error(
+            "new Tensor",
+            ErrorClass::Type,
+            "tensors come from a Device: gpu.tensor(values), gpu.zeros(shape), ...",
+        ))
+    }
+
     /// The tensor's number, as errors and reports name it (`tensor #5`).
     #[wasm_bindgen(getter)]
     pub fn id(&self) -> Result<f64, JsValue> {
@@ -328,7 +340,8 @@ macro_rules! reduce_ops {
                 pub fn $name(
                     &self,
                     #[wasm_bindgen(unchecked_optional_param_type = "number | number[]")] axis: JsValue,
-                    #[wasm_bindgen(unchecked_optional_param_type = "boolean")] keep_dims: JsValue,
+                    #[wasm_bindgen(js_name = keepDims, unchecked_optional_param_type = "boolean")]
+                    keep_dims: JsValue,
                 ) -> Result<JsValue, JsValue> {
                     let t = self.tensor($js)?;
                     let axes = args::axes($js, &axis)?;

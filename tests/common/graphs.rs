@@ -650,6 +650,8 @@ fn unary_cases() -> Vec<UnaryCase> {
 #[derive(Clone, Copy)]
 struct BinaryCase {
     name: &'static str,
+    /// The library's name for it (`greaterEqual`).
+    op: &'static str,
     gpu: GpuBinary,
     reference: RefBinary,
     f: fn(f64, f64) -> f64,
@@ -664,9 +666,10 @@ fn truth(b: bool) -> f64 {
 fn binary_cases() -> Vec<BinaryCase> {
     use Rule::*;
     macro_rules! case {
-        ($name:ident, $f:expr, $rule:expr, $tol:expr) => {
+        ($name:ident, $op:literal, $f:expr, $rule:expr, $tol:expr) => {
             BinaryCase {
                 name: stringify!($name),
+                op: $op,
                 gpu: |a, o| a.$name(o),
                 reference: |a, o| a.$name(o),
                 f: $f,
@@ -676,18 +679,30 @@ fn binary_cases() -> Vec<BinaryCase> {
         };
     }
     vec![
-        case!(add, |a, b| a + b, Corners, ARITH),
-        case!(sub, |a, b| a - b, Corners, ARITH),
-        case!(mul, |a, b| a * b, Corners, ARITH),
-        case!(div, |a, b| a / b, Corners, ARITH),
-        case!(pow, f64::powf, Corners, TRANSCENDENTAL),
-        case!(maximum, f64::max, Corners, EXACT),
-        case!(minimum, f64::min, Corners, EXACT),
-        case!(equal, |a, b| truth(a == b), Equality, EXACT),
-        case!(greater, |a, b| truth(a > b), Corners, EXACT),
-        case!(greater_equal, |a, b| truth(a >= b), Corners, EXACT),
-        case!(less, |a, b| truth(a < b), Corners, EXACT),
-        case!(less_equal, |a, b| truth(a <= b), Corners, EXACT),
+        case!(add, "add", |a, b| a + b, Corners, ARITH),
+        case!(sub, "sub", |a, b| a - b, Corners, ARITH),
+        case!(mul, "mul", |a, b| a * b, Corners, ARITH),
+        case!(div, "div", |a, b| a / b, Corners, ARITH),
+        case!(pow, "pow", f64::powf, Corners, TRANSCENDENTAL),
+        case!(maximum, "maximum", f64::max, Corners, EXACT),
+        case!(minimum, "minimum", f64::min, Corners, EXACT),
+        case!(equal, "equal", |a, b| truth(a == b), Equality, EXACT),
+        case!(greater, "greater", |a, b| truth(a > b), Corners, EXACT),
+        case!(
+            greater_equal,
+            "greaterEqual",
+            |a, b| truth(a >= b),
+            Corners,
+            EXACT
+        ),
+        case!(less, "less", |a, b| truth(a < b), Corners, EXACT),
+        case!(
+            less_equal,
+            "lessEqual",
+            |a, b| truth(a <= b),
+            Corners,
+            EXACT
+        ),
     ]
 }
 
@@ -721,6 +736,17 @@ fn prime_factors(mut n: usize) -> Vec<usize> {
     out
 }
 
+/// The library's name for a constant of `value` (`zeros`, `ones`, `full`).
+fn fill_name(value: f32) -> &'static str {
+    if value == 0.0 {
+        "zeros"
+    } else if value == 1.0 {
+        "ones"
+    } else {
+        "full"
+    }
+}
+
 /// An axis written as given or counted from the end.
 fn maybe_negative(rng: &mut Rng, axis: usize, rank: usize) -> isize {
     if rng.chance(0.4) {
@@ -738,6 +764,12 @@ struct Node {
     line: String,
     gpu: Tensor,
     t: Tracked,
+    /// The library ops that registering it queued, in order, by the names
+    /// reports and `inject_fault` use (`softmax` is `logSumExp`, `sub`,
+    /// `exp`).
+    ops: Vec<&'static str>,
+    /// The nodes it reads.
+    inputs: Vec<usize>,
 }
 
 struct Builder<'d> {
@@ -748,6 +780,9 @@ struct Builder<'d> {
     nodes: Vec<Node>,
     chain: Vec<String>,
     checked: Vec<usize>,
+    /// Nodes before this one have run: building reads random inputs back,
+    /// and a read flushes everything queued.
+    flushed: usize,
 }
 
 fn registered(what: &str, r: Result<Tensor, RegistrationError>) -> Result<Tensor, String> {
@@ -765,6 +800,7 @@ impl<'d> Builder<'d> {
             nodes: Vec::new(),
             chain: Vec::new(),
             checked: Vec::new(),
+            flushed: 0,
         }
     }
 
@@ -785,8 +821,15 @@ impl<'d> Builder<'d> {
     }
 
     /// Records a new node after checking the library's shape against the
-    /// reference's.
-    fn push(&mut self, gpu: Tensor, t: Tracked, desc: String) -> Result<usize, String> {
+    /// reference's: made by the library ops `ops` from the nodes `inputs`.
+    fn push(
+        &mut self,
+        gpu: Tensor,
+        t: Tracked,
+        desc: String,
+        ops: &[&'static str],
+        inputs: &[usize],
+    ) -> Result<usize, String> {
         let i = self.nodes.len();
         let name = format!("t{i}");
         let line = format!("{name} = {desc} -> {:?}", t.shape());
@@ -794,7 +837,14 @@ impl<'d> Builder<'d> {
             return Err(format!("{line}: the library gives shape {:?}", gpu.shape()));
         }
         self.chain.push(line.clone());
-        self.nodes.push(Node { name, line, gpu, t });
+        self.nodes.push(Node {
+            name,
+            line,
+            gpu,
+            t,
+            ops: ops.to_vec(),
+            inputs: inputs.to_vec(),
+        });
         if self.rng.chance(0.4) {
             self.checked.push(i);
         }
@@ -871,7 +921,10 @@ impl<'d> Builder<'d> {
                 ));
             }
             let desc = format!("random_uniform({shape:?}, {lo}, {hi}, seed {seed})");
-            return self.push(t, Tracked::exact(Ref::new(vals, shape)), desc);
+            let r = Tracked::exact(Ref::new(vals, shape));
+            let i = self.push(t, r, desc, &["randomUniform"], &[])?;
+            self.flushed = i + 1;
+            return Ok(i);
         }
         if how < 15 {
             let seed = self.rng.next_u64();
@@ -881,7 +934,10 @@ impl<'d> Builder<'d> {
                 return Err(format!("random_normal({shape:?}) produced {v}"));
             }
             let desc = format!("random_normal({shape:?}, 0, 1, seed {seed})");
-            return self.push(t, Tracked::exact(Ref::new(vals, shape)), desc);
+            let r = Tracked::exact(Ref::new(vals, shape));
+            let i = self.push(t, r, desc, &["randomNormal"], &[])?;
+            self.flushed = i + 1;
+            return Ok(i);
         }
         if how < 25 {
             let value = self.rng.pick(&[0.0, 1.0, -1.5, 0.25, 3.0]);
@@ -891,7 +947,8 @@ impl<'d> Builder<'d> {
                 _ => (gpu.full(shape, value), format!("full({shape:?}, {value})")),
             };
             let t = registered("full", t)?;
-            return self.push(t, Tracked::exact(Ref::full(shape, value)), desc);
+            let r = Tracked::exact(Ref::full(shape, value));
+            return self.push(t, r, desc, &[fill_name(value)], &[]);
         }
         if how < 32 && shape.len() == 1 {
             let start = self.rng.range(0, 6) as f32 - 3.0;
@@ -899,7 +956,8 @@ impl<'d> Builder<'d> {
             let stop = start + step * shape[0] as f32;
             let t = registered("arange", gpu.arange(start, stop, step))?;
             let r = Tracked::rounded(Ref::arange(start, stop, step), ARITH);
-            return self.push(t, r, format!("arange({start}, {stop}, {step})"));
+            let desc = format!("arange({start}, {stop}, {step})");
+            return self.push(t, r, desc, &["arange"], &[]);
         }
         self.upload(shape)
     }
@@ -920,6 +978,8 @@ impl<'d> Builder<'d> {
             t,
             Tracked::exact(Ref::new(values, shape)),
             format!("tensor({shape:?})"),
+            &["tensor"],
+            &[],
         )
     }
 
@@ -944,7 +1004,7 @@ impl<'d> Builder<'d> {
         let x = self.t(i);
         let t = x.unary((case.reference)(&x.val), case.f, case.rule, case.tol);
         let desc = format!("{}({})", case.name, self.name(i));
-        self.push(g, t, desc)
+        self.push(g, t, desc, &[case.name], &[i])
     }
 
     fn scalar_node(&mut self, i: usize, case: &BinaryCase, s: f32) -> Result<usize, String> {
@@ -962,7 +1022,7 @@ impl<'d> Builder<'d> {
             case.tol,
         );
         let desc = format!("{}({}, {s})", case.name, self.name(i));
-        self.push(g, t, desc)
+        self.push(g, t, desc, &[case.op], &[i])
     }
 
     fn clamp_node(&mut self, i: usize, lo: f32, hi: f32) -> Result<usize, String> {
@@ -971,7 +1031,7 @@ impl<'d> Builder<'d> {
         let f = |v: f64| v.max(lo as f64).min(hi as f64);
         let t = x.unary(x.val.clamp(lo, hi), f, Rule::Corners, EXACT);
         let desc = format!("clamp({}, {lo}, {hi})", self.name(i));
-        self.push(g, t, desc)
+        self.push(g, t, desc, &["clamp"], &[i])
     }
 
     fn case_binary(name: &str) -> BinaryCase {
@@ -1092,7 +1152,7 @@ impl<'d> Builder<'d> {
         let val = (case.reference)(&ta.val, RefOperand::Tensor(&tb.val));
         let t = ta.binary(tb, val, case.f, case.rule, case.tol);
         let desc = format!("{}({}, {})", case.name, self.name(a), self.name(b));
-        self.push(g, t, desc)
+        self.push(g, t, desc, &[case.op], &[a, b])
     }
 
     /// A chain of 8–12 binary ops each taking a new input: fused, one kernel
@@ -1137,6 +1197,8 @@ impl<'d> Builder<'d> {
                 t,
                 Tracked::exact(Ref::new(values, &s)),
                 format!("tensor({s:?})"),
+                &["tensor"],
+                &[],
             )?
         };
         let both = broadcast_shapes(&sa, &self.shape(cond));
@@ -1153,7 +1215,7 @@ impl<'d> Builder<'d> {
             self.name(a),
             self.name(b)
         );
-        self.push(g, t, desc)
+        self.push(g, t, desc, &["where"], &[cond, a, b])
     }
 
     fn op_view(&mut self) -> Result<usize, String> {
@@ -1174,7 +1236,13 @@ impl<'d> Builder<'d> {
                 };
                 let g = registered("transpose", x.transpose(perm.as_deref()))?;
                 let r = t.view(|v| v.transpose(perm.as_deref()));
-                self.push(g, r, format!("transpose({name}, {perm:?})"))
+                self.push(
+                    g,
+                    r,
+                    format!("transpose({name}, {perm:?})"),
+                    &["transpose"],
+                    &[i],
+                )
             }
             1 => {
                 let mut begin = Vec::new();
@@ -1193,13 +1261,15 @@ impl<'d> Builder<'d> {
                 }
                 let g = registered("slice", x.slice(&begin, &size))?;
                 let r = t.view(|v| v.slice(&begin, &size));
-                self.push(g, r, format!("slice({name}, {begin:?}, {size:?})"))
+                let desc = format!("slice({name}, {begin:?}, {size:?})");
+                self.push(g, r, desc, &["slice"], &[i])
             }
             2 => {
                 let target = self.reshape_target(numel(&shape));
                 let g = registered("reshape", x.reshape(&target))?;
                 let r = t.view(|v| v.reshape(&target));
-                self.push(g, r, format!("reshape({name}, {target:?})"))
+                let desc = format!("reshape({name}, {target:?})");
+                self.push(g, r, desc, &["reshape"], &[i])
             }
             3 => {
                 let mut target: Vec<usize> = shape
@@ -1220,14 +1290,16 @@ impl<'d> Builder<'d> {
                 }
                 let g = registered("broadcast_to", x.broadcast_to(&target))?;
                 let r = t.view(|v| v.broadcast_to(&target));
-                self.push(g, r, format!("broadcast_to({name}, {target:?})"))
+                let desc = format!("broadcast_to({name}, {target:?})");
+                self.push(g, r, desc, &["broadcastTo"], &[i])
             }
             4 => {
                 let axis = self.rng.range(0, rank);
                 let axis = maybe_negative(&mut self.rng, axis, rank + 1);
                 let g = registered("expand_dims", x.expand_dims(axis))?;
                 let r = t.view(|v| v.expand_dims(axis));
-                self.push(g, r, format!("expand_dims({name}, {axis})"))
+                let desc = format!("expand_dims({name}, {axis})");
+                self.push(g, r, desc, &["expandDims"], &[i])
             }
             5 => {
                 let ones: Vec<usize> = (0..rank).filter(|&d| shape[d] == 1).collect();
@@ -1245,12 +1317,13 @@ impl<'d> Builder<'d> {
                 };
                 let g = registered("squeeze", x.squeeze(axes.as_deref()))?;
                 let r = t.view(|v| v.squeeze(axes.as_deref()));
-                self.push(g, r, format!("squeeze({name}, {axes:?})"))
+                let desc = format!("squeeze({name}, {axes:?})");
+                self.push(g, r, desc, &["squeeze"], &[i])
             }
             _ => {
                 let g = registered("flatten", x.flatten())?;
                 let r = t.view(Ref::flatten);
-                self.push(g, r, format!("flatten({name})"))
+                self.push(g, r, format!("flatten({name})"), &["reshape"], &[i])
             }
         }
     }
@@ -1319,7 +1392,7 @@ impl<'d> Builder<'d> {
         };
         let g = registered(op, g)?;
         let desc = format!("{op}({}, {axes:?}, keep_dims={keep})", self.name(i));
-        self.push(g, r, desc)
+        self.push(g, r, desc, &[op], &[i])
     }
 
     fn op_argmax_or_softmax(&mut self) -> Result<usize, String> {
@@ -1328,7 +1401,7 @@ impl<'d> Builder<'d> {
             let g = registered("expand_dims", self.g(i).expand_dims(0))?;
             let r = self.t(i).view(|v| v.expand_dims(0));
             let desc = format!("expand_dims({}, 0)", self.name(i));
-            i = self.push(g, r, desc)?;
+            i = self.push(g, r, desc, &["expandDims"], &[i])?;
         }
         let shape = self.shape(i);
         let rank = shape.len();
@@ -1340,7 +1413,8 @@ impl<'d> Builder<'d> {
         match self.rng.below(3) {
             0 if shape[a] > 0 => {
                 let g = registered("argmax", x.argmax(axis))?;
-                self.push(g, t.argmax(axis), format!("argmax({name}, {axis})"))
+                let desc = format!("argmax({name}, {axis})");
+                self.push(g, t.argmax(axis), desc, &["argmax"], &[i])
             }
             1 => {
                 let g = registered("log_softmax", x.log_softmax(axis))?;
@@ -1348,11 +1422,14 @@ impl<'d> Builder<'d> {
                     g,
                     t.log_softmax(axis),
                     format!("log_softmax({name}, {axis})"),
+                    &["max", "sub", "logSumExp", "sub"],
+                    &[i],
                 )
             }
             _ => {
                 let g = registered("softmax", x.softmax(axis))?;
-                self.push(g, t.softmax(axis), format!("softmax({name}, {axis})"))
+                let desc = format!("softmax({name}, {axis})");
+                self.push(g, t.softmax(axis), desc, &["logSumExp", "sub", "exp"], &[i])
             }
         }
     }
@@ -1365,14 +1442,14 @@ impl<'d> Builder<'d> {
                 let g = registered("reshape", self.g(i).reshape(&[1, 1]))?;
                 let r = self.t(i).view(|v| v.reshape(&[1, 1]));
                 let desc = format!("reshape({}, [1, 1])", self.name(i));
-                i = self.push(g, r, desc)?;
+                i = self.push(g, r, desc, &["reshape"], &[i])?;
             }
             1 => {
                 let axis = self.rng.pick(&[0isize, -1]);
                 let g = registered("expand_dims", self.g(i).expand_dims(axis))?;
                 let r = self.t(i).view(|v| v.expand_dims(axis));
                 let desc = format!("expand_dims({}, {axis})", self.name(i));
-                i = self.push(g, r, desc)?;
+                i = self.push(g, r, desc, &["expandDims"], &[i])?;
             }
             _ => {}
         }
@@ -1413,7 +1490,7 @@ impl<'d> Builder<'d> {
         let g = registered("matmul", self.g(a).matmul(&self.g(b)))?;
         let t = self.t(a).matmul(self.t(b));
         let desc = format!("matmul({}, {})", self.name(a), self.name(b));
-        self.push(g, t, desc)
+        self.push(g, t, desc, &["matmul"], &[a, b])
     }
 
     async fn op_join(&mut self) -> Result<usize, String> {
@@ -1448,7 +1525,11 @@ impl<'d> Builder<'d> {
             let ts: Vec<&Tracked> = parts.iter().map(|&p| self.t(p)).collect();
             let t = Tracked::stack(&ts, axis);
             let names: Vec<String> = parts.iter().map(|&p| self.name(p)).collect();
-            return self.push(g, t, format!("stack([{}], {axis})", names.join(", ")));
+            let desc = format!("stack([{}], {axis})", names.join(", "));
+            // One expandDims per piece, then a cat.
+            let mut ops = vec!["expandDims"; parts.len()];
+            ops.push("cat");
+            return self.push(g, t, desc, &ops, &parts);
         }
         let a = self.rng.below(rank);
         let axis = maybe_negative(&mut self.rng, a, rank);
@@ -1479,7 +1560,8 @@ impl<'d> Builder<'d> {
         let ts: Vec<&Tracked> = parts.iter().map(|&p| self.t(p)).collect();
         let t = Tracked::cat(&ts, axis);
         let names: Vec<String> = parts.iter().map(|&p| self.name(p)).collect();
-        self.push(g, t, format!("cat([{}], {axis})", names.join(", ")))
+        let desc = format!("cat([{}], {axis})", names.join(", "));
+        self.push(g, t, desc, &["cat"], &parts)
     }
 
     /// Builds the whole graph: inputs, then 3–12 ops.
@@ -1557,4 +1639,604 @@ pub async fn check_graph(gpu: &Device, seed: u64) -> Result<(), String> {
         compare(&got, expected).map_err(|m| fail(format!("{line}: {m}")))?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Failures in random graphs
+
+/// Library ops that run in a kernel of their own or fused into one: what an
+/// injected fault can hit. Views (no kernel), host uploads and reads' copies
+/// are left out.
+const KERNEL_OPS: &[&str] = &[
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "square",
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "sin",
+    "cos",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "equal",
+    "greater",
+    "greaterEqual",
+    "less",
+    "lessEqual",
+    "clamp",
+    "where",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "logSumExp",
+    "argmax",
+    "matmul",
+    "cat",
+];
+
+/// What one seed of [`check_graph_with_faults`] did.
+#[derive(Debug, Default, Clone)]
+pub struct FaultRun {
+    /// The op a fault was injected into, if any.
+    pub injected: Option<String>,
+    /// Whether a branch past the device's buffer limits was added.
+    pub refused: bool,
+    /// Checked tensors read, and how many of them rejected.
+    pub reads: usize,
+    pub rejected: usize,
+}
+
+/// A node of a graph under failure: what the oracle needs of it.
+struct Site {
+    line: String,
+    shape: Vec<usize>,
+    ops: Vec<&'static str>,
+    inputs: Vec<usize>,
+    /// The reference; `None` for nodes too large to compute on the CPU
+    /// (they depend on the refused allocation, so they must not read).
+    expected: Option<Tracked>,
+    gpu: Option<Tensor>,
+    /// Queued when the fault was injected (not run by a read while building).
+    queued: bool,
+}
+
+/// Which failure a read may report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Injected,
+    Refused,
+}
+
+struct Sites {
+    sites: Vec<Site>,
+}
+
+impl Sites {
+    fn push(
+        &mut self,
+        gpu: Result<Tensor, RegistrationError>,
+        desc: String,
+        ops: &[&'static str],
+        inputs: &[usize],
+    ) -> Result<usize, String> {
+        let i = self.sites.len();
+        let gpu = registered(&desc, gpu)?;
+        let shape = gpu.shape().to_vec();
+        self.sites.push(Site {
+            line: format!("t{i} = {desc} -> {shape:?}"),
+            shape,
+            ops: ops.to_vec(),
+            inputs: inputs.to_vec(),
+            expected: None,
+            gpu: Some(gpu),
+            queued: true,
+        });
+        Ok(i)
+    }
+
+    fn g(&self, i: usize) -> &Tensor {
+        self.sites[i]
+            .gpu
+            .as_ref()
+            .expect("a handle kept until the reads")
+    }
+
+    /// `ancestors[i][j]`: node `i` reads node `j`'s value, directly or not
+    /// (every node is its own ancestor).
+    fn ancestors(&self) -> Vec<Vec<bool>> {
+        let n = self.sites.len();
+        let mut anc = vec![vec![false; n]; n];
+        for i in 0..n {
+            anc[i][i] = true;
+            for k in 0..self.sites[i].inputs.len() {
+                let j = self.sites[i].inputs[k];
+                for m in 0..=j {
+                    if anc[j][m] {
+                        anc[i][m] = true;
+                    }
+                }
+            }
+        }
+        anc
+    }
+}
+
+/// Adds a branch reading node `p` through a tensor beyond `maxBufferSize`
+/// (2^28 bytes on the test devices; this one has 2^30 to 2^38), reduced back
+/// to `p`'s shape. Returns the over-large node, its op's library name, and
+/// the node reduced back.
+fn refused_branch(
+    gpu: &Device,
+    s: &mut Sites,
+    rng: &mut Rng,
+    p: usize,
+) -> Result<(usize, &'static str, usize), String> {
+    let shape = s.sites[p].shape.clone();
+    let n = numel(&shape);
+    // Dims a 32-bit usize holds, whatever the total.
+    let floats: u64 = 1 << rng.pick(&[28u32, 30, 33, 36]);
+    let wide = 1usize << 10;
+    let rows = floats.div_ceil((n * wide) as u64) as usize;
+    let big = vec![rows, wide, n];
+    let flat = s.push(
+        s.g(p).reshape(&[1, 1, n as isize]),
+        format!("reshape(t{p}, [1, 1, {n}])"),
+        &["reshape"],
+        &[p],
+    )?;
+    let (huge, op) = match rng.below(3) {
+        0 => {
+            let view = s.push(
+                s.g(flat).broadcast_to(&big),
+                format!("broadcast_to(t{flat}, {big:?})"),
+                &["broadcastTo"],
+                &[flat],
+            )?;
+            let op: &'static str = rng.pick(&["neg", "abs", "relu", "square", "sigmoid"]);
+            let x = s.g(view);
+            let t = match op {
+                "neg" => x.neg(),
+                "abs" => x.abs(),
+                "relu" => x.relu(),
+                "square" => x.square(),
+                _ => x.sigmoid(),
+            };
+            (s.push(t, format!("{op}(t{view})"), &[op], &[view])?, op)
+        }
+        1 => {
+            let z = s.push(gpu.zeros(&big), format!("zeros({big:?})"), &["zeros"], &[])?;
+            let t = s.g(z).add(s.g(flat));
+            let huge = s.push(t, format!("add(t{z}, t{flat})"), &["add"], &[z, flat])?;
+            (huge, "add")
+        }
+        _ => {
+            let view = s.push(
+                s.g(flat).broadcast_to(&big),
+                format!("broadcast_to(t{flat}, {big:?})"),
+                &["broadcastTo"],
+                &[flat],
+            )?;
+            let t = s.g(view).mul(s.g(flat));
+            let huge = s.push(t, format!("mul(t{view}, t{flat})"), &["mul"], &[view, flat])?;
+            (huge, "mul")
+        }
+    };
+    let reduce: &'static str = rng.pick(&["sum", "mean", "max", "min"]);
+    let axes: &[isize] = &[0, 1];
+    let x = s.g(huge);
+    let t = match reduce {
+        "sum" => x.sum(Some(axes), false),
+        "mean" => x.mean(Some(axes), false),
+        "max" => x.max(Some(axes), false),
+        _ => x.min(Some(axes), false),
+    };
+    let back = s.push(t, format!("{reduce}(t{huge}, [0, 1])"), &[reduce], &[huge])?;
+    let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+    let back = s.push(
+        s.g(back).reshape(&dims),
+        format!("reshape(t{back}, {dims:?})"),
+        &["reshape"],
+        &[back],
+    )?;
+    Ok((huge, op, back))
+}
+
+/// The refused branch of [`refused_branch`] on a random node of the graph
+/// (its first `graph` nodes), combined with another node; its over-large
+/// node and what reads its failure are checked. `None` when every node is
+/// empty.
+fn add_refused(
+    gpu: &Device,
+    s: &mut Sites,
+    rng: &mut Rng,
+    checked: &mut Vec<usize>,
+    graph: usize,
+) -> Result<Option<(usize, &'static str)>, String> {
+    let sources: Vec<usize> = (0..graph)
+        .filter(|&i| numel(&s.sites[i].shape) > 0)
+        .collect();
+    if sources.is_empty() {
+        return Ok(None);
+    }
+    let p = rng.pick(&sources);
+    let (huge, op, back) = refused_branch(gpu, s, rng, p)?;
+    let shape = s.sites[back].shape.clone();
+    let partners: Vec<usize> = (0..graph)
+        .filter(|&q| {
+            let sq = &s.sites[q].shape;
+            broadcastable(sq, &shape) && numel(&broadcast_shapes(sq, &shape)) <= MAX_ELEMENTS
+        })
+        .collect();
+    let q = if partners.is_empty() {
+        p
+    } else {
+        rng.pick(&partners)
+    };
+    let case: &'static str = rng.pick(&["add", "mul", "maximum"]);
+    let (x, y) = if rng.chance(0.5) {
+        (back, q)
+    } else {
+        (q, back)
+    };
+    let t = match case {
+        "add" => s.g(x).add(s.g(y)),
+        "mul" => s.g(x).mul(s.g(y)),
+        _ => s.g(x).maximum(s.g(y)),
+    };
+    let joined = s.push(t, format!("{case}(t{x}, t{y})"), &[case], &[x, y])?;
+    checked.extend([huge, joined]);
+    if rng.chance(0.4) {
+        checked.push(back);
+    }
+    Ok(Some((huge, op)))
+}
+
+/// Where a fault can go: `(node, op)` for a node of the graph (its first
+/// `graph` nodes) still queued, non-empty, whose `op` runs in a kernel and
+/// is the only queued op of that name (so the first kernel computing `op`
+/// is this node's), and which some checked node reads without also reading
+/// the refused allocation.
+fn fault_sites(
+    s: &Sites,
+    anc: &[Vec<bool>],
+    checked: &[usize],
+    graph: usize,
+    refused: Option<usize>,
+) -> Vec<(usize, &'static str)> {
+    let mut count: std::collections::BTreeMap<&str, usize> = Default::default();
+    for site in s.sites.iter().filter(|site| site.queued) {
+        for &op in &site.ops {
+            *count.entry(op).or_default() += 1;
+        }
+    }
+    let mut out = Vec::new();
+    for i in 0..graph {
+        let site = &s.sites[i];
+        let empty = |j: usize| numel(&s.sites[j].shape) == 0;
+        if !site.queued || empty(i) || site.inputs.iter().any(|&j| empty(j)) {
+            continue;
+        }
+        let observed = checked
+            .iter()
+            .any(|&c| anc[c][i] && refused.is_none_or(|h| !anc[c][h]));
+        if !observed {
+            continue;
+        }
+        for &op in &site.ops {
+            if KERNEL_OPS.contains(&op) && count[op] == 1 {
+                out.push((i, op));
+            }
+        }
+    }
+    out
+}
+
+/// Builds the graph of `seed` as [`check_graph`] does, then (from a second
+/// PRNG stream, so the graph is the same) sometimes adds a branch that
+/// allocates past the device's limits, injects a fault into the first
+/// kernel computing an op that only one queued node has, and reads the
+/// checked tensors.
+///
+/// The oracle (contract items 4–7): a tensor that depends on neither
+/// failure reads the reference's values; one that depends on a failure
+/// rejects with a report for each failure it depends on and no other:
+/// `injected` rooted at the faulted op, `allocation` rooted at a block that
+/// holds the over-large op; depth 0 on the failed op's own output, at least
+/// 1 below it; one failure id per failure across all reads. Then `sync()`
+/// names each failure once, and once every tensor is dropped the device
+/// holds no failure and no more bytes than before.
+pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun, String> {
+    use webfusion::{FailureId, FailureKind, FaultKind};
+
+    let _ = gpu.sync().await;
+    let before = gpu.stats();
+    let mut b = Builder::new(gpu, seed);
+    if let Err(e) = b.build().await {
+        let chain = b.chain.join("\n  ");
+        return Err(format!("seed {seed}: {e}\nop chain:\n  {chain}"));
+    }
+    let graph = b.nodes.len();
+    let flushed = b.flushed;
+    let mut checked = b.checked.clone();
+    let mut s = Sites {
+        sites: b
+            .nodes
+            .drain(..)
+            .enumerate()
+            .map(|(i, n)| Site {
+                line: n.line,
+                shape: n.t.shape().to_vec(),
+                ops: n.ops,
+                inputs: n.inputs,
+                expected: Some(n.t),
+                gpu: Some(n.gpu),
+                queued: i >= flushed,
+            })
+            .collect(),
+    };
+    drop(b);
+
+    let mut rng = Rng::new(seed ^ 0xFA17_5EED_D15E_A5E5);
+    for i in flushed..graph {
+        if !checked.contains(&i) && rng.chance(0.1) {
+            checked.push(i);
+        }
+    }
+    let mut refused = None;
+    if rng.chance(0.35) {
+        refused = add_refused(gpu, &mut s, &mut rng, &mut checked, graph)?;
+    }
+    let mut anc = s.ancestors();
+    let mut sites = fault_sites(&s, &anc, &checked, graph, refused.map(|r| r.0));
+    if sites.is_empty() && refused.is_none() {
+        refused = add_refused(gpu, &mut s, &mut rng, &mut checked, graph)?;
+        anc = s.ancestors();
+        sites = fault_sites(&s, &anc, &checked, graph, refused.map(|r| r.0));
+    }
+    let target = (!sites.is_empty()).then(|| rng.pick(&sites));
+    let kind = rng.pick(&[
+        FaultKind::Validation,
+        FaultKind::OutOfMemory,
+        FaultKind::Internal,
+    ]);
+    if let Some((i, _)) = target
+        && !checked.contains(&i)
+        && rng.chance(0.3)
+    {
+        checked.push(i);
+    }
+    checked.sort_unstable();
+    checked.dedup();
+
+    let mut lines: Vec<String> = s.sites.iter().map(|site| site.line.clone()).collect();
+    if flushed > 0 {
+        lines.insert(
+            flushed,
+            format!("-- t0..t{} ran while building", flushed - 1),
+        );
+    }
+    if let Some((i, op)) = target {
+        lines.push(format!(
+            "fault: {} into the 1st kernel computing `{op}` (t{i})",
+            kind.name()
+        ));
+    }
+    if let Some((h, op)) = refused {
+        lines.push(format!("refused: t{h} (`{op}`) is past maxBufferSize"));
+    }
+    let names: Vec<String> = checked.iter().map(|c| format!("t{c}")).collect();
+    lines.push(format!("checked: {}", names.join(", ")));
+    let description = lines.join("\n  ");
+    let fail = |msg: String| format!("seed {seed}: {msg}\ngraph:\n  {description}");
+
+    // Only the checked tensors stay held: the library need not write the
+    // rest.
+    let mut reads: Vec<(usize, Tensor)> = checked.iter().map(|&c| (c, s.g(c).clone())).collect();
+    for site in &mut s.sites {
+        site.gpu = None;
+    }
+    rng.shuffle(&mut reads);
+    if let Some((_, op)) = target {
+        gpu.inject_fault(op, 1, kind)
+            .map_err(|e| fail(format!("inject_fault({op}, 1) was refused: {e}")))?;
+    }
+
+    let mut run = FaultRun {
+        injected: target.map(|(_, op)| op.to_string()),
+        refused: refused.is_some(),
+        ..FaultRun::default()
+    };
+    let mut ids: [Option<FailureId>; 2] = [None, None];
+    for (c, t) in &reads {
+        let c = *c;
+        let line = &s.sites[c].line;
+        let injected = target.is_some_and(|(i, _)| anc[c][i]);
+        let too_big = refused.is_some_and(|(h, _)| anc[c][h]);
+        run.reads += 1;
+        let error = match t.to_vec().await {
+            Ok(got) => {
+                if injected || too_big {
+                    let what = if injected {
+                        "the faulted op"
+                    } else {
+                        "the refused allocation"
+                    };
+                    return Err(fail(format!(
+                        "{line} read normally, though it depends on {what}"
+                    )));
+                }
+                let expected = s.sites[c]
+                    .expected
+                    .as_ref()
+                    .ok_or_else(|| fail(format!("{line} has no reference")))?;
+                compare(&got, expected).map_err(|m| fail(format!("{line}: {m}")))?;
+                continue;
+            }
+            Err(error) => error,
+        };
+        run.rejected += 1;
+        if !injected && !too_big {
+            return Err(fail(format!(
+                "{line} depends on no failed op, yet its read rejected:\n{error}"
+            )));
+        }
+        let bad = |why: String| fail(format!("{line}: {why}\nthe read's error:\n{error}"));
+        if error.failures.is_empty() {
+            return Err(bad("rejected without a report".to_string()));
+        }
+        let mut seen = Vec::new();
+        for report in &error.failures {
+            if seen.contains(&report.failure) {
+                return Err(bad(format!("{} is reported twice", report.failure)));
+            }
+            seen.push(report.failure);
+            let (cause, root, own_op_last) = match report.root.kind {
+                FailureKind::Injected => {
+                    let (i, op) = target.filter(|_| injected).ok_or_else(|| {
+                        bad(
+                            "an injected failure, though it does not depend on the faulted op"
+                                .to_string(),
+                        )
+                    })?;
+                    if report.root.op != op {
+                        return Err(bad(format!(
+                            "the injected failure is rooted at `{}`, not `{op}`",
+                            report.root.op
+                        )));
+                    }
+                    (Cause::Injected, i, s.sites[i].ops.last() == Some(&op))
+                }
+                FailureKind::Allocation => {
+                    let (h, op) = refused.filter(|_| too_big).ok_or_else(|| {
+                        bad(
+                            "an allocation failure, though it does not depend on the refused \
+                             branch"
+                                .to_string(),
+                        )
+                    })?;
+                    if !report.root.op.split('+').any(|o| o == op) {
+                        return Err(bad(format!(
+                            "the allocation failure is rooted at `{}`, which lacks `{op}`",
+                            report.root.op
+                        )));
+                    }
+                    (Cause::Refused, h, true)
+                }
+                other => {
+                    return Err(bad(format!("a report of kind {other:?}")));
+                }
+            };
+            let slot = &mut ids[cause as usize];
+            if *slot.get_or_insert(report.failure) != report.failure {
+                return Err(bad(format!(
+                    "{cause:?} is {} here and {} in an earlier read",
+                    report.failure,
+                    slot.unwrap()
+                )));
+            }
+            if report.carriers == 0 {
+                return Err(bad("a report carried by no buffer".to_string()));
+            }
+            if c == root && own_op_last {
+                if report.depth != 0 {
+                    return Err(bad(format!(
+                        "depth {} on the failed op's own output",
+                        report.depth
+                    )));
+                }
+            } else if report.depth == 0 {
+                return Err(bad(format!(
+                    "depth 0 for the {cause:?} failure, though ops were skipped below it"
+                )));
+            }
+        }
+        let has = |k: FailureKind| error.failures.iter().any(|r| r.root.kind == k);
+        if injected && !has(FailureKind::Injected) {
+            return Err(bad(
+                "the injected failure it depends on is not reported".to_string()
+            ));
+        }
+        if too_big && !has(FailureKind::Allocation) {
+            return Err(bad(
+                "the allocation failure it depends on is not reported".to_string()
+            ));
+        }
+    }
+
+    drop(reads);
+    drop(s);
+    let fired = usize::from(target.is_some()) + usize::from(refused.is_some());
+    match gpu.sync().await {
+        Ok(()) if fired == 0 => {}
+        Ok(()) => {
+            return Err(fail(format!(
+                "sync() resolved, though {fired} failure(s) happened since the last one"
+            )));
+        }
+        Err(e) => {
+            let mut kinds: Vec<FailureKind> = e.failures.iter().map(|f| f.root.kind).collect();
+            kinds.sort_by_key(|k| k.name());
+            let mut want = Vec::new();
+            if target.is_some() {
+                want.push(FailureKind::Injected);
+            }
+            if refused.is_some() {
+                want.push(FailureKind::Allocation);
+            }
+            want.sort_by_key(|k| k.name());
+            if kinds != want {
+                return Err(fail(format!(
+                    "sync() named {kinds:?}, expected {want:?}:\n{e:?}"
+                )));
+            }
+            for f in &e.failures {
+                let cause = match f.root.kind {
+                    FailureKind::Injected => Cause::Injected,
+                    _ => Cause::Refused,
+                };
+                if ids[cause as usize].is_some_and(|id| id != f.failure) {
+                    return Err(fail(format!(
+                        "sync() names {} for {cause:?}, the reads named {}",
+                        f.failure,
+                        ids[cause as usize].unwrap()
+                    )));
+                }
+            }
+        }
+    }
+    let after = gpu.stats();
+    if after.failures_held != 0 {
+        return Err(fail(format!(
+            "{} failure(s) still held once every tensor was dropped",
+            after.failures_held
+        )));
+    }
+    if after.bytes_in_use != before.bytes_in_use {
+        return Err(fail(format!(
+            "{} bytes in use once every tensor was dropped, {} before the graph",
+            after.bytes_in_use, before.bytes_in_use
+        )));
+    }
+    if after.uncaptured_errors != before.uncaptured_errors {
+        return Err(fail(format!(
+            "{} GPU error(s) no scope caught",
+            after.uncaptured_errors - before.uncaptured_errors
+        )));
+    }
+    Ok(run)
 }

@@ -226,7 +226,7 @@ test('invalid registrations throw the conventional JS error naming the op and th
   assert.match(result.nanDim, /^RangeError: zeros: /);
   assert.match(result.fractionalDim, /^RangeError: ones: /);
   assert.equal(result.emptyCat, 'Error: cat: needs at least one tensor');
-  assert.match(result.notTensorInCat, /^TypeError: cat: expected a Tensor/);
+  assert.equal(result.notTensorInCat, 'TypeError: cat: expected a webfusion Tensor at tensors[1], got 3');
   assert.match(result.reshape, /^RangeError: reshape: cannot reshape \[2,3\]/);
   assert.match(result.seed, /^RangeError: randomUniform: seed/);
   assert.deepEqual(result.works, [2, 2, 2, 2, 2, 2]);

@@ -165,7 +165,7 @@ test('cross-device ops throw at registration and to() carries a failure onto the
     const e = await carried.data().then(() => null, (err) => ({ kind: err.root.kind, message: err.root.message, chain: err.chain.map((h) => h.op) }));
     return { thrown, sum, e };
   });
-  assert.match(result.thrown, /^add: tensor #\d+ and tensor #\d+ live on different devices \(device #\d+ and device #\d+\)/);
+  assert.match(result.thrown, /^add: operand 1 \(tensor #\d+\) lives on device #\d+, but the op runs on device #\d+; move it with to\(\)$/);
   assert.deepEqual(result.sum, [2, 3]);
   assert.equal(result.e.kind, 'allocation');
   assert.match(result.e.message, /on device #\d+; carried here by `to`/);

@@ -302,3 +302,33 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
     assert!(read(&weights).await.iter().all(|v| v.is_finite()));
     no_uncaptured_errors(&gpu);
 }
+
+pub async fn log_softmax_of_inputs_near_ten_thousand_keeps_float32_precision() {
+    // ONNX's `test_logsoftmax_large_number`: x - logSumExp(x) loses the
+    // rounding of a logSumExp near 10^4 (an ulp of 10^-3) whole.
+    let gpu = device().await;
+    let rows = [
+        [1.0f32, 2.0, 3.0, 4.0],
+        [10000.0, 10001.0, 10002.0, 10003.0],
+    ];
+    let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+    let x = gpu.tensor(&flat, Some(&[2, 4])).unwrap();
+    let got = read(&x.log_softmax(-1).unwrap()).await;
+    let mut want = Vec::new();
+    for row in rows {
+        let max = row.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+        let lse = max
+            + row
+                .iter()
+                .map(|&v| (v as f64 - max).exp())
+                .sum::<f64>()
+                .ln();
+        want.extend(row.iter().map(|&v| v as f64 - lse));
+    }
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            (*g as f64 - w).abs() <= 4e-6,
+            "logSoftmax {got:?} vs {want:?}"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod failures;
 pub mod honesty;
+pub mod onnx;
 
 /// Every case, as `$run!(module, name)`.
 #[macro_export]
@@ -162,6 +163,15 @@ macro_rules! all_cases {
         $run!(
             honesty,
             a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_memory_flat
+        );
+        $run!(
+            honesty,
+            log_softmax_of_inputs_near_ten_thousand_keeps_float32_precision
+        );
+        $run!(onnx, the_comparison_is_onnxs_assert_allclose);
+        $run!(
+            onnx,
+            onnx_backend_node_tests_of_the_op_set_match_within_onnxs_tolerance
         );
     };
 }

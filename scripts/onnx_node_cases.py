@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""ONNX backend node tests for webfusion's op set, as a dependency-free data file.
+
+Regenerate (the checked-in file was made with onnx 1.23.2, numpy 2.4.6):
+
+    pip install onnx==1.23.2 numpy
+    python3 scripts/onnx_node_cases.py > tests/data/onnx_node_cases.txt
+
+The onnx wheel no longer ships the node test data (`backend/test/data/node`),
+so the cases come from the package's own generators
+(`onnx.backend.test.case.node.collect_testcases()`, the code that writes that
+data): each case's single-node model, its one data set, and the runner's
+tolerance (rtol 1e-3, atol 1e-7). The generators seed numpy with 0, so the
+output is byte-identical for a given onnx and numpy. tests/onnx.rs runs them.
+
+Kept: single-node models whose op maps onto webfusion's API, with float32
+data inputs and float32 / bool / int64 outputs (bool and int64 compared as
+floats). The ONNX semantics are resolved here, into webfusion's terms, so the
+Rust side stays a plain interpreter:
+
+  * variadic Max / Min / Sum fold `maximum` / `minimum` / `add`;
+  * ReduceX axes (attribute before opset 18, second input from 18), keepdims
+    (default 1) and noop_with_empty_axes (empty axes: identity when 1, all
+    axes when 0);
+  * Softmax / LogSoftmax axis (default -1 from opset 13; before 13 the input
+    is coerced to 2-D at `axis`, kept only when that is the last axis);
+  * Reshape's shape input with 0 meaning "copy the input dim" (allowzero=0);
+    Flatten as a reshape to 2-D; Expand as broadcast_to the output shape;
+  * Clip's min / max inputs (or pre-11 attributes) as clamp bounds, ±inf when
+    absent; Where's bool condition as 0 / 1;
+  * ArgMax with select_last_index=0 only (webfusion's first-wins ties), and
+    keepdims as an expand_dims after it;
+  * Unsqueeze axes, normalized against the output rank, applied ascending.
+
+Everything else is skipped and counted by reason; the counts are written into
+the data file's header (and to stderr).
+
+Format: '#' lines are comments. A case is
+
+    case <onnx test name>
+    op <webfusion op> [key=value ...]
+    in [d0,d1,...] <f32 bits as 8 hex digits, space-separated>
+    ...
+    out [d0,...] <f32 bits ...>
+    end
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.backend.test.case import node as node_cases
+
+BINARY = {
+    "Add": "add",
+    "Sub": "sub",
+    "Mul": "mul",
+    "Div": "div",
+    "Pow": "pow",
+    "Equal": "equal",
+    "Greater": "greater",
+    "GreaterOrEqual": "greater_equal",
+    "Less": "less",
+    "LessOrEqual": "less_equal",
+}
+VARIADIC = {"Max": "maximum", "Min": "minimum", "Sum": "add"}
+UNARY = {
+    "Abs": "abs",
+    "Neg": "neg",
+    "Exp": "exp",
+    "Log": "log",
+    "Sqrt": "sqrt",
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Identity": "identity",
+}
+REDUCE = {
+    "ReduceSum": "sum",
+    "ReduceMean": "mean",
+    "ReduceMax": "max",
+    "ReduceMin": "min",
+    "ReduceLogSumExp": "log_sum_exp",
+}
+OTHER = {
+    "Softmax",
+    "LogSoftmax",
+    "MatMul",
+    "Transpose",
+    "Reshape",
+    "Flatten",
+    "Concat",
+    "Where",
+    "Clip",
+    "ArgMax",
+    "Gelu",
+    "Squeeze",
+    "Unsqueeze",
+    "Expand",
+}
+SUPPORTED = set(BINARY) | set(VARIADIC) | set(UNARY) | set(REDUCE) | OTHER
+
+
+class Skip(Exception):
+    pass
+
+
+def as_array(x) -> np.ndarray:
+    if isinstance(x, onnx.TensorProto):
+        return numpy_helper.to_array(x)
+    if isinstance(x, np.generic):  # a 0-d input given as a numpy scalar
+        return np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        raise Skip("non-tensor input or output (sequence / optional / map)")
+    return x
+
+
+def attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def ints(a) -> list[int]:
+    return [int(v) for v in np.asarray(a).reshape(-1)]
+
+
+def fmt_shape(shape) -> str:
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def fmt_tensor(kind: str, a: np.ndarray) -> str:
+    a = np.array(a, dtype=np.float32, order="C")  # not ascontiguousarray: it makes 0-d 1-d
+    bits = a.reshape(-1).view(np.uint32)
+    return " ".join([kind, fmt_shape(a.shape)] + [f"{b:08x}" for b in bits])
+
+
+def data_input(a: np.ndarray, allow_bool: bool = False) -> np.ndarray:
+    if a.dtype == np.float32:
+        return a
+    if allow_bool and a.dtype == np.bool_:
+        return a.astype(np.float32)
+    raise Skip(f"non-float32 data: {a.dtype}")
+
+
+def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
+    """The case as (op line, float32 inputs, expected output)."""
+    graph = case.model.graph
+    if len(graph.node) != 1:
+        raise Skip("multi-node model (an *_expanded function body)")
+    node = graph.node[0]
+    if node.domain not in ("", "ai.onnx"):
+        raise Skip(f"op domain {node.domain}")
+    op = node.op_type
+    if op not in SUPPORTED:
+        raise Skip("op outside webfusion's op set")
+    opset = max(
+        (o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")),
+        default=0,
+    )
+    inputs, outputs = case.data_sets[0]
+    if len(outputs) != 1:
+        raise Skip("more than one output")
+    # Positional inputs, None where an optional input is left empty ("").
+    given = iter(as_array(x) for x in inputs)
+    ins = [None if name == "" else next(given) for name in node.input]
+    out = as_array(outputs[0])
+    if out.dtype == np.bool_ or out.dtype == np.int64:
+        out = out.astype(np.float32)
+    elif out.dtype != np.float32:
+        raise Skip(f"non-float32 data: {out.dtype}")
+    at = attrs(node)
+
+    if op in BINARY:
+        return BINARY[op], [data_input(x) for x in ins], out
+    if op in VARIADIC:
+        return VARIADIC[op], [data_input(x) for x in ins], out
+    if op in UNARY:
+        return UNARY[op], [data_input(ins[0])], out
+    if op == "Gelu":
+        approx = at.get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        if approx != "tanh":
+            raise Skip("Gelu approximate=none (erf): webfusion has the tanh form only")
+        return "gelu", [data_input(ins[0])], out
+    if op in ("Softmax", "LogSoftmax"):
+        x = data_input(ins[0])
+        name = "softmax" if op == "Softmax" else "log_softmax"
+        if opset >= 13:
+            axis = at.get("axis", -1)
+        else:
+            axis = at.get("axis", 1)
+            if axis % max(x.ndim, 1) != x.ndim - 1:
+                raise Skip("pre-13 Softmax coerced to 2-D at a non-last axis")
+        return f"{name} axis={axis}", [x], out
+    if op in REDUCE:
+        x = data_input(ins[0])
+        keep = at.get("keepdims", 1)
+        if len(ins) > 1 and ins[1] is not None:
+            axes = ints(ins[1])
+        else:
+            axes = [int(a) for a in at.get("axes", [])]
+        if not axes:
+            if at.get("noop_with_empty_axes", 0):
+                return "identity", [x], out
+            return f"{REDUCE[op]} axes=all keep={keep}", [x], out
+        return f"{REDUCE[op]} axes={','.join(map(str, axes))} keep={keep}", [x], out
+    if op == "ArgMax":
+        if at.get("select_last_index", 0):
+            raise Skip("ArgMax select_last_index=1: webfusion's ties go to the first")
+        return (
+            f"argmax axis={at.get('axis', 0)} keep={at.get('keepdims', 1)}",
+            [data_input(ins[0])],
+            out,
+        )
+    if op == "MatMul":
+        return "matmul", [data_input(x) for x in ins], out
+    if op == "Transpose":
+        x = data_input(ins[0])
+        perm = at.get("perm")
+        perm = list(range(x.ndim))[::-1] if perm is None else list(perm)
+        return f"transpose perm={','.join(map(str, perm))}", [x], out
+    if op == "Reshape":
+        x = data_input(ins[0])
+        shape = ints(ins[1])
+        if not at.get("allowzero", 0):
+            shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return f"reshape shape={','.join(map(str, shape))}", [x], out
+    if op == "Flatten":
+        x = data_input(ins[0])
+        axis = at.get("axis", 1)
+        axis = axis + x.ndim if axis < 0 else axis
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        cols = int(np.prod(x.shape[axis:], dtype=np.int64))
+        return f"reshape shape={rows},{cols}", [x], out
+    if op == "Concat":
+        return f"cat axis={at['axis']}", [data_input(x) for x in ins], out
+    if op == "Where":
+        c = data_input(ins[0], allow_bool=True)
+        return "where", [c, data_input(ins[1]), data_input(ins[2])], out
+    if op == "Clip":
+        x = data_input(ins[0])
+        if opset < 11:
+            lo = at.get("min", -np.inf)
+            hi = at.get("max", np.inf)
+        else:
+            lo = -np.inf if len(ins) < 2 or ins[1] is None else data_input(ins[1])
+            hi = np.inf if len(ins) < 3 or ins[2] is None else data_input(ins[2])
+        lo, hi = np.float32(lo), np.float32(hi)
+        if lo > hi:
+            raise Skip("Clip with min > max: webfusion's clamp refuses it (ONNX gives max)")
+        b = lambda v: f"{np.asarray(v, dtype=np.float32).reshape(1).view(np.uint32)[0]:08x}"
+        return f"clamp min={b(lo)} max={b(hi)}", [x], out
+    if op == "Squeeze":
+        x = data_input(ins[0])
+        if len(ins) > 1 and ins[1] is not None:
+            axes = ints(ins[1])
+        else:
+            axes = [int(a) for a in at.get("axes", [])]
+        if not axes:
+            return "squeeze axes=all", [x], out
+        return f"squeeze axes={','.join(map(str, axes))}", [x], out
+    if op == "Unsqueeze":
+        x = data_input(ins[0])
+        axes = ints(ins[1]) if len(ins) > 1 else [int(a) for a in at["axes"]]
+        rank = x.ndim + len(axes)
+        axes = sorted(a + rank if a < 0 else a for a in axes)
+        return f"unsqueeze axes={','.join(map(str, axes))}", [x], out
+    if op == "Expand":
+        x = data_input(ins[0])
+        return f"broadcast_to shape={','.join(map(str, out.shape))}", [x], out
+    raise AssertionError(op)
+
+
+def main() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node_cases.collect_testcases()
+    skipped: collections.Counter = collections.Counter()
+    outside: collections.Counter = collections.Counter()
+    blocks = []
+    considered = 0
+    for case in sorted(cases, key=lambda c: c.name):
+        graph = case.model.graph
+        ops = {n.op_type for n in graph.node}
+        # The op set's cases: single-node models of a supported op. The rest
+        # are counted, not converted.
+        if len(graph.node) != 1:
+            outside["multi-node model (a function-expanded test, any op)"] += 1
+            continue
+        if graph.node[0].op_type not in SUPPORTED:
+            outside["single-node model of an op outside webfusion's op set"] += 1
+            continue
+        considered += 1
+        try:
+            op_line, ins, out = convert(case)
+        except Skip as e:
+            skipped[str(e)] += 1
+            continue
+        assert (case.rtol, case.atol) == (1e-3, 1e-7), case.name
+        lines = [f"case {case.name}", f"op {op_line}"]
+        lines += [fmt_tensor("in", x) for x in ins]
+        lines += [fmt_tensor("out", out), "end"]
+        blocks.append("\n".join(lines))
+    header = [
+        "# ONNX backend node tests for webfusion's op set.",
+        f"# Generated by scripts/onnx_node_cases.py from onnx {onnx.__version__}"
+        f" (numpy {np.__version__}); do not edit by hand.",
+        "#   python3 scripts/onnx_node_cases.py > tests/data/onnx_node_cases.txt",
+        f"# node test cases in onnx: {len(cases)}",
+    ]
+    header += [f"#   {n:4} {reason}" for reason, n in sorted(outside.items())]
+    header += [
+        f"# single-node cases of the op set: {considered}; converted: {len(blocks)}",
+        "# skipped, by reason:",
+    ]
+    header += [f"#   {n:4} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1])]
+    sys.stdout.write("\n".join(header + blocks) + "\n")
+    print(
+        f"onnx {onnx.__version__}: {len(cases)} node cases, {considered} of the op set,"
+        f" {len(blocks)} converted",
+        file=sys.stderr,
+    )
+    for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1]):
+        print(f"  skipped {n:4}: {reason}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+//! The ONNX backend node tests for webfusion's op set, from
+//! tests/data/onnx_node_cases.txt (made by scripts/onnx_node_cases.py from
+//! the `onnx` package's own generators; its header says which version, and
+//! counts the cases skipped and why). Each case runs through the Rust API and
+//! is held to the ONNX runner's tolerance: `|got - want| <= 1e-7 + 1e-3 *
+//! |want|`, NaN matching NaN and infinities matching exactly.
+//!
+//! Cases that miss that tolerance for a reason of the platform, not of
+//! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
+//! they must still meet; nothing is skipped silently.
+
+use webfusion::{Device, RegistrationError, Tensor};
+
+use super::engine::device;
+
+const DATA: &str = include_str!("../data/onnx_node_cases.txt");
+
+/// The ONNX backend runner's tolerance (`onnx.backend.test.runner`:
+/// `np.testing.assert_allclose(rtol=1e-3, atol=1e-7)`).
+const RTOL: f32 = 1e-3;
+const ATOL: f32 = 1e-7;
+
+/// Cases held to a looser bound, each with why. `atol` is the absolute error
+/// allowed on top of ONNX's tolerance.
+struct Platform {
+    name: &'static str,
+    atol: f32,
+    why: &'static str,
+}
+
+/// WGSL bounds `sin` and `cos` by an absolute error of 2^-11 on [-pi, pi]
+/// (every input of these cases lies there), not by a relative one: near a
+/// zero of the function that is far outside ONNX's `1e-3 * |want|`.
+/// SwiftShader (Chrome's software adapter) uses that latitude (issue 9: these
+/// are the ONNX cases it misses); lavapipe meets ONNX's tolerance on them,
+/// and the summary says so.
+const WGSL_SIN_COS: &str =
+    "WGSL bounds sin/cos by an absolute 2^-11 on [-pi, pi], which SwiftShader uses";
+const WGSL_SIN_COS_ATOL: f32 = 1.0 / 2048.0;
+
+const PLATFORM: &[Platform] = &[
+    Platform {
+        name: "test_sin",
+        atol: WGSL_SIN_COS_ATOL,
+        why: WGSL_SIN_COS,
+    },
+    Platform {
+        name: "test_sin_example",
+        atol: WGSL_SIN_COS_ATOL,
+        why: WGSL_SIN_COS,
+    },
+    Platform {
+        name: "test_cos",
+        atol: WGSL_SIN_COS_ATOL,
+        why: WGSL_SIN_COS,
+    },
+    Platform {
+        name: "test_cos_example",
+        atol: WGSL_SIN_COS_ATOL,
+        why: WGSL_SIN_COS,
+    },
+];
+
+struct Input {
+    shape: Vec<usize>,
+    values: Vec<f32>,
+}
+
+struct Case {
+    name: String,
+    op: String,
+    args: Vec<(String, String)>,
+    inputs: Vec<Input>,
+    out: Input,
+}
+
+impl Case {
+    fn arg(&self, key: &str) -> &str {
+        self.args
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("{}: op {} lacks {key}=", self.name, self.op))
+    }
+
+    fn ints(&self, key: &str) -> Vec<isize> {
+        self.arg(key)
+            .split(',')
+            .map(|v| v.parse().expect("an integer"))
+            .collect()
+    }
+
+    /// `None` for `all`.
+    fn axes(&self) -> Option<Vec<isize>> {
+        (self.arg("axes") != "all").then(|| self.ints("axes"))
+    }
+
+    fn keep(&self) -> bool {
+        self.arg("keep") == "1"
+    }
+
+    fn bits(&self, key: &str) -> f32 {
+        f32::from_bits(u32::from_str_radix(self.arg(key), 16).expect("hex f32 bits"))
+    }
+}
+
+fn parse_tensor(rest: &str) -> Input {
+    let mut words = rest.split_whitespace();
+    let shape = words.next().expect("a shape");
+    let shape = shape.trim_start_matches('[').trim_end_matches(']');
+    let shape = if shape.is_empty() {
+        vec![]
+    } else {
+        shape
+            .split(',')
+            .map(|d| d.parse().expect("a dim"))
+            .collect()
+    };
+    let values = words
+        .map(|w| f32::from_bits(u32::from_str_radix(w, 16).expect("hex f32 bits")))
+        .collect();
+    Input { shape, values }
+}
+
+fn parse(data: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut lines = data.lines().filter(|l| !l.starts_with('#'));
+    while let Some(line) = lines.next() {
+        let name = line.strip_prefix("case ").expect("a case line").to_string();
+        let op_line = lines
+            .next()
+            .and_then(|l| l.strip_prefix("op "))
+            .expect("an op line");
+        let mut words = op_line.split_whitespace();
+        let op = words.next().expect("an op").to_string();
+        let args = words
+            .map(|w| {
+                let (k, v) = w.split_once('=').expect("key=value");
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        let (mut inputs, mut out) = (Vec::new(), None);
+        for line in lines.by_ref() {
+            if line == "end" {
+                break;
+            } else if let Some(rest) = line.strip_prefix("in ") {
+                inputs.push(parse_tensor(rest));
+            } else if let Some(rest) = line.strip_prefix("out ") {
+                out = Some(parse_tensor(rest));
+            } else {
+                panic!("{name}: unexpected line {line:?}");
+            }
+        }
+        let out = out.unwrap_or_else(|| panic!("{name}: no out line"));
+        cases.push(Case {
+            name,
+            op,
+            args,
+            inputs,
+            out,
+        });
+    }
+    cases
+}
+
+/// NumPy's matmul: a 1-D operand gains a dim for the product, which is then
+/// removed.
+fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+    let a1 = a.rank() == 1;
+    let b1 = b.rank() == 1;
+    let a = if a1 { a.expand_dims(0) } else { Ok(a.clone()) }.map_err(|e| e.to_string())?;
+    let b = if b1 { b.expand_dims(-1) } else { Ok(b.clone()) }.map_err(|e| e.to_string())?;
+    let mut c = a.matmul(&b).map_err(|e| e.to_string())?;
+    if b1 {
+        c = c.squeeze(Some(&[-1])).map_err(|e| e.to_string())?;
+    }
+    if a1 {
+        let axis = if b1 { -1 } else { -2 };
+        c = c.squeeze(Some(&[axis])).map_err(|e| e.to_string())?;
+    }
+    Ok(c)
+}
+
+fn fold(
+    ins: &[Tensor],
+    f: impl Fn(&Tensor, &Tensor) -> Result<Tensor, RegistrationError>,
+) -> Result<Tensor, String> {
+    let mut acc = ins[0].clone();
+    for t in &ins[1..] {
+        acc = f(&acc, t).map_err(|e| e.to_string())?;
+    }
+    Ok(acc)
+}
+
+/// The case's graph, registered on `gpu`; `Err` when webfusion refuses it.
+fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
+    let ins: Vec<Tensor> = case
+        .inputs
+        .iter()
+        .map(|i| gpu.tensor(&i.values, Some(&i.shape)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let x = &ins[0];
+    let axis = || case.ints("axis")[0];
+    let r = match case.op.as_str() {
+        "add" => return fold(&ins, |a, b| a.add(b)),
+        "sub" => x.sub(&ins[1]),
+        "mul" => x.mul(&ins[1]),
+        "div" => x.div(&ins[1]),
+        "pow" => x.pow(&ins[1]),
+        "maximum" => return fold(&ins, |a, b| a.maximum(b)),
+        "minimum" => return fold(&ins, |a, b| a.minimum(b)),
+        "equal" => x.equal(&ins[1]),
+        "greater" => x.greater(&ins[1]),
+        "greater_equal" => x.greater_equal(&ins[1]),
+        "less" => x.less(&ins[1]),
+        "less_equal" => x.less_equal(&ins[1]),
+        "abs" => x.abs(),
+        "neg" => x.neg(),
+        "exp" => x.exp(),
+        "log" => x.log(),
+        "sqrt" => x.sqrt(),
+        "relu" => x.relu(),
+        "sigmoid" => x.sigmoid(),
+        "tanh" => x.tanh(),
+        "sin" => x.sin(),
+        "cos" => x.cos(),
+        "gelu" => x.gelu(),
+        "identity" => Ok(x.clone()),
+        "softmax" => x.softmax(axis()),
+        "log_softmax" => x.log_softmax(axis()),
+        "sum" => x.sum(case.axes().as_deref(), case.keep()),
+        "mean" => x.mean(case.axes().as_deref(), case.keep()),
+        "max" => x.max(case.axes().as_deref(), case.keep()),
+        "min" => x.min(case.axes().as_deref(), case.keep()),
+        "log_sum_exp" => x.log_sum_exp(case.axes().as_deref(), case.keep()),
+        "argmax" => {
+            let a = axis();
+            let a = if a < 0 { a + x.rank() as isize } else { a };
+            let m = x.argmax(a).map_err(|e| e.to_string())?;
+            if case.keep() { m.expand_dims(a) } else { Ok(m) }
+        }
+        "matmul" => return matmul(x, &ins[1]),
+        "transpose" => {
+            let perm: Vec<usize> = case.ints("perm").iter().map(|&p| p as usize).collect();
+            x.transpose(Some(&perm))
+        }
+        "reshape" => x.reshape(&case.ints("shape")),
+        "broadcast_to" => {
+            let shape: Vec<usize> = case.ints("shape").iter().map(|&d| d as usize).collect();
+            x.broadcast_to(&shape)
+        }
+        "cat" => gpu.cat(&ins.iter().collect::<Vec<_>>(), axis()),
+        "where" => gpu.where_(x, &ins[1], &ins[2]),
+        "clamp" => x.clamp(case.bits("min"), case.bits("max")),
+        "squeeze" => x.squeeze(case.axes().as_deref()),
+        "unsqueeze" => {
+            let mut t = x.clone();
+            for a in case.ints("axes") {
+                t = t.expand_dims(a).map_err(|e| e.to_string())?;
+            }
+            Ok(t)
+        }
+        op => panic!("{}: no mapping for op {op}", case.name),
+    };
+    r.map_err(|e| e.to_string())
+}
+
+/// ONNX's `assert_allclose`: NaN matches NaN, an infinity only itself.
+fn within(got: f32, want: f32, atol: f32) -> bool {
+    if want.is_nan() {
+        got.is_nan()
+    } else if want.is_infinite() {
+        got == want
+    } else {
+        (got - want).abs() <= atol + RTOL * want.abs()
+    }
+}
+
+/// The worst miss of `got` against `want` beyond `atol + RTOL * |want|`,
+/// as a message; `None` when every value is within it.
+fn miss(got: &[f32], want: &[f32], atol: f32) -> Option<String> {
+    let misses: Vec<usize> = (0..want.len())
+        .filter(|&i| !within(got[i], want[i], atol))
+        .collect();
+    let over = |i: usize| {
+        let d = (got[i] - want[i]).abs() - RTOL * want[i].abs();
+        if d.is_nan() { f32::INFINITY } else { d }
+    };
+    let &worst = misses
+        .iter()
+        .max_by(|&&i, &&j| over(i).total_cmp(&over(j)))?;
+    Some(format!(
+        "{} of {} values out of tolerance; worst at [{worst}]: got {:e}, want {:e} (|diff| {:e})",
+        misses.len(),
+        want.len(),
+        got[worst],
+        want[worst],
+        (got[worst] - want[worst]).abs()
+    ))
+}
+
+pub async fn the_comparison_is_onnxs_assert_allclose() {
+    assert!(miss(&[1.0009, -2.0019, 0.0], &[1.0, -2.0, 0.0], ATOL).is_none());
+    assert!(miss(&[1.0011], &[1.0], ATOL).is_some());
+    assert!(miss(&[2e-7], &[0.0], ATOL).is_some());
+    assert!(miss(&[f32::NAN, f32::INFINITY], &[f32::NAN, f32::INFINITY], ATOL).is_none());
+    assert!(miss(&[0.0], &[f32::NAN], ATOL).is_some());
+    assert!(miss(&[f32::MAX], &[f32::INFINITY], ATOL).is_some());
+    assert!(miss(&[f32::NEG_INFINITY], &[f32::INFINITY], ATOL).is_some());
+}
+
+/// The case's result against its expected output within `atol`: `Err` with
+/// what differs.
+async fn run(gpu: &Device, case: &Case, atol: f32) -> Result<(), String> {
+    let t = build(gpu, case).map_err(|e| format!("refused: {e}"))?;
+    if t.shape() != case.out.shape.as_slice() {
+        return Err(format!("shape {:?}, want {:?}", t.shape(), case.out.shape));
+    }
+    let got = t
+        .to_vec()
+        .await
+        .map_err(|e| format!("failed to run: {e}"))?;
+    match miss(&got, &case.out.values, atol) {
+        Some(m) => Err(m),
+        None => Ok(()),
+    }
+}
+
+pub async fn onnx_backend_node_tests_of_the_op_set_match_within_onnxs_tolerance() {
+    let gpu = device().await;
+    let cases = parse(DATA);
+    assert!(
+        cases.len() > 150,
+        "only {} cases in the data file",
+        cases.len()
+    );
+    for p in PLATFORM {
+        assert!(
+            cases.iter().any(|c| c.name == p.name),
+            "PLATFORM lists {}, which is not in the data file",
+            p.name
+        );
+    }
+
+    let (mut passed, mut loose, mut failures) = (0, 0, Vec::new());
+    let mut platform_report = Vec::new();
+    for case in &cases {
+        let strict = run(&gpu, case, ATOL).await;
+        match (PLATFORM.iter().find(|p| p.name == case.name), strict) {
+            (None, Ok(())) => passed += 1,
+            (None, Err(e)) => failures.push(format!("{}: {e}", case.name)),
+            (Some(p), Ok(())) => {
+                passed += 1;
+                platform_report.push(format!("{}: passes strictly here ({})", p.name, p.why));
+            }
+            (Some(p), Err(e)) => match run(&gpu, case, ATOL + p.atol).await {
+                Ok(()) => {
+                    loose += 1;
+                    platform_report.push(format!(
+                        "{}: within atol {:e} only ({}); strictly: {e}",
+                        p.name, p.atol, p.why
+                    ))
+                }
+                Err(loose) => failures.push(format!(
+                    "{}: outside even the platform bound atol {:e} ({}): {loose}",
+                    p.name, p.atol, p.why
+                )),
+            },
+        }
+    }
+    println!(
+        "onnx node tests on {}: {} cases run, {passed} within ONNX's tolerance, \
+         {loose} within only a platform bound ({} cases listed as platform cases), {} failing",
+        gpu.adapter_info(),
+        cases.len(),
+        PLATFORM.len(),
+        failures.len()
+    );
+    for line in &platform_report {
+        println!("  platform: {line}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} ONNX node tests fail:\n  {}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n  ")
+    );
+}

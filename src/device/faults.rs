@@ -12,6 +12,13 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, for checks of names that come from users.
+    pub const ALL: [FaultKind; 3] = [
+        FaultKind::Validation,
+        FaultKind::OutOfMemory,
+        FaultKind::Internal,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::Validation => "validation",
@@ -51,16 +58,25 @@ pub(crate) struct Injected {
     pub step: usize,
 }
 
-/// The fault to inject into a block of `steps`, if it is the `nth` block
-/// computing a fault's op; the fault is used up.
-pub(crate) fn take(faults: &mut Vec<Fault>, steps: &[Step]) -> Option<Injected> {
-    let (hit, step) = faults.iter_mut().enumerate().find_map(|(k, fault)| {
-        let step = steps.iter().position(|s| s.op == fault.op)?;
+/// The faults to inject into a block of `steps`: each fault whose op the
+/// block computes counts the block, and those reaching their `nth` are used
+/// up. Several may land in one block (their ops fused together); each is
+/// rooted at its own op.
+pub(crate) fn take(faults: &mut Vec<Fault>, steps: &[Step]) -> Vec<Injected> {
+    let mut injected = Vec::new();
+    faults.retain_mut(|fault| {
+        let Some(step) = steps.iter().position(|s| s.op == fault.op) else {
+            return true;
+        };
         fault.seen += 1;
-        (fault.seen == fault.nth).then_some((k, step))
-    })?;
-    Some(Injected {
-        kind: faults.remove(hit).kind,
-        step,
-    })
+        if fault.seen < fault.nth {
+            return true;
+        }
+        injected.push(Injected {
+            kind: fault.kind,
+            step,
+        });
+        false
+    });
+    injected
 }

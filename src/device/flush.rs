@@ -51,7 +51,8 @@ pub(crate) struct BlockRun {
     /// The outputs its GPU work writes: those no input failure or refused
     /// allocation took. Empty when nothing is left to run.
     pub live: Vec<TensorId>,
-    pub injected: Option<Injected>,
+    /// Faults injected into it, each tied to its op.
+    pub injected: Vec<Injected>,
     /// Once replayed: the parts it ran as, each in its own scope.
     pub parts: Vec<Part>,
 }
@@ -137,7 +138,7 @@ impl DeviceState {
                     &ops,
                     block,
                     &run.live,
-                    run.injected.is_some(),
+                    !run.injected.is_empty(),
                     &mut encoder,
                     seq,
                 );
@@ -191,7 +192,7 @@ impl DeviceState {
             steps,
             outputs,
             live: Vec::new(),
-            injected: None,
+            injected: Vec::new(),
             parts: Vec::new(),
         };
 

@@ -430,6 +430,36 @@ impl DeviceState {
         self.collect(id);
     }
 
+    /// Adds `taints` to what `id` carries: a tensor already failed keeps its
+    /// failures and gains the new ones (each failure once), a written one
+    /// is unwritten and fails.
+    pub fn add_taints(&mut self, id: TensorId, taints: Vec<Taint>) {
+        let mut merged = match self.records.get(&id).map(|r| &r.data) {
+            Some(Data::Failed(carried)) => carried.clone(),
+            Some(_) => Vec::new(),
+            None => return,
+        };
+        let before = merged.len();
+        for taint in taints {
+            if !merged.iter().any(|t| t.failure == taint.failure) {
+                merged.push(taint);
+            }
+        }
+        if before > 0 && merged.len() == before {
+            return;
+        }
+        if let Some(record) = self.records.get_mut(&id)
+            && matches!(record.data, Data::Owned(_))
+        {
+            record.pending = None;
+            if let Data::Owned(allocation) = std::mem::replace(&mut record.data, Data::Unwritten) {
+                // Written by work that read garbage: it may be invalid.
+                self.gpu.forget(allocation, &mut self.stats);
+            }
+        }
+        self.set_data(id, Data::Failed(merged), None);
+    }
+
     /// Replaces `id`'s data, undoing what the old data held. A tensor nobody
     /// can read any more takes nothing: what the new data would hold is
     /// returned at once.

@@ -21,6 +21,7 @@
 use futures_util::FutureExt;
 use rustc_hash::FxHashMap;
 
+use super::faults::Injected;
 use super::flush::{Part, Step, Submission};
 use super::{Data, DeviceState, Taint};
 use crate::failure::{FailureId, FailureKind, Root};
@@ -85,7 +86,7 @@ impl DeviceState {
                 }
                 for (part, outputs) in fusion::split(block, ops, &run.live) {
                     let steps = part_steps(&run.steps, ops, &part);
-                    let inject = run.injected.is_some_and(|i| steps.contains(&i.step));
+                    let inject = run.injected.iter().any(|i| steps.contains(&i.step));
                     for &out in &outputs {
                         self.unwrite(out);
                     }
@@ -117,21 +118,27 @@ impl DeviceState {
                 .iter()
                 .filter_map(|p| p.scope.peek().cloned().flatten().map(|e| (p, e)))
                 .collect();
-            let (root, mut failed) = self.root_errors(&run.steps, run.injected, &errors);
+            let (roots, mut failed) = self.root_errors(&run.steps, &run.injected, &errors);
             for (&out, taints) in &failed {
-                self.fail_written(out, taints.clone());
+                self.add_taints(out, taints.clone());
             }
-            if let Some(root) = root {
+            for root in roots {
                 self.graph.prune(root);
             }
             if !self.late_taints.is_empty() {
                 let late = self.propagate(&run.steps, |state, t| {
                     state.late_taints.get(&t).cloned().unwrap_or_default()
                 });
-                for &out in &run.live {
-                    if let Some(taints) = late.get(&out).filter(|_| !failed.contains_key(&out)) {
-                        self.fail_written(out, taints.clone());
-                        failed.insert(out, taints.clone());
+                // Outputs already failed (skipped or refused on the CPU
+                // while an input was pending) gain the late failure too: a
+                // tensor reached by two failures reports both.
+                for &out in &run.outputs {
+                    if let Some(taints) = late.get(&out) {
+                        self.add_taints(out, taints.clone());
+                        failed
+                            .entry(out)
+                            .or_default()
+                            .extend(taints.iter().copied());
                     }
                 }
             }
@@ -160,83 +167,84 @@ impl DeviceState {
         self.release_ops(&submission.ops);
     }
 
-    /// The failure each output of the failing `errors` parts carries. An
-    /// injected fault every failing part computes is rooted at its op, and
-    /// the block's later ops carry it one op deeper each, as they would
-    /// unfused. A real GPU error is rooted at the ops every failing part
-    /// shares (the culprit is among them), at depth 0. Returns the new
-    /// failure (for the caller to prune once the outputs carry it) with the
-    /// outputs' taints.
+    /// The failure each output of the failing `errors` parts carries. When
+    /// every failing part computes an injected fault's op, each such fault
+    /// is rooted at its own op, and the block's later ops carry it one op
+    /// deeper each, as they would unfused. A real GPU error is rooted at the
+    /// ops every failing part shares (the culprit is among them), at depth
+    /// 0. Returns the new failures (for the caller to prune once the outputs
+    /// carry them) with the outputs' taints.
     fn root_errors(
         &mut self,
         steps: &[Step],
-        injected: Option<super::faults::Injected>,
+        injected: &[Injected],
         errors: &[(&Part, GpuError)],
-    ) -> (Option<FailureId>, FxHashMap<TensorId, Vec<Taint>>) {
+    ) -> (Vec<FailureId>, FxHashMap<TensorId, Vec<Taint>>) {
         let mut failed = FxHashMap::default();
         let Some((_, first)) = errors.first() else {
-            return (None, failed);
+            return (Vec::new(), failed);
         };
         for (part, _) in errors {
             self.gpu.forget_pipelines(&part.compiled);
         }
-        let outputs = errors.iter().flat_map(|(p, _)| p.outputs.iter().copied());
-        let failure = match injected
-            .filter(|i| errors.iter().all(|(p, _)| p.steps.contains(&i.step)))
-        {
-            Some(injected) => {
-                let step = &steps[injected.step];
-                let failure = self.new_failure(Root {
-                    kind: FailureKind::Injected,
-                    op: step.op.to_string(),
-                    message: format!(
-                        "injected {} fault (raised on the GPU as: {})",
-                        injected.kind.name(),
-                        first.message
-                    ),
-                    registered_at: step.site.as_deref().map(str::to_string),
-                });
-                let root = vec![Taint { failure, depth: 0 }];
-                let rooted = step.output;
-                let below = self.propagate(&steps[injected.step + 1..], |_, t| match t == rooted {
-                    true => root.clone(),
-                    false => Vec::new(),
-                });
-                for out in outputs {
-                    let taints = below.get(&out).cloned().unwrap_or_else(|| root.clone());
-                    failed.insert(out, taints);
+        let outputs: Vec<TensorId> = errors
+            .iter()
+            .flat_map(|(p, _)| p.outputs.iter().copied())
+            .collect();
+        let explained = errors
+            .iter()
+            .all(|(p, _)| injected.iter().any(|i| p.steps.contains(&i.step)));
+        if explained && !injected.is_empty() {
+            let roots: Vec<(usize, FailureId)> = injected
+                .iter()
+                .map(|i| {
+                    let step = &steps[i.step];
+                    let failure = self.new_failure(Root {
+                        kind: FailureKind::Injected,
+                        op: step.op.to_string(),
+                        message: format!(
+                            "injected {} fault (raised on the GPU as: {})",
+                            i.kind.name(),
+                            first.message
+                        ),
+                        registered_at: step.site.as_deref().map(str::to_string),
+                    });
+                    (i.step, failure)
+                })
+                .collect();
+            let carried = self.propagate_from(steps, &roots, |_, _| Vec::new());
+            for out in outputs {
+                if let Some(taints) = carried.get(&out) {
+                    failed.insert(out, taints.clone());
                 }
-                failure
             }
-            None => {
-                // Parts that share no op failed for a reason of the kernel
-                // itself (one compiled for all of them): name them all.
-                let in_all: Vec<usize> = (0..steps.len())
-                    .filter(|s| errors.iter().all(|(p, _)| p.steps.contains(s)))
-                    .collect();
-                let shared = match in_all.is_empty() {
-                    false => in_all,
-                    true => (0..steps.len())
-                        .filter(|s| errors.iter().any(|(p, _)| p.steps.contains(s)))
-                        .collect(),
-                };
-                let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
-                let failure = self.new_failure(Root {
-                    kind: first.kind,
-                    op: names.join("+"),
-                    message: first.message.clone(),
-                    registered_at: shared
-                        .last()
-                        .and_then(|&s| steps[s].site.as_deref())
-                        .map(str::to_string),
-                });
-                for out in outputs {
-                    failed.insert(out, vec![Taint { failure, depth: 0 }]);
-                }
-                failure
-            }
+            return (roots.into_iter().map(|(_, f)| f).collect(), failed);
+        }
+        // Parts that share no op failed for a reason of the kernel itself
+        // (one compiled for all of them): name them all.
+        let in_all: Vec<usize> = (0..steps.len())
+            .filter(|s| errors.iter().all(|(p, _)| p.steps.contains(s)))
+            .collect();
+        let shared = match in_all.is_empty() {
+            false => in_all,
+            true => (0..steps.len())
+                .filter(|s| errors.iter().any(|(p, _)| p.steps.contains(s)))
+                .collect(),
         };
-        (Some(failure), failed)
+        let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
+        let failure = self.new_failure(Root {
+            kind: first.kind,
+            op: names.join("+"),
+            message: first.message.clone(),
+            registered_at: shared
+                .last()
+                .and_then(|&s| steps[s].site.as_deref())
+                .map(str::to_string),
+        });
+        for out in outputs {
+            failed.insert(out, vec![Taint { failure, depth: 0 }]);
+        }
+        (vec![failure], failed)
     }
 
     /// For each step in order, the failures its output carries: those of its
@@ -249,8 +257,25 @@ impl DeviceState {
         steps: &[Step],
         known: impl Fn(&Self, TensorId) -> Vec<Taint>,
     ) -> FxHashMap<TensorId, Vec<Taint>> {
+        self.propagate_from(steps, &[], known)
+    }
+
+    /// `propagate`, with the ops at the steps of `roots` failing themselves:
+    /// each one's output carries its failure at depth 0, besides what its
+    /// inputs bring.
+    fn propagate_from(
+        &mut self,
+        steps: &[Step],
+        roots: &[(usize, FailureId)],
+        known: impl Fn(&Self, TensorId) -> Vec<Taint>,
+    ) -> FxHashMap<TensorId, Vec<Taint>> {
         let mut tainted: FxHashMap<TensorId, Vec<Taint>> = FxHashMap::default();
-        for step in steps {
+        for (s, step) in steps.iter().enumerate() {
+            let own: Vec<Taint> = roots
+                .iter()
+                .filter(|(r, _)| *r == s)
+                .map(|&(_, failure)| Taint { failure, depth: 0 })
+                .collect();
             let mut reached: Vec<(Taint, TensorId)> = Vec::new();
             for &input in &step.inputs {
                 let taints = tainted
@@ -265,13 +290,14 @@ impl DeviceState {
                     }
                 }
             }
-            if reached.is_empty() {
+            reached.retain(|(t, _)| !own.iter().any(|o| o.failure == t.failure));
+            if reached.is_empty() && own.is_empty() {
                 continue;
             }
-            let out: Vec<Taint> = reached
-                .into_iter()
-                .flat_map(|(taint, needed)| self.skip(step.op, needed, step.output, &[taint]))
-                .collect();
+            let mut out = own;
+            for (taint, needed) in reached {
+                out.extend(self.skip(step.op, needed, step.output, &[taint]));
+            }
             tainted.insert(step.output, out);
         }
         tainted
@@ -309,12 +335,6 @@ impl DeviceState {
             Data::Owned(allocation) => self.gpu.forget(allocation, &mut self.stats),
             other => self.discard(other, None),
         }
-    }
-
-    /// Taints a written tensor after the fact.
-    fn fail_written(&mut self, id: TensorId, taints: Vec<Taint>) {
-        self.unwrite(id);
-        self.set_data(id, Data::Failed(taints), None);
     }
 }
 

@@ -2,7 +2,7 @@
 //! output shape, queue the op. Nothing here touches the GPU.
 
 mod ops;
-pub(crate) use crate::ir::shape;
+use crate::ir::shape;
 
 use std::rc::Rc;
 
@@ -115,6 +115,36 @@ impl Device {
         shape: Vec<usize>,
     ) -> Result<Tensor, RegistrationError> {
         let op = kind.name();
+        self.admit(op, inputs)?;
+        shape::check_size(op, &shape)?;
+        let caller = Location::caller();
+        let output = TensorId::next();
+        self.with_state(|state| {
+            let site = registration_site(state.capture_stacks, caller);
+            state.register(
+                OpIr {
+                    kind,
+                    inputs: inputs.iter().map(|t| t.id()).collect(),
+                    output,
+                    shape: shape.clone(),
+                },
+                site,
+            );
+        });
+        Ok(self.handle(output, shape))
+    }
+
+    /// The checks every registration shares, under the name of the op the
+    /// caller asked for: each operand lives on this device (the receiver,
+    /// not merely each other), and the device is not lost. `record` runs
+    /// them for every op; an op built from others (`stack`, `softmax`,
+    /// `flatten`) runs them first under its own name, so a refused call
+    /// names what was called and queues nothing.
+    pub(crate) fn admit(
+        &self,
+        op: &'static str,
+        inputs: &[&Tensor],
+    ) -> Result<(), RegistrationError> {
         for (position, input) in inputs.iter().enumerate() {
             if !input.device().same(self) {
                 return Err(RegistrationError::new(
@@ -130,24 +160,7 @@ impl Device {
                 ));
             }
         }
-        shape::check_size(op, &shape)?;
-        let caller = Location::caller();
-        let output = TensorId::next();
-        self.with_state(|state| {
-            state.check_alive(op)?;
-            let site = registration_site(state.capture_stacks, caller);
-            state.register(
-                OpIr {
-                    kind,
-                    inputs: inputs.iter().map(|t| t.id()).collect(),
-                    output,
-                    shape: shape.clone(),
-                },
-                site,
-            );
-            Ok(())
-        })?;
-        Ok(self.handle(output, shape))
+        self.with_state(|state| state.check_alive(op))
     }
 
     fn handle(&self, id: TensorId, shape: Vec<usize>) -> Tensor {

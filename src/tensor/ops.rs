@@ -141,6 +141,7 @@ impl Device {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("stack", "needs at least one tensor".to_string()));
         };
+        self.admit("stack", tensors)?;
         if let Some((i, t)) = rest
             .iter()
             .enumerate()
@@ -264,6 +265,7 @@ impl Tensor {
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("softmax", axis, self.rank())?;
+        self.device().admit("softmax", &[self])?;
         self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp()
     }
 
@@ -274,6 +276,7 @@ impl Tensor {
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("logSoftmax", axis, self.rank())?;
+        self.device().admit("logSoftmax", &[self])?;
         let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
         shifted.sub(&shifted.log_sum_exp(Some(&[axis]), true)?)
     }
@@ -373,6 +376,7 @@ impl Tensor {
     /// All elements in one dim.
     #[track_caller]
     pub fn flatten(&self) -> Result<Tensor> {
+        self.device().admit("flatten", &[self])?;
         self.view(ViewOp::Reshape, vec![self.size()])
     }
 

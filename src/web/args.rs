@@ -224,12 +224,25 @@ pub fn ints(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>,
 }
 
 /// One integer or an array of them, as TensorFlow.js takes axes and
-/// `slice`'s bounds.
+/// `slice`'s sizes.
 pub fn int_or_ints(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>, JsValue> {
     if Array::is_array(value) {
         ints(op, what, value)
     } else {
         Ok(vec![int(op, what, value)?])
+    }
+}
+
+/// One count or an array of them (`slice`'s `begin`).
+pub fn count_or_counts(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+) -> Result<Vec<usize>, JsValue> {
+    if Array::is_array(value) {
+        shape(op, what, value)
+    } else {
+        Ok(vec![count(op, what, value)?])
     }
 }
 

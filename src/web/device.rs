@@ -10,6 +10,7 @@ use super::errors;
 use super::registry::{self, Found, Key, register};
 
 /// A GPU device.
+// Holds nothing but its key: see `JsTensor`.
 #[wasm_bindgen(js_name = Device)]
 pub struct JsDevice {
     key: Key,
@@ -43,18 +44,6 @@ impl Drop for JsDevice {
 
 #[wasm_bindgen(js_class = Device)]
 impl JsDevice {
-    /// Devices come from `await Device.request()`. Without this constructor
-    /// `new Device()` would make an object that fails every use with "null
-    /// pointer passed to rust".
-    #[wasm_bindgen(constructor)]
-    pub fn construct() -> Result<JsDevice, JsValue> {
-        Err(errors::op_error(
-            "new Device",
-            ErrorClass::Type,
-            "devices come from await Device.request()",
-        ))
-    }
-
     /// `Device.request({ capacity?, debug?: { captureStacks?, errorScopes? } })`
     /// opens a GPU device. Options are checked at once (a bad one throws);
     /// the `Promise` rejects with an `Error` saying what is missing when
@@ -336,9 +325,10 @@ impl JsDevice {
     }
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld }`.
+    /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld,
+    /// uncapturedErrors }`.
     #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number }"
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number }"
     )]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let s = self.device("stats")?.stats();
@@ -354,6 +344,7 @@ impl JsDevice {
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),
             ("failuresHeld", s.failures_held),
+            ("uncapturedErrors", s.uncaptured_errors),
         ] {
             Reflect::set(&object, &key.into(), &(value as f64).into())?;
         }
@@ -363,12 +354,10 @@ impl JsDevice {
 
 /// `kind` by the names Rust gives the fault kinds.
 fn fault_kind(op: &'static str, what: &str, value: &JsValue) -> Result<FaultKind, JsValue> {
-    const KINDS: [FaultKind; 3] = [
-        FaultKind::Validation,
-        FaultKind::OutOfMemory,
-        FaultKind::Internal,
-    ];
-    let names: Vec<String> = KINDS.iter().map(|k| format!("'{}'", k.name())).collect();
+    let names: Vec<String> = FaultKind::ALL
+        .iter()
+        .map(|k| format!("'{}'", k.name()))
+        .collect();
     let refuse = |class| {
         errors::op_error(
             op,
@@ -381,7 +370,7 @@ fn fault_kind(op: &'static str, what: &str, value: &JsValue) -> Result<FaultKind
         )
     };
     let name = value.as_string().ok_or_else(|| refuse(ErrorClass::Type))?;
-    KINDS
+    FaultKind::ALL
         .into_iter()
         .find(|k| k.name() == name)
         .ok_or_else(|| refuse(ErrorClass::Range))

@@ -163,10 +163,17 @@ pub fn caller_site() -> Option<String> {
                 || line.contains("wasm://"))
         })
         .map(|line| {
+            // `at f (url:1:2)`, `at url:1:2`, or for code run by eval or
+            // `new Function`, `at f (eval at g (url:1:2), <anonymous>:3:4)`,
+            // whose own place is the last one.
             let at = line.strip_prefix("at ").unwrap_or(line);
-            match at.rfind('(') {
-                Some(open) if at.ends_with(')') => at[open + 1..at.len() - 1].to_string(),
-                _ => at.to_string(),
+            let place = match at.find('(') {
+                Some(open) if at.ends_with(')') => &at[open + 1..at.len() - 1],
+                _ => at,
+            };
+            match place.strip_prefix("eval at ") {
+                Some(eval) => eval.rsplit(", ").next().unwrap_or(eval).to_string(),
+                None => place.to_string(),
             }
         })
 }

@@ -10,6 +10,10 @@ use super::errors;
 use super::registry::{self, Found, Key, register};
 
 /// A tensor; its values are computed when read.
+// Holds nothing but its key, as `JsDevice` does: wasm-bindgen reads a
+// method's `this` as the method's own class without checking it, so a
+// `Device` called as a `Tensor`'s `this` yields a key that names no tensor
+// (refused), never another struct's fields read as this one's.
 #[wasm_bindgen(js_name = Tensor)]
 pub struct JsTensor {
     key: Key,
@@ -48,18 +52,6 @@ impl Drop for JsTensor {
 
 #[wasm_bindgen(js_class = Tensor)]
 impl JsTensor {
-    /// Tensors come from a device (`gpu.tensor(values)`, `gpu.zeros(shape)`,
-    /// ...). Without this constructor `new Tensor()` would make an object
-    /// that fails every use with "null pointer passed to rust".
-    #[wasm_bindgen(constructor)]
-    pub fn construct() -> Result<JsTensor, JsValue> {
-        Err(errors::op_error(
-            "new Tensor",
-            ErrorClass::Type,
-            "tensors come from a Device: gpu.tensor(values), gpu.zeros(shape), ...",
-        ))
-    }
-
     /// The tensor's number, as errors and reports name it (`tensor #5`).
     #[wasm_bindgen(getter)]
     pub fn id(&self) -> Result<f64, JsValue> {
@@ -236,11 +228,7 @@ impl JsTensor {
     ) -> Result<JsValue, JsValue> {
         let op = "slice";
         let t = self.tensor(op)?;
-        let begin: Vec<usize> = if js_sys::Array::is_array(&begin) {
-            args::shape(op, "begin", &begin)?
-        } else {
-            vec![args::count(op, "begin", &begin)?]
-        };
+        let begin = args::count_or_counts(op, "begin", &begin)?;
         let size = if args::absent(&size) {
             vec![-1; begin.len()]
         } else {

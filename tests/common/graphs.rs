@@ -51,7 +51,10 @@
 //! 16 in magnitude is scaled back with `mul(8 / max)`.
 
 use super::reference::{Ref, RefOperand, broadcast_shapes, broadcast_source, numel, unravel};
-use webfusion::{Device, Operand, RegistrationError, Tensor};
+use webfusion::{
+    Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, RegistrationError, Report,
+    Tensor, TensorError,
+};
 
 // ---------------------------------------------------------------------------
 // PRNG
@@ -1692,8 +1695,8 @@ const KERNEL_OPS: &[&str] = &[
 /// What one seed of [`check_graph_with_faults`] did.
 #[derive(Debug, Default, Clone)]
 pub struct FaultRun {
-    /// The op a fault was injected into, if any.
-    pub injected: Option<String>,
+    /// The ops faults were injected into (none, one or two).
+    pub injected: Vec<String>,
     /// Whether a branch past the device's buffer limits was added.
     pub refused: bool,
     /// Checked tensors read, and how many of them rejected.
@@ -1713,13 +1716,6 @@ struct Site {
     gpu: Option<Tensor>,
     /// Queued when the fault was injected (not run by a read while building).
     queued: bool,
-}
-
-/// Which failure a read may report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    Injected,
-    Refused,
 }
 
 struct Sites {
@@ -1763,12 +1759,11 @@ impl Sites {
         let mut anc = vec![vec![false; n]; n];
         for i in 0..n {
             anc[i][i] = true;
-            for k in 0..self.sites[i].inputs.len() {
-                let j = self.sites[i].inputs[k];
-                for m in 0..=j {
-                    if anc[j][m] {
-                        anc[i][m] = true;
-                    }
+            for &j in &self.sites[i].inputs {
+                // Inputs come before their readers: row `j` is complete.
+                let (done, rest) = anc.split_at_mut(i);
+                for (mine, &theirs) in rest[0].iter_mut().zip(&done[j]) {
+                    *mine |= theirs;
                 }
             }
         }
@@ -1946,11 +1941,273 @@ fn fault_sites(
     out
 }
 
+/// One failure a graph is made to have.
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    /// The node whose op fails.
+    node: usize,
+    /// That op's library name.
+    op: &'static str,
+    /// `Injected` (a fault in the op's kernel) or `Allocation` (the op's
+    /// block is past the buffer limits).
+    kind: FailureKind,
+}
+
+impl Failing {
+    fn describe(&self) -> String {
+        match self.kind {
+            FailureKind::Injected => format!("the fault in `{}` (t{})", self.op, self.node),
+            _ => format!("the refused allocation of `{}` (t{})", self.op, self.node),
+        }
+    }
+
+    /// Whether `report` is this failure's.
+    fn matches(&self, report: &Report) -> bool {
+        report.root.kind == self.kind
+            && match self.kind {
+                FailureKind::Injected => report.root.op == self.op,
+                // The root names the whole block: `zeros+add`.
+                _ => report.root.op.split('+').any(|o| o == self.op),
+            }
+    }
+}
+
+/// The failures of one graph, and what each read must say about them.
+struct Oracle {
+    failing: Vec<Failing>,
+    /// The id each failure was reported under, once seen.
+    ids: Vec<Option<FailureId>>,
+    /// Reads that rejected soundly but left out a failure they depend on.
+    incomplete: Vec<String>,
+}
+
+impl Oracle {
+    fn new(failing: Vec<Failing>) -> Oracle {
+        let ids = vec![None; failing.len()];
+        Oracle {
+            failing,
+            ids,
+            incomplete: Vec::new(),
+        }
+    }
+
+    /// Checks the read of node `c`; says whether it rejected.
+    fn check(
+        &mut self,
+        s: &Sites,
+        anc: &[Vec<bool>],
+        c: usize,
+        read: Result<Vec<f32>, TensorError>,
+    ) -> Result<bool, String> {
+        let line = &s.sites[c].line;
+        let reached: Vec<usize> = (0..self.failing.len())
+            .filter(|&k| anc[c][self.failing[k].node])
+            .collect();
+        let error = match read {
+            Ok(got) => {
+                if let Some(&k) = reached.first() {
+                    return Err(format!(
+                        "{line} read normally, though it depends on {}",
+                        self.failing[k].describe()
+                    ));
+                }
+                let expected = s.sites[c]
+                    .expected
+                    .as_ref()
+                    .ok_or_else(|| format!("{line} has no reference"))?;
+                compare(&got, expected).map_err(|m| format!("{line}: {m}"))?;
+                return Ok(false);
+            }
+            Err(error) => error,
+        };
+        if reached.is_empty() {
+            return Err(format!(
+                "{line} depends on no failed op, yet its read rejected:\n{error}"
+            ));
+        }
+        let bad = |why: String| format!("{line}: {why}\nthe read's error:\n{error}");
+        if error.failures.is_empty() {
+            return Err(bad("rejected without a report".to_string()));
+        }
+        let mut reported = Vec::new();
+        for report in &error.failures {
+            let Some(k) = (0..self.failing.len()).find(|&k| self.failing[k].matches(report)) else {
+                return Err(bad(format!(
+                    "a report of a failure the graph does not have: {:?} at `{}`",
+                    report.root.kind, report.root.op
+                )));
+            };
+            let failing = self.failing[k];
+            if !reached.contains(&k) {
+                return Err(bad(format!(
+                    "it reports {}, which it does not depend on",
+                    failing.describe()
+                )));
+            }
+            if reported.contains(&k) {
+                return Err(bad(format!("{} is reported twice", failing.describe())));
+            }
+            reported.push(k);
+            let first = *self.ids[k].get_or_insert(report.failure);
+            if first != report.failure {
+                return Err(bad(format!(
+                    "{} is {} here and {first} in an earlier read",
+                    failing.describe(),
+                    report.failure
+                )));
+            }
+            if report.carriers == 0 {
+                return Err(bad("a report carried by no buffer".to_string()));
+            }
+            // Depth 0 only where the failed op's output is this node (the
+            // last of the node's ops); every op between adds one.
+            let own = c == failing.node && s.sites[c].ops.last() == Some(&failing.op);
+            if own && report.depth != 0 {
+                return Err(bad(format!(
+                    "depth {} on the failed op's own output",
+                    report.depth
+                )));
+            }
+            if !own && report.depth == 0 {
+                return Err(bad(format!(
+                    "depth 0 for {}, though ops were skipped below it",
+                    failing.describe()
+                )));
+            }
+        }
+        // Each failure it depends on, not only the first the runtime met
+        // (contract items 4 and 5). Noted, and the seed's other checks go on.
+        for &k in &reached {
+            if !reported.contains(&k) {
+                self.incomplete.push(format!(
+                    "{line}: {} is not reported, though it depends on it; the read's \
+                     error:\n{error}",
+                    self.failing[k].describe()
+                ));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Checks what `sync()` said after the reads: each failure once.
+    fn check_sync(&self, synced: Result<(), ExecutionError>) -> Result<(), String> {
+        let summaries = match synced {
+            Ok(()) => Vec::new(),
+            Err(e) => e.failures,
+        };
+        let mut named = vec![false; self.failing.len()];
+        for f in &summaries {
+            let report = Report {
+                failure: f.failure,
+                carriers: 0,
+                depth: 0,
+                chain: Vec::new(),
+                dropped: 0,
+                root: f.root.clone(),
+            };
+            let k = (0..self.failing.len())
+                .find(|&k| self.failing[k].matches(&report) && !named[k])
+                .ok_or_else(|| format!("sync() names an unexpected failure: {f:?}"))?;
+            named[k] = true;
+            if let Some(id) = self.ids[k]
+                && id != f.failure
+            {
+                return Err(format!(
+                    "sync() names {} for {}, the reads named {id}",
+                    f.failure,
+                    self.failing[k].describe()
+                ));
+            }
+        }
+        if let Some(k) = named.iter().position(|&n| !n) {
+            return Err(format!(
+                "sync() does not name {}: {summaries:?}",
+                self.failing[k].describe()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Ops registered on checked tensors after their graph ran (and failed):
+/// 1–3 of them, on the tensors `held`. A failure must reach them through
+/// the later flush too.
+fn late_ops(s: &mut Sites, rng: &mut Rng, held: &[usize]) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for _ in 0..rng.range(1, 3) {
+        let c = rng.pick(held);
+        let x = s.g(c).clone();
+        let t = s.sites[c].expected.clone();
+        let partners: Vec<usize> = held
+            .iter()
+            .copied()
+            .filter(|&d| {
+                let (sc, sd) = (&s.sites[c].shape, &s.sites[d].shape);
+                // Checked in usize arithmetic that cannot overflow: an
+                // over-large node has 2^36 elements, past a 32-bit usize.
+                broadcastable(sc, sd)
+                    && broadcast_shapes(sc, sd)
+                        .iter()
+                        .try_fold(1usize, |n, &d| n.checked_mul(d))
+                        .is_some_and(|n| n <= MAX_ELEMENTS)
+            })
+            .collect();
+        let late = match rng.below(4) {
+            0 => {
+                let r = t.map(|t| t.unary(t.val.neg(), |v| -v, Rule::Corners, EXACT));
+                let i = s.push(x.neg(), format!("neg(t{c})"), &["neg"], &[c])?;
+                s.sites[i].expected = r;
+                i
+            }
+            1 => {
+                let k = rng.pick(&[0.5f32, -1.0, 2.0]);
+                let r = t.map(|t| {
+                    let val = t.val.add(RefOperand::Scalar(k));
+                    t.binary(
+                        &Tracked::exact(Ref::scalar(k)),
+                        val,
+                        |a, b| a + b,
+                        Rule::Corners,
+                        ARITH,
+                    )
+                });
+                let i = s.push(x.add(k), format!("add(t{c}, {k})"), &["add"], &[c])?;
+                s.sites[i].expected = r;
+                i
+            }
+            2 if !partners.is_empty() => {
+                let d = rng.pick(&partners);
+                let r = match (&t, &s.sites[d].expected) {
+                    (Some(a), Some(b)) => {
+                        let val = a.val.mul(RefOperand::Tensor(&b.val));
+                        Some(a.binary(b, val, |a, b| a * b, Rule::Corners, ARITH))
+                    }
+                    _ => None,
+                };
+                let y = s.g(d).clone();
+                let i = s.push(x.mul(&y), format!("mul(t{c}, t{d})"), &["mul"], &[c, d])?;
+                s.sites[i].expected = r;
+                i
+            }
+            _ => {
+                let r = t.map(|t| t.sum(None, false));
+                let i = s.push(x.sum(None, false), format!("sum(t{c})"), &["sum"], &[c])?;
+                s.sites[i].expected = r;
+                i
+            }
+        };
+        out.push(late);
+    }
+    Ok(out)
+}
+
 /// Builds the graph of `seed` as [`check_graph`] does, then (from a second
 /// PRNG stream, so the graph is the same) sometimes adds a branch that
 /// allocates past the device's limits, injects a fault into the first
-/// kernel computing an op that only one queued node has, and reads the
-/// checked tensors.
+/// kernel computing an op that only one queued node has (sometimes a second
+/// one, into a node independent of the first), and reads the checked
+/// tensors; then registers a few ops on them (a later flush) and reads
+/// those.
 ///
 /// The oracle (contract items 4–7): a tensor that depends on neither
 /// failure reads the reference's values; one that depends on a failure
@@ -1961,8 +2218,6 @@ fn fault_sites(
 /// names each failure once, and once every tensor is dropped the device
 /// holds no failure and no more bytes than before.
 pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun, String> {
-    use webfusion::{FailureId, FailureKind, FaultKind};
-
     let _ = gpu.sync().await;
     let before = gpu.stats();
     let mut b = Builder::new(gpu, seed);
@@ -2008,17 +2263,30 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
         anc = s.ancestors();
         sites = fault_sites(&s, &anc, &checked, graph, refused.map(|r| r.0));
     }
-    let target = (!sites.is_empty()).then(|| rng.pick(&sites));
-    let kind = rng.pick(&[
+    let kinds = [
         FaultKind::Validation,
         FaultKind::OutOfMemory,
         FaultKind::Internal,
-    ]);
-    if let Some((i, _)) = target
-        && !checked.contains(&i)
-        && rng.chance(0.3)
-    {
-        checked.push(i);
+    ];
+    let mut targets: Vec<(usize, &'static str, FaultKind)> = Vec::new();
+    if !sites.is_empty() {
+        let (i, op) = rng.pick(&sites);
+        targets.push((i, op, rng.pick(&kinds)));
+        // Sometimes a second fault, in a node independent of the first.
+        let others: Vec<(usize, &'static str)> = sites
+            .iter()
+            .copied()
+            .filter(|&(j, o)| o != op && j != i && !anc[i][j] && !anc[j][i])
+            .collect();
+        if !others.is_empty() && rng.chance(0.3) {
+            let (j, o) = rng.pick(&others);
+            targets.push((j, o, rng.pick(&kinds)));
+        }
+    }
+    for &(i, _, _) in &targets {
+        if !checked.contains(&i) && rng.chance(0.3) {
+            checked.push(i);
+        }
     }
     checked.sort_unstable();
     checked.dedup();
@@ -2030,7 +2298,7 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
             format!("-- t0..t{} ran while building", flushed - 1),
         );
     }
-    if let Some((i, op)) = target {
+    for &(i, op, kind) in &targets {
         lines.push(format!(
             "fault: {} into the 1st kernel computing `{op}` (t{i})",
             kind.name()
@@ -2041,202 +2309,103 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
     }
     let names: Vec<String> = checked.iter().map(|c| format!("t{c}")).collect();
     lines.push(format!("checked: {}", names.join(", ")));
-    let description = lines.join("\n  ");
-    let fail = |msg: String| format!("seed {seed}: {msg}\ngraph:\n  {description}");
+    let mut description = lines.join("\n  ");
+    let fail =
+        |description: &str, msg: String| format!("seed {seed}: {msg}\ngraph:\n  {description}");
 
     // Only the checked tensors stay held: the library need not write the
     // rest.
-    let mut reads: Vec<(usize, Tensor)> = checked.iter().map(|&c| (c, s.g(c).clone())).collect();
-    for site in &mut s.sites {
-        site.gpu = None;
+    for (i, site) in s.sites.iter_mut().enumerate() {
+        if !checked.contains(&i) {
+            site.gpu = None;
+        }
     }
-    rng.shuffle(&mut reads);
-    if let Some((_, op)) = target {
-        gpu.inject_fault(op, 1, kind)
-            .map_err(|e| fail(format!("inject_fault({op}, 1) was refused: {e}")))?;
+    let mut order = checked.clone();
+    rng.shuffle(&mut order);
+    for &(_, op, kind) in &targets {
+        gpu.inject_fault(op, 1, kind).map_err(|e| {
+            fail(
+                &description,
+                format!("inject_fault({op}, 1) was refused: {e}"),
+            )
+        })?;
     }
 
     let mut run = FaultRun {
-        injected: target.map(|(_, op)| op.to_string()),
+        injected: targets.iter().map(|t| t.1.to_string()).collect(),
         refused: refused.is_some(),
         ..FaultRun::default()
     };
-    let mut ids: [Option<FailureId>; 2] = [None, None];
-    for (c, t) in &reads {
-        let c = *c;
-        let line = &s.sites[c].line;
-        let injected = target.is_some_and(|(i, _)| anc[c][i]);
-        let too_big = refused.is_some_and(|(h, _)| anc[c][h]);
+    let mut failing: Vec<Failing> = targets
+        .iter()
+        .map(|&(node, op, _)| Failing {
+            node,
+            op,
+            kind: FailureKind::Injected,
+        })
+        .collect();
+    failing.extend(refused.map(|(node, op)| Failing {
+        node,
+        op,
+        kind: FailureKind::Allocation,
+    }));
+    let mut oracle = Oracle::new(failing);
+    for &c in &order {
+        let read = s.g(c).to_vec().await;
         run.reads += 1;
-        let error = match t.to_vec().await {
-            Ok(got) => {
-                if injected || too_big {
-                    let what = if injected {
-                        "the faulted op"
-                    } else {
-                        "the refused allocation"
-                    };
-                    return Err(fail(format!(
-                        "{line} read normally, though it depends on {what}"
-                    )));
-                }
-                let expected = s.sites[c]
-                    .expected
-                    .as_ref()
-                    .ok_or_else(|| fail(format!("{line} has no reference")))?;
-                compare(&got, expected).map_err(|m| fail(format!("{line}: {m}")))?;
-                continue;
-            }
-            Err(error) => error,
-        };
-        run.rejected += 1;
-        if !injected && !too_big {
-            return Err(fail(format!(
-                "{line} depends on no failed op, yet its read rejected:\n{error}"
-            )));
-        }
-        let bad = |why: String| fail(format!("{line}: {why}\nthe read's error:\n{error}"));
-        if error.failures.is_empty() {
-            return Err(bad("rejected without a report".to_string()));
-        }
-        let mut seen = Vec::new();
-        for report in &error.failures {
-            if seen.contains(&report.failure) {
-                return Err(bad(format!("{} is reported twice", report.failure)));
-            }
-            seen.push(report.failure);
-            let (cause, root, own_op_last) = match report.root.kind {
-                FailureKind::Injected => {
-                    let (i, op) = target.filter(|_| injected).ok_or_else(|| {
-                        bad(
-                            "an injected failure, though it does not depend on the faulted op"
-                                .to_string(),
-                        )
-                    })?;
-                    if report.root.op != op {
-                        return Err(bad(format!(
-                            "the injected failure is rooted at `{}`, not `{op}`",
-                            report.root.op
-                        )));
-                    }
-                    (Cause::Injected, i, s.sites[i].ops.last() == Some(&op))
-                }
-                FailureKind::Allocation => {
-                    let (h, op) = refused.filter(|_| too_big).ok_or_else(|| {
-                        bad(
-                            "an allocation failure, though it does not depend on the refused \
-                             branch"
-                                .to_string(),
-                        )
-                    })?;
-                    if !report.root.op.split('+').any(|o| o == op) {
-                        return Err(bad(format!(
-                            "the allocation failure is rooted at `{}`, which lacks `{op}`",
-                            report.root.op
-                        )));
-                    }
-                    (Cause::Refused, h, true)
-                }
-                other => {
-                    return Err(bad(format!("a report of kind {other:?}")));
-                }
-            };
-            let slot = &mut ids[cause as usize];
-            if *slot.get_or_insert(report.failure) != report.failure {
-                return Err(bad(format!(
-                    "{cause:?} is {} here and {} in an earlier read",
-                    report.failure,
-                    slot.unwrap()
-                )));
-            }
-            if report.carriers == 0 {
-                return Err(bad("a report carried by no buffer".to_string()));
-            }
-            if c == root && own_op_last {
-                if report.depth != 0 {
-                    return Err(bad(format!(
-                        "depth {} on the failed op's own output",
-                        report.depth
-                    )));
-                }
-            } else if report.depth == 0 {
-                return Err(bad(format!(
-                    "depth 0 for the {cause:?} failure, though ops were skipped below it"
-                )));
-            }
-        }
-        let has = |k: FailureKind| error.failures.iter().any(|r| r.root.kind == k);
-        if injected && !has(FailureKind::Injected) {
-            return Err(bad(
-                "the injected failure it depends on is not reported".to_string()
-            ));
-        }
-        if too_big && !has(FailureKind::Allocation) {
-            return Err(bad(
-                "the allocation failure it depends on is not reported".to_string()
-            ));
-        }
+        let rejected = oracle
+            .check(&s, &anc, c, read)
+            .map_err(|m| fail(&description, m))?;
+        run.rejected += usize::from(rejected);
     }
 
-    drop(reads);
-    drop(s);
-    let fired = usize::from(target.is_some()) + usize::from(refused.is_some());
-    match gpu.sync().await {
-        Ok(()) if fired == 0 => {}
-        Ok(()) => {
-            return Err(fail(format!(
-                "sync() resolved, though {fired} failure(s) happened since the last one"
-            )));
-        }
-        Err(e) => {
-            let mut kinds: Vec<FailureKind> = e.failures.iter().map(|f| f.root.kind).collect();
-            kinds.sort_by_key(|k| k.name());
-            let mut want = Vec::new();
-            if target.is_some() {
-                want.push(FailureKind::Injected);
-            }
-            if refused.is_some() {
-                want.push(FailureKind::Allocation);
-            }
-            want.sort_by_key(|k| k.name());
-            if kinds != want {
-                return Err(fail(format!(
-                    "sync() named {kinds:?}, expected {want:?}:\n{e:?}"
-                )));
-            }
-            for f in &e.failures {
-                let cause = match f.root.kind {
-                    FailureKind::Injected => Cause::Injected,
-                    _ => Cause::Refused,
-                };
-                if ids[cause as usize].is_some_and(|id| id != f.failure) {
-                    return Err(fail(format!(
-                        "sync() names {} for {cause:?}, the reads named {}",
-                        f.failure,
-                        ids[cause as usize].unwrap()
-                    )));
-                }
-            }
-        }
+    // A later flush: ops on what was read, failed or not.
+    let late = late_ops(&mut s, &mut rng, &checked).map_err(|m| fail(&description, m))?;
+    for &i in &late {
+        description.push_str(&format!("\n  later: {}", s.sites[i].line));
     }
+    anc = s.ancestors();
+    for &c in &late {
+        let read = s.g(c).to_vec().await;
+        run.reads += 1;
+        let rejected = oracle
+            .check(&s, &anc, c, read)
+            .map_err(|m| fail(&description, m))?;
+        run.rejected += usize::from(rejected);
+    }
+
+    drop(s);
+    oracle
+        .check_sync(gpu.sync().await)
+        .map_err(|m| fail(&description, m))?;
     let after = gpu.stats();
     if after.failures_held != 0 {
-        return Err(fail(format!(
+        let msg = format!(
             "{} failure(s) still held once every tensor was dropped",
             after.failures_held
-        )));
+        );
+        return Err(fail(&description, msg));
     }
     if after.bytes_in_use != before.bytes_in_use {
-        return Err(fail(format!(
+        let msg = format!(
             "{} bytes in use once every tensor was dropped, {} before the graph",
             after.bytes_in_use, before.bytes_in_use
-        )));
+        );
+        return Err(fail(&description, msg));
     }
     if after.uncaptured_errors != before.uncaptured_errors {
-        return Err(fail(format!(
+        let msg = format!(
             "{} GPU error(s) no scope caught",
             after.uncaptured_errors - before.uncaptured_errors
-        )));
+        );
+        return Err(fail(&description, msg));
+    }
+    if let Some(first) = oracle.incomplete.first() {
+        let msg = format!(
+            "{} read(s) left out a failure they depend on; the first: {first}",
+            oracle.incomplete.len()
+        );
+        return Err(fail(&description, msg));
     }
     Ok(run)
 }

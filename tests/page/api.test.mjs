@@ -276,3 +276,224 @@ test('tidy disposes what its function created except what it returns, so the cha
   assert.equal(result.asyncRefused, 'TypeError');
   assert.deepEqual(result.pair, [[2, 3, 4, 5], [0, 1, 2, 3]]);
 });
+
+/** Runs `f` and returns what it threw as `Name: message` (null if it returned). */
+const CAUGHT = `(f) => {
+  try {
+    f();
+    return null;
+  } catch (e) {
+    return e.op === undefined ? 'no op: ' + e : e.name + ': ' + e.message;
+  }
+}`;
+
+test('numbers are required where numbers are meant: full, clamp and arange throw a TypeError instead of computing with NaN', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const m = gpu.tensor([1, 5, 9]);
+    return {
+      full: caught(() => gpu.full([2], 'abc')),
+      fullMissing: caught(() => gpu.full([2])),
+      clamp: caught(() => m.clamp('a', 3)),
+      clampMissing: caught(() => m.clamp(1)),
+      arangeStart: caught(() => gpu.arange('a', 3)),
+      arangeStop: caught(() => gpu.arange(0, [3])),
+      arangeStep: caught(() => gpu.arange(0, 3, '1')),
+      keepDims: caught(() => m.sum(0, 'yes')),
+      scalar: caught(() => m.add(true)),
+      works: Array.from(await gpu.arange(0, 3).add(m.clamp(2, 6)).data()),
+    };
+  }, CAUGHT);
+  assert.deepEqual(result, {
+    full: 'TypeError: full: value must be a number, got the string "abc"',
+    fullMissing: 'TypeError: full: value must be a number, got undefined',
+    clamp: 'TypeError: clamp: min must be a number, got the string "a"',
+    clampMissing: 'TypeError: clamp: max must be a number, got undefined',
+    arangeStart: 'TypeError: arange: start must be a number, got the string "a"',
+    arangeStop: 'TypeError: arange: stop must be a number, got an array of 1 item',
+    arangeStep: 'TypeError: arange: step must be a number, got the string "1"',
+    keepDims: 'TypeError: sum: keepDims must be a boolean, got the string "yes"',
+    scalar: 'TypeError: add: expected a webfusion Tensor or a number, got true',
+    works: [2, 6, 8],
+  });
+});
+
+test('clamp refuses reversed or NaN bounds with a RangeError', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const m = gpu.tensor([1, 5, 9]);
+    return [caught(() => m.clamp(6, 2)), caught(() => m.clamp(NaN, 2)), caught(() => m.clamp(2, 2))];
+  }, CAUGHT);
+  assert.deepEqual(result, [
+    'RangeError: clamp: needs min <= max (neither NaN), got 6, 2',
+    'RangeError: clamp: needs min <= max (neither NaN), got NaN, 2',
+    null,
+  ]);
+});
+
+test('an explicit shape must be the shape nested arrays give, and must fit the count of flat values', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    return {
+      nested: caught(() => gpu.tensor([[1, 2], [3, 4]], [4, 1])),
+      nestedSameCount: caught(() => gpu.tensor([[1, 2], [3, 4]], [4])),
+      flatCount: caught(() => gpu.tensor(new Float32Array(3), [2, 2])),
+      ragged: caught(() => gpu.tensor([[1, 2], [3]])),
+      deepRagged: caught(() => gpu.tensor([[1, 2], [3, [4]]])),
+      notNumber: caught(() => gpu.tensor([[1, 'a']])),
+      typed: caught(() => gpu.tensor(new Float64Array(2))),
+      agrees: await gpu.tensor([[1, 2], [3, 4]], [2, 2]).array(),
+      flat: await gpu.tensor([1, 2, 3, 4], [2, 2]).array(),
+      float32: await gpu.tensor(new Float32Array([1, 2, 3, 4]), [2, 1, 2]).array(),
+      empty: gpu.tensor([[], []]).shape,
+    };
+  }, CAUGHT);
+  assert.deepEqual(result, {
+    nested: 'RangeError: tensor: shape [4,1] differs from the shape [2,2] the nested arrays give',
+    nestedSameCount: 'RangeError: tensor: shape [4] differs from the shape [2,2] the nested arrays give',
+    flatCount: 'RangeError: tensor: 3 values do not fill shape [2,2] (4 elements)',
+    ragged: 'RangeError: tensor: nested arrays must be rectangular (every row the same length and depth, [2,2] like the first)',
+    deepRagged: 'RangeError: tensor: nested arrays must be rectangular (every row the same length and depth, [2,2] like the first)',
+    notNumber: 'TypeError: tensor: values must hold numbers, got the string "a"',
+    typed: 'TypeError: tensor: values must be a number, an array or a Float32Array, got an object of class Float64Array',
+    agrees: [[1, 2], [3, 4]],
+    flat: [[1, 2], [3, 4]],
+    float32: [[[1, 2]], [[3, 4]]],
+    empty: [2, 0],
+  });
+});
+
+test('size counts elements exactly past 32 bits', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    return [gpu.zeros([65536, 65536]).size, gpu.zeros([1 << 20, 1 << 20, 4]).size, gpu.zeros([3, 0]).size];
+  });
+  assert.deepEqual(result, [4294967296, 4398046511104, 0]);
+});
+
+test('dims, axes and seeds must be integers a Rust value holds as written', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const m = gpu.zeros([2, 3]);
+    return {
+      bigDim: caught(() => gpu.zeros([2 ** 32])),
+      stringDim: caught(() => gpu.zeros(['2'])),
+      notArray: caught(() => gpu.zeros(6)),
+      tooMany: caught(() => gpu.zeros([2 ** 31, 2 ** 31, 4])),
+      axis: caught(() => m.sum(0.5)),
+      axisArray: caught(() => m.argmax([1])),
+      perm: caught(() => m.transpose(1)),
+      seed: caught(() => gpu.randomNormal([2], { seed: 2 ** 60 })),
+      unknownOption: caught(() => gpu.randomUniform([2], { minval: 2 })),
+      optionsType: caught(() => gpu.randomUniform([2], 7)),
+    };
+  }, CAUGHT);
+  assert.deepEqual(result, {
+    bigDim: 'RangeError: zeros: shape[0] must be an integer from 0 to 4294967295, got 4294967296',
+    stringDim: 'TypeError: zeros: shape[0] must be a number, got the string "2"',
+    notArray: 'TypeError: zeros: shape must be an array, got 6',
+    tooMany: 'RangeError: zeros: shape [2147483648,2147483648,4] has more elements than any device can hold',
+    axis: 'RangeError: sum: axis must be an integer from -2147483648 to 2147483647, got 0.5',
+    axisArray: 'TypeError: argmax: axis must be a number, got an array of 1 item',
+    perm: 'TypeError: transpose: perm must be an array, got 1',
+    seed: 'RangeError: randomNormal: seed must be an integer from 0 to 9007199254740991, got 1152921504606847000',
+    unknownOption: "TypeError: randomUniform: options has no option 'minval' (it takes min, max, seed)",
+    optionsType: 'TypeError: randomUniform: options must be an object, got 7',
+  });
+});
+
+test('to() refuses anything but a webfusion Device synchronously', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const t = gpu.ones([2]);
+    return {
+      plain: caught(() => t.to({})),
+      tensor: caught(() => t.to(t)),
+      missing: caught(() => t.to()),
+    };
+  }, CAUGHT);
+  assert.deepEqual(result, {
+    plain: 'TypeError: to: expected a webfusion Device, got a plain object',
+    tensor: 'TypeError: to: expected a webfusion Device, got a webfusion Tensor',
+    missing: 'TypeError: to: expected a webfusion Device, got undefined',
+  });
+});
+
+test('injectFault refuses an unknown op, a kind not among its names, a bad nth and a lost device, naming injectFault', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const lost = await Device.request();
+    lost.destroy();
+    return {
+      unknownOp: caught(() => gpu.injectFault({ op: 'matmull' })),
+      opType: caught(() => gpu.injectFault({ op: 5 })),
+      kindType: caught(() => gpu.injectFault({ op: 'matmul', kind: 5 })),
+      kindName: caught(() => gpu.injectFault({ op: 'matmul', kind: 'meltdown' })),
+      nthZero: caught(() => gpu.injectFault({ op: 'matmul', nth: 0 })),
+      nthFraction: caught(() => gpu.injectFault({ op: 'matmul', nth: 1.5 })),
+      unknownKey: caught(() => gpu.injectFault({ op: 'matmul', times: 2 })),
+      missing: caught(() => gpu.injectFault()),
+      lost: caught(() => lost.injectFault({ op: 'matmul' })),
+      fine: caught(() => gpu.injectFault({ op: 'exp', nth: 2, kind: 'out-of-memory' })),
+    };
+  }, CAUGHT);
+  assert.match(result.unknownOp, /^RangeError: injectFault: no op is named 'matmull'; faults go into one of: .*\bmatmul\b/);
+  assert.equal(result.opType, 'TypeError: injectFault: op must be a string, got 5');
+  assert.equal(result.kindType, "TypeError: injectFault: kind must be one of 'validation', 'out-of-memory', 'internal', got 5");
+  assert.equal(result.kindName, "RangeError: injectFault: kind must be one of 'validation', 'out-of-memory', 'internal', got the string \"meltdown\"");
+  assert.equal(result.nthZero, 'RangeError: injectFault: nth counts from 1');
+  assert.equal(result.nthFraction, 'RangeError: injectFault: nth must be an integer from 0 to 4294967295, got 1.5');
+  assert.equal(result.unknownKey, "TypeError: injectFault: spec has no option 'times' (it takes op, nth, kind)");
+  assert.equal(result.missing, 'TypeError: injectFault: expected { op, nth?, kind? }, got undefined');
+  assert.match(result.lost, /^Error: injectFault: device #\d+ was lost/);
+  assert.equal(result.fine, null);
+});
+
+test('Device.request refuses bad options synchronously, naming Device.request and the key', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    return {
+      notObject: caught(() => Device.request(5)),
+      unknown: caught(() => Device.request({ capacty: 8 })),
+      capacityZero: caught(() => Device.request({ capacity: 0 })),
+      capacityFraction: caught(() => Device.request({ capacity: 2.5 })),
+      capacityType: caught(() => Device.request({ capacity: '8' })),
+      debugType: caught(() => Device.request({ debug: true })),
+      flagType: caught(() => Device.request({ debug: { captureStacks: 'yes' } })),
+      scopesType: caught(() => Device.request({ debug: { errorScopes: 0 } })),
+      debugUnknown: caught(() => Device.request({ debug: { captureStack: true } })),
+      works: Array.from(await (await Device.request({ capacity: 4, debug: { captureStacks: true } })).ones([2]).data()),
+    };
+  }, CAUGHT);
+  assert.deepEqual(result, {
+    notObject: 'TypeError: Device.request: options must be an object, got 5',
+    unknown: "TypeError: Device.request: options has no option 'capacty' (it takes capacity, debug)",
+    capacityZero: 'RangeError: Device.request: capacity must be an integer from 1 to 4294967295, got 0',
+    capacityFraction: 'RangeError: Device.request: capacity must be an integer from 1 to 4294967295, got 2.5',
+    capacityType: 'TypeError: Device.request: capacity must be a number, got the string "8"',
+    debugType: 'TypeError: Device.request: debug must be an object, got true',
+    flagType: 'TypeError: Device.request: debug.captureStacks must be a boolean, got the string "yes"',
+    scopesType: 'TypeError: Device.request: debug.errorScopes must be a boolean, got 0',
+    debugUnknown: "TypeError: Device.request: debug has no option 'captureStack' (it takes captureStacks, errorScopes)",
+    works: [1, 1],
+  });
+});
+
+test('a read names where it was asked only on a device that captures stacks', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const askedAt = async (options) => {
+      const gpu = await Device.request(options);
+      return gpu.zeros([2 ** 18, 2 ** 18]).add(1).data().then(() => 'read', (e) => e.askedAt);
+    };
+    return { plain: await askedAt(), captured: await askedAt({ debug: { captureStacks: true } }) };
+  });
+  assert.equal(result.plain, null);
+  // This test's code runs through `new Function`, so its frame is `<anonymous>`.
+  assert.match(result.captured, /^<anonymous>:\d+:\d+$/);
+});

@@ -12,11 +12,18 @@ const QUIET = [
   '--disable-component-update', '--disable-sync',
 ];
 
-/** Launches headless Chromium; `webgpu: false` leaves WebGPU's flag off. */
-export function launch({ webgpu = true } = {}) {
+/**
+ * Launches headless Chromium; `webgpu: false` leaves WebGPU's flag off,
+ * `gc: true` gives pages `gc()` so a test can watch objects being collected.
+ */
+export function launch({ webgpu = true, gc = false } = {}) {
   return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: [...(webgpu ? ['--enable-unsafe-webgpu'] : []), ...QUIET],
+    args: [
+      ...(webgpu ? ['--enable-unsafe-webgpu'] : []),
+      ...(gc ? ['--js-flags=--expose-gc'] : []),
+      ...QUIET,
+    ],
   });
 }
 

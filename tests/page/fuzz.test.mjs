@@ -1,0 +1,427 @@
+// A seeded corpus of bad calls to every public method of Device and Tensor:
+// wrong types, bad numbers, disposed and freed tensors, foreign objects,
+// operands on another device in every tensor position, bad receivers. Each
+// must throw at once (not return, not reject later) an Error whose `op` is
+// the method and whose message starts with it, queue nothing, never panic,
+// and leave the device working.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { inPage, launch, serveFixture } from './browser.mjs';
+
+let browser;
+let server;
+before(async () => {
+  browser = await launch();
+  server = await serveFixture();
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+// Cases the Rust core still gets wrong, with how they fail now. Ops built
+// from others report an inner op's name (flatten = reshape; softmax =
+// logSumExp + sub + exp; logSoftmax = max + sub + logSumExp), and `stack`
+// queues an expandDims per operand on the operands' device before `cat`
+// refuses the receiving device. When the core is fixed a case passes and
+// this test asks for its entry to go.
+const PENDING = [
+  {
+    label: /^stack: (cross-device .*|receiver lost device|combo .*receiver lost device)$/,
+    problem: /^op is cat \(cat: operand \d+ \(tensor #\d+\) lives on device #\d+, but the op runs on device #\d+; move it with to\(\)\); message does not start with 'stack: '; queued 2 op\(s\)$/,
+  },
+  { label: /^flatten: receiver lost device$/, problem: /^op is reshape / },
+  { label: /^softmax: (receiver|combo .*receiver) lost device$/, problem: /^op is logSumExp / },
+  { label: /^logSoftmax: (receiver|combo .*receiver) lost device$/, problem: /^op is max / },
+];
+
+test('every bad call in a seeded corpus throws at once an Error naming its op, queues nothing, never panics, and the device keeps working', async () => {
+  const { result, errors } = await inPage(browser, server, async (wf, { seed, combos }) => {
+    const { Device, Tensor, tidy, panicCount } = wf;
+
+    // mulberry32: the same seed gives the same corpus.
+    let state = seed >>> 0;
+    const random = () => {
+      state = (state + 0x6d2b79f5) >>> 0;
+      let t = state;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const pick = (list) => list[Math.floor(random() * list.length)];
+
+    const one = await Device.request();
+    const two = await Device.request();
+    const gone = await Device.request();
+    const m = one.tensor([[1, 2, 3], [4, 5, 6]]);
+    const v = one.tensor([1, 2, 3]);
+    const mt = m.transpose();
+    const m3 = m.expandDims(0);
+    const m2 = two.tensor([[1, 2, 3], [4, 5, 6]]);
+    const v2 = two.tensor([1, 2, 3]);
+    const m2t = m2.transpose();
+    const lost = gone.ones([2, 3]);
+    gone.destroy();
+
+    const disposed = one.ones([2, 3]);
+    disposed.dispose();
+    const freed = one.ones([2, 3]);
+    freed.free();
+    const symbolDisposed = one.ones([2, 3]);
+    symbolDisposed[Symbol.dispose]();
+    let tidied;
+    tidy(() => {
+      tidied = one.ones([2, 3]);
+    });
+    class ForeignTensor {
+      constructor(id) {
+        this.id = id;
+      }
+    }
+    Object.defineProperty(ForeignTensor, 'name', { value: 'Tensor' });
+    class ForeignDevice {}
+    Object.defineProperty(ForeignDevice, 'name', { value: 'Device' });
+
+    // Bad values by the kind of argument they are bad for: [label, value].
+    const junk = {
+      undefined: undefined, null: null, "'oops'": 'oops', "''": '', true: true, '{}': {},
+      'a symbol': Symbol('s'), '5n': 5n, 'a function': () => 1, 'a Map': new Map(), 'a Date': new Date(0),
+    };
+    const of = (obj) => Object.entries(obj);
+    const without = (obj, ...keys) => of(obj).filter(([k]) => !keys.includes(k));
+    const notTensors = [
+      ...of(junk), ['[]', []], ["['a']", ['a']], ['[m]', [m]], ['a Float32Array', new Float32Array(2)],
+      ['a foreign class named Tensor', new ForeignTensor(m.id)], ['{ id: m.id }', { id: m.id }],
+      ['a disposed tensor', disposed], ['a freed tensor', freed], ['a Symbol.dispose-d tensor', symbolDisposed],
+      ['a tidy-disposed tensor', tidied], ['a Device', one], ['a boxed number', new Number(2)],
+    ];
+    const notNumbers = [
+      ...of(junk), ["'5'", '5'], ['[]', []], ['[1]', [1]], ['a boxed number', new Number(5)], ['a tensor', v],
+    ];
+    const badInts = [
+      ...without(junk, 'undefined', 'null'), ["'0'", '0'], ['1.5', 1.5], ['NaN', NaN], ['Infinity', Infinity],
+      ['-Infinity', -Infinity], ['2**40', 2 ** 40], ['-(2**40)', -(2 ** 40)], ['99', 99], ['-99', -99],
+      ['[]', []], ['[0]', [0]], ['a tensor', v],
+    ];
+    const badAxes = [
+      ...without(junk, 'undefined', 'null'), ["'0'", '0'], ['1.5', 1.5], ['NaN', NaN], ['Infinity', Infinity],
+      ['99', 99], ['-99', -99], ['[0, 0]', [0, 0]], ["['a']", ['a']], ['[1.5]', [1.5]], ['[NaN]', [NaN]],
+      ['[99]', [99]], ['[[0]]', [[0]]], ["[0, '1']", [0, '1']], ['[2**40]', [2 ** 40]], ['a tensor', v],
+    ];
+    const badBools = [
+      ["'yes'", 'yes'], ['1', 1], ['0', 0], ["'false'", 'false'], ['{}', {}], ['[]', []], ['a symbol', Symbol('b')],
+    ];
+    const badShapes = [
+      ...of(junk), ['5', 5], ['array-like', { length: 1, 0: 2 }], ["['a']", ['a']], ['[true]', [true]],
+      ['[null]', [null]], ['[undefined]', [undefined]], ['[NaN]', [NaN]], ['[-1]', [-1]], ['[1.5]', [1.5]],
+      ['[Infinity]', [Infinity]], ['[2**32]', [2 ** 32]], ['[1e300]', [1e300]], ['[[2]]', [[2]]], ["['2']", ['2']],
+      ['[5n]', [5n]], ['[2**31, 2**31, 4]', [2 ** 31, 2 ** 31, 4]], ['a Float32Array', new Float32Array([2])],
+    ];
+    const badValues = [
+      ...of(junk), ["['a']", ['a']], ['[true]', [true]], ['[null]', [null]], ['[undefined]', [undefined]],
+      ['[[1, 2], [3]]', [[1, 2], [3]]], ['[[1], [2, 3]]', [[1], [2, 3]]], ['[1, [2]]', [1, [2]]],
+      ["[[1, 'a']]", [[1, 'a']]], ['[[[]], [1]]', [[[]], [1]]], ['a Float64Array', new Float64Array(4)],
+      ['an Int32Array', new Int32Array(4)], ['[m]', [m]],
+    ];
+    const badOptionalShapes = [
+      ['[4, 1]', [4, 1]], ['[4]', [4]], ['[3]', [3]], ['[2, 2, 1]', [2, 2, 1]], ["'a'", 'a'], ['5', 5],
+      ['[-1]', [-1]], ['[1.5]', [1.5]], ['{}', {}], ['[NaN, 2]', [NaN, 2]],
+    ];
+    const badTensorLists = [
+      ...of(junk), ['5', 5], ['[]', []], ["[m, 'x']", [m, 'x']], ['[m, 5]', [m, 5]], ['[m, undefined]', [m, undefined]],
+      ['[m, null]', [m, null]], ['[m, disposed]', [m, disposed]], ['[m, freed]', [m, freed]],
+      ['[m, foreign Tensor]', [m, new ForeignTensor(m.id)]], ['[m, { id }]', [m, { id: m.id }]], ['[m, one]', [m, one]],
+      ['[m, [m]]', [m, [m]]], ['a Set of m', new Set([m])], ['array-like of m', { 0: m, length: 1 }],
+    ];
+    const badDevices = [
+      ...of(junk), ['5', 5], ['a tensor', m], ['a foreign class named Device', new ForeignDevice()],
+      ['{ __wbg_ptr: 1 }', { __wbg_ptr: 1 }], ['[two]', [two]],
+    ];
+    const optionJunk = [
+      ["'x'", 'x'], ['5', 5], ['true', true], ['[]', []], ['a function', () => ({})], ['a symbol', Symbol('o')],
+    ];
+
+    // Every public method: its op name, its arguments' valid values and the
+    // bad values of each, and the receivers it must refuse.
+    const T = (name) => (self, ...args) => Tensor.prototype[name].call(self, ...args);
+    const D = (name) => (self, ...args) => Device.prototype[name].call(self, ...args);
+    const getter = (name) => (self) => Object.getOwnPropertyDescriptor(Tensor.prototype, name).get.call(self);
+    const deviceGetter = (name) => (self) => Object.getOwnPropertyDescriptor(Device.prototype, name).get.call(self);
+    const badTensorThis = [
+      ['disposed', disposed], ['freed', freed], ['Symbol.dispose-d', symbolDisposed], ['tidy-disposed', tidied],
+      ['a Device as this', one],
+    ];
+    const badRegisteringThis = [...badTensorThis, ['lost device', lost]];
+    const badDeviceThis = [['a Tensor as this', m]];
+    const badRegisteringDeviceThis = [...badDeviceThis, ['lost device', gone]];
+    const methods = [];
+    const tensorMethod = (name, self, args, receivers = badRegisteringThis) =>
+      methods.push({ op: name, call: T(name), self, args, receivers });
+    const binary = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual'];
+    for (const name of binary) {
+      tensorMethod(name, m, [{ valid: v, bad: [...notTensors, ['a [5] tensor', one.zeros([5])]] }]);
+    }
+    for (const name of ['neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten']) {
+      tensorMethod(name, m, []);
+    }
+    for (const name of ['sum', 'mean', 'max', 'min', 'logSumExp']) {
+      tensorMethod(name, m, [{ valid: 1, bad: badAxes }, { valid: false, bad: badBools }]);
+    }
+    for (const name of ['argmax', 'softmax', 'logSoftmax', 'expandDims']) {
+      tensorMethod(name, m, [{ valid: 1, bad: badInts }]);
+    }
+    tensorMethod('matmul', m, [{
+      valid: mt,
+      bad: [...notTensors, ['5', 5], ['NaN', NaN], ['a [4, 5] tensor', one.zeros([4, 5])], ['a rank-1 tensor', v]],
+    }]);
+    tensorMethod('clamp', m, [{ valid: 2, bad: notNumbers }, { valid: 5, bad: notNumbers }]);
+    tensorMethod('transpose', m, [{
+      valid: [1, 0],
+      bad: [...without(junk, 'undefined', 'null'), ['5', 5], ['[0, 0]', [0, 0]], ['[0]', [0]], ['[0, 1, 2]', [0, 1, 2]],
+        ["['a', 0]", ['a', 0]], ['[-1, 0]', [-1, 0]], ['[1.5, 0]', [1.5, 0]], ['[NaN, 0]', [NaN, 0]], ['[1, 2**32]', [1, 2 ** 32]]],
+    }]);
+    tensorMethod('reshape', m, [{
+      valid: [3, 2],
+      bad: [...of(junk), ['5', 5], ['[4, -1]', [4, -1]], ['[-1, -1]', [-1, -1]], ['[1.5, 4]', [1.5, 4]], ['[NaN]', [NaN]],
+        ["['a']", ['a']], ['[7]', [7]], ['[-2, 3]', [-2, 3]], ['[2**32]', [2 ** 32]], ['[true]', [true]]],
+    }]);
+    tensorMethod('slice', m, [
+      {
+        valid: [0, 1],
+        bad: [...of(junk), ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ['[-1, 0]', [-1, 0]], ["['a', 0]", ['a', 0]],
+          ['[5, 5]', [5, 5]], ['[0]', [0]], ['[0, 0, 0]', [0, 0, 0]], ['[2**32, 0]', [2 ** 32, 0]]],
+      },
+      {
+        valid: [2, 2],
+        bad: [...without(junk, 'undefined', 'null'), ['[1.5, 1]', [1.5, 1]], ["['a', 1]", ['a', 1]], ['[-2, 1]', [-2, 1]],
+          ['[5, 5]', [5, 5]], ['[1]', [1]], ['NaN', NaN], ['[3, 3]', [3, 3]]],
+      },
+    ]);
+    tensorMethod('broadcastTo', m, [{ valid: [2, 2, 3], bad: [...badShapes, ['[5]', [5]], ['[3, 2]', [3, 2]], ['[]', []]] }]);
+    tensorMethod('squeeze', m3, [{
+      valid: 0,
+      bad: [...without(junk, 'undefined', 'null'), ['1', 1], ['[0, 1]', [0, 1]], ['1.5', 1.5], ['NaN', NaN], ['99', 99],
+        ["['a']", ['a']], ['[0, 0]', [0, 0]]],
+    }]);
+    tensorMethod('to', m, [{ valid: two, bad: badDevices }], badTensorThis);
+    for (const name of ['data', 'array']) tensorMethod(name, m, [], badTensorThis);
+    for (const name of ['shape', 'size', 'rank']) {
+      methods.push({ op: name, call: getter(name), self: m, args: [], receivers: badTensorThis });
+    }
+    methods.push({ op: 'id', call: getter('id'), self: m, args: [], receivers: [['a Device as this', one]] });
+
+    const deviceMethod = (name, args, receivers = badRegisteringDeviceThis) =>
+      methods.push({ op: name, call: D(name), self: one, args, receivers });
+    deviceMethod('tensor', [{ valid: [[1, 2], [3, 4]], bad: badValues }, { valid: [2, 2], bad: badOptionalShapes }]);
+    for (const name of ['zeros', 'ones']) deviceMethod(name, [{ valid: [2, 3], bad: badShapes }]);
+    deviceMethod('full', [{ valid: [2], bad: badShapes }, { valid: 7, bad: notNumbers }]);
+    deviceMethod('arange', [
+      { valid: 0, bad: [...notNumbers, ['NaN', NaN], ['Infinity', Infinity]] },
+      { valid: 5, bad: [...notNumbers, ['NaN', NaN], ['1e12', 1e12]] },
+      { valid: 1, bad: [...without(junk, 'undefined', 'null'), ["'1'", '1'], ['[]', []], ['0', 0], ['NaN', NaN], ['-Infinity', -Infinity]] },
+    ]);
+    deviceMethod('randomUniform', [
+      { valid: [2], bad: badShapes },
+      {
+        valid: { seed: 1 },
+        bad: [...optionJunk, ['{ minval: 2 }', { minval: 2 }], ["{ min: 'a' }", { min: 'a' }], ["{ max: 'b' }", { max: 'b' }],
+          ['{ seed: -1 }', { seed: -1 }], ['{ seed: 1.5 }', { seed: 1.5 }], ["{ seed: 'a' }", { seed: 'a' }],
+          ['{ seed: 2**60 }', { seed: 2 ** 60 }], ['{ min: 3, max: 1 }', { min: 3, max: 1 }], ['{ min: NaN }', { min: NaN }],
+          ['{ max: Infinity }', { max: Infinity }], ['{ seed: NaN }', { seed: NaN }], ['{ min: 5n }', { min: 5n }]],
+      },
+    ]);
+    deviceMethod('randomNormal', [
+      { valid: [2], bad: badShapes },
+      {
+        valid: { seed: 1 },
+        bad: [...optionJunk, ['{ stdDev: 1 }', { stdDev: 1 }], ["{ mean: 'a' }", { mean: 'a' }], ['{ std: -1 }', { std: -1 }],
+          ["{ std: 'a' }", { std: 'a' }], ['{ seed: -1 }', { seed: -1 }], ['{ mean: NaN }', { mean: NaN }],
+          ['{ std: Infinity }', { std: Infinity }], ['{ seed: 1e300 }', { seed: 1e300 }]],
+      },
+    ]);
+    const badOperands = [...notTensors, ['5', 5], ['NaN', NaN], ['a [5] tensor', one.zeros([5])]];
+    deviceMethod('where', [
+      { valid: m, bad: badOperands }, { valid: m, bad: badOperands }, { valid: v, bad: badOperands },
+    ]);
+    deviceMethod('cat', [
+      { valid: [m, m], bad: [...badTensorLists, ['[m, v]', [m, v]]] },
+      { valid: 0, bad: [...badInts, ['2', 2]] },
+    ]);
+    deviceMethod('stack', [
+      { valid: [m, m], bad: [...badTensorLists, ['[m, v]', [m, v]]] },
+      { valid: 0, bad: [...badInts, ['3', 3]] },
+    ]);
+    deviceMethod('injectFault', [{
+      valid: { op: 'exp', nth: 1000000 },
+      bad: [...of(junk), ['5', 5], ["'matmul'", 'matmul'], ['[]', []], ['{}', {}], ['{ op: 5 }', { op: 5 }],
+        ["{ op: 'nope' }", { op: 'nope' }], ["{ op: '' }", { op: '' }], ["{ op: 'Matmul' }", { op: 'Matmul' }],
+        ["{ op: ['matmul'] }", { op: ['matmul'] }], ['kind 5', { op: 'matmul', kind: 5 }],
+        ["kind 'meltdown'", { op: 'matmul', kind: 'meltdown' }], ['nth 0', { op: 'matmul', nth: 0 }],
+        ['nth -1', { op: 'matmul', nth: -1 }], ['nth 1.5', { op: 'matmul', nth: 1.5 }], ["nth 'a'", { op: 'matmul', nth: 'a' }],
+        ['nth NaN', { op: 'matmul', nth: NaN }], ['an unknown key', { op: 'matmul', times: 1 }]],
+    }]);
+    for (const name of ['sync', 'destroy', 'stats']) deviceMethod(name, [], badDeviceThis);
+    methods.push({ op: 'lost', call: deviceGetter('lost'), self: one, args: [], receivers: badDeviceThis });
+    methods.push({
+      op: 'Device.request',
+      call: (_self, options) => Device.request(options),
+      self: null,
+      args: [{
+        valid: { capacity: 8 },
+        bad: [...optionJunk, ['{ capcity: 1 }', { capcity: 1 }], ['capacity 0', { capacity: 0 }], ['capacity -1', { capacity: -1 }],
+          ['capacity 1.5', { capacity: 1.5 }], ["capacity 'a'", { capacity: 'a' }], ['capacity NaN', { capacity: NaN }],
+          ['capacity 2**40', { capacity: 2 ** 40 }], ['debug 5', { debug: 5 }], ["debug 'yes'", { debug: 'yes' }],
+          ['debug []', { debug: [] }], ["captureStacks 'yes'", { debug: { captureStacks: 'yes' } }],
+          ['errorScopes 1', { debug: { errorScopes: 1 } }], ['debug.foo', { debug: { foo: true } }]],
+      }],
+      receivers: [],
+    });
+
+    // Each method's valid call works, so a case with one bad value fails
+    // for that value alone (destroy() is left out: it would end `one`).
+    const validRefused = [];
+    for (const method of methods) {
+      if (method.op === 'destroy') continue;
+      try {
+        const returned = method.call(method.self, ...method.args.map((a) => a.valid));
+        if (returned instanceof Promise) await returned;
+      } catch (e) {
+        validRefused.push(`${method.op}: ${e.message}`);
+      }
+    }
+
+    // The corpus: each method with each bad value of each argument (the
+    // others valid), with each bad receiver, then seeded combinations of
+    // several bad arguments and receivers; plus operands on another device
+    // in every tensor position.
+    const cases = [];
+    for (const method of methods) {
+      const valid = method.args.map((a) => a.valid);
+      method.args.forEach((arg, i) => {
+        for (const [label, value] of arg.bad) {
+          const args = valid.slice();
+          args[i] = value;
+          cases.push({ op: method.op, label: `arg ${i} ${label}`, run: () => method.call(method.self, ...args) });
+        }
+      });
+      for (const [label, self] of method.receivers) {
+        cases.push({ op: method.op, label: `receiver ${label}`, run: () => method.call(self, ...valid) });
+      }
+      // A method without arguments has no combinations beyond its receivers.
+      if (method.args.length === 0) continue;
+      for (let n = 0; n < combos; n += 1) {
+        const labels = [];
+        const args = method.args.map((arg) => {
+          if (random() < 0.5) return arg.valid;
+          const [label, value] = pick(arg.bad);
+          labels.push(label);
+          return value;
+        });
+        let self = method.self;
+        if (method.receivers.length > 0 && (labels.length === 0 || random() < 0.3)) {
+          const [label, value] = pick(method.receivers);
+          labels.push(`receiver ${label}`);
+          self = value;
+        }
+        if (labels.length === 0) {
+          const i = Math.floor(random() * method.args.length);
+          const [label, value] = pick(method.args[i].bad);
+          labels.push(label);
+          args[i] = value;
+        }
+        cases.push({ op: method.op, label: `combo ${labels.join(' + ')}`, run: () => method.call(self, ...args) });
+      }
+    }
+    const cross = (op, label, run) => cases.push({ op, label: `cross-device ${label}`, run });
+    for (const name of binary) {
+      cross(name, `m.${name}(v2)`, () => m[name](v2));
+      cross(name, `m2.${name}(v)`, () => m2[name](v));
+    }
+    cross('matmul', 'm.matmul(m2t)', () => m.matmul(m2t));
+    cross('matmul', 'm2.matmul(mt)', () => m2.matmul(mt));
+    cross('where', 'one.where(m2, m, v)', () => one.where(m2, m, v));
+    cross('where', 'one.where(m, m2, v)', () => one.where(m, m2, v));
+    cross('where', 'one.where(m, m, v2)', () => one.where(m, m, v2));
+    cross('where', 'two.where(m, m, v)', () => two.where(m, m, v));
+    for (const name of ['cat', 'stack']) {
+      cross(name, `one.${name}([m, m2])`, () => one[name]([m, m2]));
+      cross(name, `one.${name}([m2, m])`, () => one[name]([m2, m]));
+      cross(name, `two.${name}([m, m])`, () => two[name]([m, m]));
+    }
+
+    const describe = (value) => {
+      if (value instanceof Tensor) return 'a Tensor';
+      if (value instanceof Promise) return 'a Promise';
+      try {
+        return JSON.stringify(value) ?? String(value);
+      } catch {
+        return typeof value;
+      }
+    };
+    const works = async (device, expect) => {
+      const probe = device.tensor([1, 2]);
+      const product = probe.mul(3);
+      const values = Array.from(await product.data());
+      probe.dispose();
+      product.dispose();
+      return values.join() === expect;
+    };
+    const failures = [];
+    const byOp = {};
+    for (const c of cases) {
+      const registered = [one.stats().opsRegistered, two.stats().opsRegistered];
+      const problems = [];
+      let message = null;
+      try {
+        const returned = c.run();
+        if (returned instanceof Promise) returned.catch(() => {});
+        problems.push(`returned ${describe(returned)}`);
+      } catch (e) {
+        message = e?.message;
+        if (!(e instanceof Error)) problems.push(`threw ${String(e)}, not an Error`);
+        else {
+          if (!['TypeError', 'RangeError', 'Error'].includes(e.name)) problems.push(`is a ${e.name}`);
+          if (e.op !== c.op) problems.push(`op is ${e.op}`);
+          if (!e.message.startsWith(`${c.op}: `)) problems.push(`message does not start with '${c.op}: '`);
+        }
+      }
+      if (message !== null && problems.length > 0) problems[0] += ` (${message})`;
+      const queued = one.stats().opsRegistered - registered[0] + two.stats().opsRegistered - registered[1];
+      if (queued !== 0) problems.push(`queued ${queued} op(s)`);
+      if (panicCount() !== 0) problems.push('panicked');
+      if (!(await works(one, '3,6'))) problems.push('device one stopped working');
+      if (problems.length > 0) failures.push({ label: `${c.op}: ${c.label}`, problem: problems.join('; ') });
+      byOp[c.op] = (byOp[c.op] ?? 0) + 1;
+    }
+    return {
+      validRefused,
+      cases: cases.length,
+      methods: Object.keys(byOp).length,
+      byOp,
+      failures,
+      twoWorks: await works(two, '3,6'),
+      panics: panicCount(),
+    };
+  }, { seed: 0x5eed, combos: 8 });
+
+  console.log(`# corpus: ${result.cases} bad calls over ${result.methods} methods, ${result.failures.length} pending on the core`);
+  assert.deepEqual(result.validRefused, [], 'the valid call of each method works');
+  assert.deepEqual(errors, []);
+  assert.equal(result.panics, 0);
+  assert.equal(result.twoWorks, true);
+  const pending = (f, p) => p.label.test(f.label) && p.problem.test(f.problem);
+  const unexpected = result.failures.filter((f) => !PENDING.some((p) => pending(f, p)));
+  assert.deepEqual(unexpected, [], 'bad calls that were accepted, named the wrong op, queued ops, or broke the device');
+  const fixed = PENDING.filter((p) => !result.failures.some((f) => pending(f, p))).map((p) => String(p.label));
+  assert.deepEqual(fixed, [], 'these pending cases pass now: remove them from PENDING');
+  // Every public method is in the corpus.
+  const expected = [
+    'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
+    'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
+    'sum', 'mean', 'max', 'min', 'logSumExp', 'argmax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
+    'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
+    'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',
+    'injectFault', 'sync', 'destroy', 'stats', 'lost', 'Device.request',
+  ];
+  assert.deepEqual(Object.keys(result.byOp).sort(), expected.sort());
+});

@@ -19,22 +19,6 @@ after(async () => {
   server?.close();
 });
 
-// Cases the Rust core still gets wrong, with how they fail now. Ops built
-// from others report an inner op's name (flatten = reshape; softmax =
-// logSumExp + sub + exp; logSoftmax = max + sub + logSumExp), and `stack`
-// queues an expandDims per operand on the operands' device before `cat`
-// refuses the receiving device. When the core is fixed a case passes and
-// this test asks for its entry to go.
-const PENDING = [
-  {
-    label: /^stack: (cross-device .*|receiver lost device|combo .*receiver lost device)$/,
-    problem: /^op is cat \(cat: operand \d+ \(tensor #\d+\) lives on device #\d+, but the op runs on device #\d+; move it with to\(\)\); message does not start with 'stack: '; queued 2 op\(s\)$/,
-  },
-  { label: /^flatten: receiver lost device$/, problem: /^op is reshape / },
-  { label: /^softmax: (receiver|combo .*receiver) lost device$/, problem: /^op is logSumExp / },
-  { label: /^logSoftmax: (receiver|combo .*receiver) lost device$/, problem: /^op is max / },
-];
-
 test('every bad call in a seeded corpus throws at once an Error naming its op, queues nothing, never panics, and the device keeps working', async () => {
   const { result, errors } = await inPage(browser, server, async (wf, { seed, combos }) => {
     const { Device, Tensor, tidy, panicCount } = wf;
@@ -404,16 +388,12 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     };
   }, { seed: 0x5eed, combos: 8 });
 
-  console.log(`# corpus: ${result.cases} bad calls over ${result.methods} methods, ${result.failures.length} pending on the core`);
+  console.log(`# corpus: ${result.cases} bad calls over ${result.methods} methods`);
   assert.deepEqual(result.validRefused, [], 'the valid call of each method works');
   assert.deepEqual(errors, []);
   assert.equal(result.panics, 0);
   assert.equal(result.twoWorks, true);
-  const pending = (f, p) => p.label.test(f.label) && p.problem.test(f.problem);
-  const unexpected = result.failures.filter((f) => !PENDING.some((p) => pending(f, p)));
-  assert.deepEqual(unexpected, [], 'bad calls that were accepted, named the wrong op, queued ops, or broke the device');
-  const fixed = PENDING.filter((p) => !result.failures.some((f) => pending(f, p))).map((p) => String(p.label));
-  assert.deepEqual(fixed, [], 'these pending cases pass now: remove them from PENDING');
+  assert.deepEqual(result.failures, [], 'bad calls that were accepted, named the wrong op, queued ops, or broke the device');
   // Every public method is in the corpus.
   const expected = [
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',

@@ -326,12 +326,14 @@ impl JsDevice {
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
     /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld,
-    /// uncapturedErrors }`.
+    /// uncapturedErrors, tensorsHeld }`; `tensorsHeld` counts the Tensor
+    /// objects of this device JS holds undisposed (TF.js's `numTensors`).
     #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number }"
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
     )]
     pub fn stats(&self) -> Result<Object, JsValue> {
-        let s = self.device("stats")?.stats();
+        let device = self.device("stats")?;
+        let s = device.stats();
         let object = Object::new();
         for (key, value) in [
             ("opsRegistered", s.ops_registered),
@@ -345,6 +347,7 @@ impl JsDevice {
             ("pipelineCacheHits", s.pipeline_cache_hits),
             ("failuresHeld", s.failures_held),
             ("uncapturedErrors", s.uncaptured_errors),
+            ("tensorsHeld", registry::tensors_held(&device) as u64),
         ] {
             Reflect::set(&object, &key.into(), &(value as f64).into())?;
         }

@@ -187,6 +187,18 @@ pub fn held(key: Key) -> Found {
     })
 }
 
+/// How many tensor objects of `device` JS holds undisposed: TF.js's
+/// `numTensors`, the number a leak shows in.
+pub fn tensors_held(device: &Device) -> usize {
+    table(|t| {
+        t.tensors
+            .values()
+            .filter_map(|held| held.tensor.as_ref())
+            .filter(|tensor| tensor.device().same(device))
+            .count()
+    })
+}
+
 /// The error for using a disposed tensor in `op`.
 pub fn disposed(op: &'static str, id: TensorId) -> JsValue {
     errors::op_error(op, ErrorClass::Other, format!("{id} was disposed"))

@@ -172,6 +172,53 @@ test('cross-device ops throw at registration and to() carries a failure onto the
   assert.deepEqual(result.e.chain, ['to', 'slice']);
 });
 
+test('a 2000-step training-like loop written without tidy, with a failing step every tenth, keeps memory, failures and tensors held flat', async () => {
+  const result = await run(async ({ Device }) => {
+    const gpu = await Device.request();
+    const x = gpu.randomUniform([16, 8], { min: -1, max: 1, seed: 1 });
+    const y = gpu.randomUniform([16, 4], { min: -1, max: 1, seed: 2 });
+    let w = gpu.randomUniform([8, 4], { min: -0.5, max: 0.5, seed: 3 });
+    let baseline = null;
+    let failed = 0;
+    let drift = [];
+    for (let step = 0; step < 2000; step += 1) {
+      if (step % 10 === 5) gpu.injectFault({ op: 'sub' });
+      // Every intermediate in a variable, as people write it.
+      const h = x.matmul(w);
+      const out = h.tanh();
+      const diff = out.sub(y);
+      const sq = diff.square();
+      const loss = sq.mean();
+      const xt = x.transpose();
+      const scaled = diff.mul(0.01);
+      const grad = xt.matmul(scaled);
+      try {
+        await loss.data();
+        const next = w.sub(grad);
+        w.dispose();
+        w = next;
+      } catch (e) {
+        if (e.name !== 'TensorError' || e.root.op !== 'sub') throw e;
+        failed += 1;
+      }
+      for (const t of [h, out, diff, sq, loss, xt, scaled, grad]) t.dispose();
+      await gpu.sync().catch(() => {});
+      const s = gpu.stats();
+      const now = [s.bytesInUse, s.failuresHeld, s.tensorsHeld];
+      if (baseline === null) baseline = now;
+      else if (now.join() !== baseline.join()) drift.push({ step, now });
+    }
+    const weights = await w.data();
+    return { failed, drift: drift.slice(0, 3), baseline, finite: weights.every(Number.isFinite), uncaptured: gpu.stats().uncapturedErrors };
+  });
+  assert.equal(result.failed, 200);
+  assert.deepEqual(result.drift, [], `bytesInUse, failuresHeld, tensorsHeld stay at ${result.baseline}`);
+  assert.equal(result.baseline[1], 0, 'no failure held between steps');
+  assert.equal(result.baseline[2], 3, 'x, y and w');
+  assert.equal(result.finite, true);
+  assert.equal(result.uncaptured, 0);
+});
+
 test('no test in this page observed a panic', async () => {
   const count = await run(async ({ panicCount }) => panicCount());
   assert.equal(count, 0);

@@ -35,6 +35,6 @@ pub use error::{ErrorClass, RegistrationError, RequestError};
 pub use failure::{
     ExecutionError, FailureId, FailureKind, FailureSummary, Report, Root, Skip, TensorError,
 };
-pub use ir::TensorId;
+pub use ir::{OP_NAMES, TensorId};
 pub use runtime::Stats;
 pub use tensor::{Operand, Tensor};

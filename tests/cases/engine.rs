@@ -20,12 +20,14 @@ pub async fn read(t: &Tensor) -> Vec<f32> {
 }
 
 fn close(got: &[f32], want: &[f32]) {
+    close_within(got, want, 1e-5);
+}
+
+/// Each value within `tol`, absolute and relative, of the one wanted.
+pub fn close_within(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-5 + 1e-5 * w.abs(),
-            "{got:?} vs {want:?}"
-        );
+        assert!((g - w).abs() <= tol + tol * w.abs(), "{got:?} vs {want:?}");
     }
 }
 

@@ -6,7 +6,7 @@
 
 use webfusion::{Device, FailureKind, FaultKind, Tensor, TensorError};
 
-use super::engine::{device, read};
+use super::engine::{close_within, device, read};
 
 async fn read_err(t: &Tensor) -> TensorError {
     match t.to_vec().await {
@@ -21,14 +21,9 @@ fn no_uncaptured_errors(gpu: &Device) {
     assert_eq!(gpu.stats().uncaptured_errors, 0, "uncaptured GPU errors");
 }
 
+/// Sums of values that went through `exp` and `log`: a few ulps each.
 fn close(got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
-            "{got:?} vs {want:?}"
-        );
-    }
+    close_within(got, want, 1e-4);
 }
 
 pub async fn a_matmul_and_four_held_elementwise_ops_after_it_read_correctly() {

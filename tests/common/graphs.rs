@@ -1647,49 +1647,19 @@ pub async fn check_graph(gpu: &Device, seed: u64) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 // Failures in random graphs
 
-/// Library ops that run in a kernel of their own or fused into one: what an
-/// injected fault can hit. Views (no kernel), host uploads and reads' copies
-/// are left out.
-const KERNEL_OPS: &[&str] = &[
-    "zeros",
-    "ones",
-    "full",
-    "arange",
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "square",
-    "relu",
-    "gelu",
-    "sigmoid",
-    "tanh",
-    "sin",
-    "cos",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "equal",
-    "greater",
-    "greaterEqual",
-    "less",
-    "lessEqual",
-    "clamp",
-    "where",
-    "sum",
-    "mean",
-    "max",
-    "min",
-    "logSumExp",
-    "argmax",
-    "matmul",
-    "cat",
+/// Ops that make no kernel of their own: views (index maps), host uploads,
+/// and the copy a read makes. Every other op an injected fault can hit.
+const NO_KERNEL: &[&str] = &[
+    "tensor",
+    "randomUniform",
+    "randomNormal",
+    "transpose",
+    "slice",
+    "broadcastTo",
+    "reshape",
+    "expandDims",
+    "squeeze",
+    "copy",
 ];
 
 /// What one seed of [`check_graph_with_faults`] did.
@@ -1933,7 +1903,7 @@ fn fault_sites(
             continue;
         }
         for &op in &site.ops {
-            if KERNEL_OPS.contains(&op) && count[op] == 1 {
+            if webfusion::OP_NAMES.contains(&op) && !NO_KERNEL.contains(&op) && count[op] == 1 {
                 out.push((i, op));
             }
         }

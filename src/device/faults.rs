@@ -58,14 +58,15 @@ pub(crate) struct Injected {
     pub step: usize,
 }
 
-/// The faults to inject into a block of `steps`: each fault whose op the
-/// block computes counts the block, and those reaching their `nth` are used
+/// The faults to inject into a block of `steps`, of which those at
+/// `computed` run (the others are skipped): each fault whose op the block
+/// computes counts the block, and those reaching their `nth` are used
 /// up. Several may land in one block (their ops fused together); each is
 /// rooted at its own op.
-pub(crate) fn take(faults: &mut Vec<Fault>, steps: &[Step]) -> Vec<Injected> {
+pub(crate) fn take(faults: &mut Vec<Fault>, steps: &[Step], computed: &[usize]) -> Vec<Injected> {
     let mut injected = Vec::new();
     faults.retain_mut(|fault| {
-        let Some(step) = steps.iter().position(|s| s.op == fault.op) else {
+        let Some(&step) = computed.iter().find(|&&s| steps[s].op == fault.op) else {
             return true;
         };
         fault.seen += 1;

@@ -133,7 +133,7 @@ impl DeviceState {
             let open = self.error_scopes.then(|| self.gpu.open_scope());
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
             for block in &blocks {
-                let run = self.prepare(&ops, block);
+                let run = self.prepare(&ops, block, seq);
                 self.encode(
                     &ops,
                     block,
@@ -144,7 +144,7 @@ impl DeviceState {
                 );
                 runs.push(run);
             }
-            self.submit(encoder);
+            self.submit(encoder, seq);
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
         }
@@ -166,7 +166,7 @@ impl DeviceState {
 
     /// Decides on the CPU what can be decided before `block` touches the
     /// GPU (see the module doc).
-    fn prepare(&mut self, ops: &[OpIr], block: &Block) -> BlockRun {
+    fn prepare(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
         let indices = fusion::op_indices(block);
         let outputs: Vec<TensorId> = match block {
             Block::Elementwise(b) => b.outputs.clone(),
@@ -196,11 +196,21 @@ impl DeviceState {
             parts: Vec::new(),
         };
 
+        // An output failed here while an input's submission is pending may
+        // yet gain that submission's failure: it stays pending on this one,
+        // so a read waits to report both.
+        let waits = run
+            .steps
+            .iter()
+            .flat_map(|s| &s.inputs)
+            .any(|t| self.records.get(t).is_some_and(|r| r.pending.is_some()));
+        let pending = waits.then_some(seq);
+
         // Inputs that carry failures: the ops reading them are skipped.
         let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
         for &out in &run.outputs {
             if let Some(taints) = tainted.get(&out) {
-                self.set_data(out, Data::Failed(taints.clone()), None);
+                self.set_data(out, Data::Failed(taints.clone()), pending);
             }
         }
         let live: Vec<TensorId> = run
@@ -239,19 +249,28 @@ impl DeviceState {
                 message,
                 registered_at: run.site(),
             };
-            self.root_failure(root, &live);
+            self.root_failure(root, &live, pending);
             return run;
         }
-        run.injected = faults::take(&mut self.faults, &run.steps);
+        // Only the ops that compute a live output can fire a fault: one on a
+        // skipped op would never run, unfused.
+        let producers: Vec<(TensorId, &[TensorId])> = run
+            .steps
+            .iter()
+            .map(|s| (s.output, s.inputs.as_slice()))
+            .collect();
+        let computed = fusion::cone(&producers, &live);
+        run.injected = faults::take(&mut self.faults, &run.steps, &computed);
         run.live = live;
         run
     }
 
     /// A new failure rooted at `root`, carried by `outputs` at depth 0.
-    pub(crate) fn root_failure(&mut self, root: Root, outputs: &[TensorId]) {
+    pub(crate) fn root_failure(&mut self, root: Root, outputs: &[TensorId], pending: Option<u64>) {
         let failure = self.new_failure(root);
         for &out in outputs {
-            self.set_data(out, Data::Failed(vec![Taint { failure, depth: 0 }]), None);
+            let taint = vec![Taint { failure, depth: 0 }];
+            self.set_data(out, Data::Failed(taint), pending);
         }
         self.graph.prune(failure);
     }
@@ -280,7 +299,11 @@ impl DeviceState {
                 // An input that carries a failure: only ops whose outputs
                 // are discarded read it.
                 let record = records.get(&t)?;
-                matches!(record.data, Data::Failed(_)).then(|| {
+                let failed = |data: &Data| matches!(data, Data::Failed(_));
+                let carries = failed(&record.data)
+                    || matches!(&record.data, Data::View { base, .. }
+                        if records.get(base).is_some_and(|b| failed(&b.data)));
+                carries.then(|| {
                     let layout = Layout::contiguous(&record.shape);
                     let shape = record.shape.clone();
                     (placeholder.clone(), Access { shape, layout })
@@ -319,33 +342,41 @@ impl DeviceState {
                     message: why,
                     registered_at: None,
                 };
-                self.root_failure(root, live);
+                self.root_failure(root, live, None);
             }
         }
     }
 
-    /// Taints the outputs of ops queued on a lost device.
+    /// Taints the outputs of ops queued on a lost device with the loss
+    /// (those registered before it already carry it, from `lose`).
     fn poison_queued(&mut self, ops: &[OpIr]) {
-        let lost = ops.iter().flat_map(|op| &op.inputs).find_map(|&t| {
-            match self.records.get(&t).map(|r| &r.data) {
-                Some(Data::Failed(taints)) => taints.first().copied(),
-                _ => None,
-            }
-        });
-        let reason = self.lost.clone().unwrap_or_default();
-        let taint = lost.unwrap_or_else(|| {
-            let failure = self.new_failure(Root {
-                kind: FailureKind::DeviceLost,
-                op: "device".to_string(),
-                message: format!("{} was lost: {reason}", self.label),
-                registered_at: None,
-            });
-            Taint { failure, depth: 0 }
-        });
+        let mut loss = None;
         for op in ops {
-            self.set_data(op.output, Data::Failed(vec![taint]), None);
+            let failed = self
+                .records
+                .get(&op.output)
+                .is_some_and(|r| matches!(r.data, Data::Failed(_)));
+            if failed {
+                continue;
+            }
+            let failure = *loss.get_or_insert_with(|| {
+                let reason = self.lost.clone().unwrap_or_default();
+                self.new_failure(Root {
+                    kind: FailureKind::DeviceLost,
+                    op: "device".to_string(),
+                    message: format!("{} was lost: {reason}", self.label),
+                    registered_at: None,
+                })
+            });
+            self.set_data(
+                op.output,
+                Data::Failed(vec![Taint { failure, depth: 0 }]),
+                None,
+            );
         }
-        self.graph.prune(taint.failure);
+        if let Some(failure) = loss {
+            self.graph.prune(failure);
+        }
     }
 
     /// Why `block`'s new buffer cannot exist on this device, if it cannot.
@@ -442,12 +473,13 @@ impl DeviceState {
         }
     }
 
-    /// Submits `encoder`, then returns the scratch buffers it used to the
-    /// pool (later work is ordered after it).
-    pub(crate) fn submit(&mut self, encoder: wgpu::CommandEncoder) {
+    /// Submits `encoder` (of submission `seq`). The scratch buffers it used
+    /// wait in quarantine with the submission's outputs: if its scope fails
+    /// they may be invalid, and must not reach the pool.
+    pub(crate) fn submit(&mut self, encoder: wgpu::CommandEncoder, seq: u64) {
         self.gpu.queue.submit([encoder.finish()]);
         for allocation in std::mem::take(&mut self.retired) {
-            self.gpu.release(allocation, &mut self.stats);
+            self.quarantine.push((seq, allocation));
         }
     }
 }

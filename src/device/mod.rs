@@ -127,6 +127,10 @@ pub(crate) struct Record {
     pub site: Option<Rc<str>>,
 }
 
+/// How many failures `sync()` names; past that it counts them. A program that
+/// never calls `sync()` keeps at most this many summaries.
+const MAX_UNREPORTED: usize = 256;
+
 /// Why a device stopped: set by wgpu's device-lost callback (which must be
 /// `Send`, hence the one mutex in the crate: it guards this string and
 /// nothing else) or by `destroy`.
@@ -153,8 +157,10 @@ pub(crate) struct DeviceState {
     pub quarantine: Vec<(u64, Allocation)>,
     /// Scratch buffers to return to the pool at the next submit.
     pub retired: Vec<Allocation>,
-    /// Failures since the last `sync()`, for it to report.
+    /// Failures since the last `sync()`, for it to report: the first
+    /// `MAX_UNREPORTED`, and a count of the rest.
     pub unreported: Vec<FailureSummary>,
+    pub unreported_omitted: u64,
     /// Faults asked for with `inject_fault`, not yet triggered.
     pub faults: Vec<Fault>,
     pub next_submission: u64,
@@ -225,6 +231,7 @@ impl Device {
                     quarantine: Vec::new(),
                     retired: Vec::new(),
                     unreported: Vec::new(),
+                    unreported_omitted: 0,
                     faults: Vec::new(),
                     next_submission: 1,
                     lost: None,
@@ -287,11 +294,14 @@ impl Device {
             }
             futures_util::future::join_all(waiting).await;
         }
-        let failures = self.with_state(|state| std::mem::take(&mut state.unreported));
+        let (failures, omitted) = self.with_state(|state| {
+            let omitted = std::mem::take(&mut state.unreported_omitted);
+            (std::mem::take(&mut state.unreported), omitted)
+        });
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(ExecutionError { failures })
+            Err(ExecutionError { failures, omitted })
         }
     }
 
@@ -476,8 +486,15 @@ impl DeviceState {
             record.dependents += 1;
         }
         if let Data::Failed(taints) = &data {
+            let carried = match self.records.get(&id).map(|r| &r.data) {
+                Some(Data::Failed(old)) => old.iter().map(|t| t.failure).collect(),
+                _ => Vec::new(),
+            };
             for taint in taints {
                 self.graph.tag(taint.failure);
+                if carried.contains(&taint.failure) {
+                    continue;
+                }
                 if let Some(u) = self
                     .unreported
                     .iter_mut()
@@ -564,9 +581,24 @@ impl DeviceState {
 
     /// The failures `id` carries (empty when its bytes are, or will be,
     /// written), including those found while settling pending work.
+    ///
+    /// A view whose base was found tainted while the view's own submission
+    /// is still pending carries its base's failures one op deeper: the view
+    /// op stands between them (its skip is recorded when that submission
+    /// resolves).
     pub fn taints_of(&self, id: TensorId) -> Vec<Taint> {
         match self.records.get(&id).map(|r| &r.data) {
             Some(Data::Failed(taints)) => taints.clone(),
+            Some(Data::View { base, .. }) => match self.records.get(base).map(|r| &r.data) {
+                Some(Data::Failed(taints)) => taints
+                    .iter()
+                    .map(|t| Taint {
+                        failure: t.failure,
+                        depth: t.depth + 1,
+                    })
+                    .collect(),
+                _ => self.late_taints.get(&id).cloned().unwrap_or_default(),
+            },
             _ => self.late_taints.get(&id).cloned().unwrap_or_default(),
         }
     }
@@ -574,6 +606,11 @@ impl DeviceState {
     /// A new failure rooted at `root`, reported to the next `sync()`.
     pub fn new_failure(&mut self, root: Root) -> FailureId {
         let failure = self.graph.insert(root.clone());
+        if self.unreported.len() >= MAX_UNREPORTED {
+            // A program that never calls `sync()` must not grow this list.
+            self.unreported_omitted += 1;
+            return failure;
+        }
         self.unreported.push(FailureSummary {
             failure,
             root,
@@ -650,7 +687,9 @@ impl DeviceState {
         }
         self.abandon_submissions();
         // Buffers of a lost device are of no use: drop them, pooled or not.
-        self.quarantine.clear();
+        for (_, allocation) in std::mem::take(&mut self.quarantine) {
+            self.gpu.forget(allocation, &mut self.stats);
+        }
         self.gpu.forget_buffers();
         self.graph.prune(failure);
     }

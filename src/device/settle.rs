@@ -81,10 +81,20 @@ impl DeviceState {
             submission.replayed = true;
             let ops = &submission.ops;
             for (block, run) in submission.blocks.iter().zip(&mut submission.runs) {
-                if run.live.is_empty() {
-                    continue;
-                }
-                for (part, outputs) in fusion::split(block, ops, &run.live) {
+                // Outputs its lowering already failed (as `internal`) keep
+                // that failure.
+                let records = &self.records;
+                let rewrite: Vec<TensorId> = run
+                    .live
+                    .iter()
+                    .copied()
+                    .filter(|t| {
+                        !records
+                            .get(t)
+                            .is_some_and(|r| matches!(r.data, Data::Failed(_)))
+                    })
+                    .collect();
+                for (part, outputs) in fusion::split(block, ops, &rewrite) {
                     let steps = part_steps(&run.steps, ops, &part);
                     let inject = run.injected.iter().any(|i| steps.contains(&i.step));
                     for &out in &outputs {
@@ -93,7 +103,7 @@ impl DeviceState {
                     let open = self.gpu.open_scope();
                     let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
                     self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
-                    self.submit(encoder);
+                    self.submit(encoder, submission.seq);
                     run.parts.push(Part {
                         outputs,
                         steps,
@@ -213,13 +223,42 @@ impl DeviceState {
                 })
                 .collect();
             let carried = self.propagate_from(steps, &roots, |_, _| Vec::new());
+            let mut unexplained = Vec::new();
             for out in outputs {
-                if let Some(taints) = carried.get(&out) {
-                    failed.insert(out, taints.clone());
+                match carried.get(&out) {
+                    Some(taints) => {
+                        failed.insert(out, taints.clone());
+                    }
+                    None => unexplained.push(out),
                 }
             }
-            return (roots.into_iter().map(|(_, f)| f).collect(), failed);
+            let mut failures: Vec<FailureId> = roots.into_iter().map(|(_, f)| f).collect();
+            if !unexplained.is_empty() {
+                // A part failed without computing a faulted op's value into
+                // this output: a real error besides the injected ones.
+                let failure = self.gpu_failure(steps, errors, first);
+                for out in unexplained {
+                    failed.insert(out, vec![Taint { failure, depth: 0 }]);
+                }
+                failures.push(failure);
+            }
+            return (failures, failed);
         }
+        let failure = self.gpu_failure(steps, errors, first);
+        for out in outputs {
+            failed.insert(out, vec![Taint { failure, depth: 0 }]);
+        }
+        (vec![failure], failed)
+    }
+
+    /// A failure for a real GPU error caught in the failing `errors` parts,
+    /// rooted at the ops they all share (the culprit is among them).
+    fn gpu_failure(
+        &mut self,
+        steps: &[Step],
+        errors: &[(&Part, GpuError)],
+        first: &GpuError,
+    ) -> FailureId {
         // Parts that share no op failed for a reason of the kernel itself
         // (one compiled for all of them): name them all.
         let in_all: Vec<usize> = (0..steps.len())
@@ -232,7 +271,7 @@ impl DeviceState {
                 .collect(),
         };
         let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
-        let failure = self.new_failure(Root {
+        self.new_failure(Root {
             kind: first.kind,
             op: names.join("+"),
             message: first.message.clone(),
@@ -240,11 +279,7 @@ impl DeviceState {
                 .last()
                 .and_then(|&s| steps[s].site.as_deref())
                 .map(str::to_string),
-        });
-        for out in outputs {
-            failed.insert(out, vec![Taint { failure, depth: 0 }]);
-        }
-        (vec![failure], failed)
+        })
     }
 
     /// For each step in order, the failures its output carries: those of its

@@ -338,6 +338,8 @@ pub struct FailureSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionError {
     pub failures: Vec<FailureSummary>,
+    /// Failures past the first 256 since the last `sync()`, counted only.
+    pub omitted: u64,
 }
 
 impl fmt::Display for ExecutionError {
@@ -345,8 +347,11 @@ impl fmt::Display for ExecutionError {
         write!(
             f,
             "sync: {} failure(s) in the flushed work",
-            self.failures.len()
+            self.failures.len() as u64 + self.omitted
         )?;
+        if self.omitted > 0 {
+            write!(f, " ({} not listed)", self.omitted)?;
+        }
         for s in &self.failures {
             write!(
                 f,

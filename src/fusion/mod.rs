@@ -354,52 +354,65 @@ pub fn op_indices(block: &Block) -> Vec<usize> {
     }
 }
 
+/// Which of `producers` (each op's output and inputs, in execution order)
+/// the values of `outputs` depend on: their indices, in order. The data
+/// dependence the failure model follows (DESIGN.md §2 item 6).
+pub fn cone(producers: &[(TensorId, &[TensorId])], outputs: &[TensorId]) -> Vec<usize> {
+    let index: FxHashMap<TensorId, usize> = producers
+        .iter()
+        .enumerate()
+        .map(|(k, (out, _))| (*out, k))
+        .collect();
+    let mut needed = vec![false; producers.len()];
+    let mut stack = outputs.to_vec();
+    while let Some(t) = stack.pop() {
+        if let Some(&k) = index.get(&t)
+            && !std::mem::replace(&mut needed[k], true)
+        {
+            stack.extend(producers[k].1.iter().copied());
+        }
+    }
+    (0..producers.len()).filter(|&k| needed[k]).collect()
+}
+
 /// `block` split along data dependence: for each of `outputs` (the block's
 /// outputs still to be written), a block computing that output alone, from
 /// only the ops its value depends on. How a failing block is replayed: an
 /// error caught in one part belongs to an op every failing part computes,
 /// so the outputs that do not depend on it are written, whatever the planner
-/// fused them with. A block with one output is its own only part.
+/// fused them with; and no part computes an op whose outputs were all
+/// skipped. A block that is not elementwise has one output and is its own
+/// only part.
 pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, Vec<TensorId>)> {
     let Block::Elementwise(b) = block else {
         return vec![(block.clone(), outputs.to_vec())];
     };
-    if outputs.len() <= 1 {
-        return vec![(block.clone(), outputs.to_vec())];
-    }
-    let produced_by: FxHashMap<TensorId, usize> = b
-        .anchor
+    let indices = op_indices(block);
+    let producers: Vec<(TensorId, &[TensorId])> = indices
         .iter()
-        .chain(&b.ops)
-        .map(|&i| (ops[i].output, i))
+        .map(|&i| (ops[i].output, ops[i].inputs.as_slice()))
         .collect();
     outputs
         .iter()
         .map(|&out| {
-            // The ops `out` depends on within the block.
-            let mut needed: FxHashSet<usize> = FxHashSet::default();
-            let mut stack = vec![out];
-            while let Some(t) = stack.pop() {
-                if let Some(&i) = produced_by.get(&t)
-                    && needed.insert(i)
-                    && Some(i) != b.anchor
-                {
-                    stack.extend(ops[i].inputs.iter().copied());
-                }
-            }
+            let needed: Vec<usize> = cone(&producers, &[out])
+                .into_iter()
+                .map(|k| indices[k])
+                .collect();
             let part_ops: Vec<usize> = b
                 .ops
                 .iter()
                 .copied()
                 .filter(|i| needed.contains(i))
                 .collect();
-            let part = match b.anchor {
+            let anchor = b.anchor.filter(|a| needed.contains(a));
+            let part = match anchor {
                 // A row reduction's own value, alone: a reduction block.
                 Some(a) if part_ops.is_empty() && !matches!(ops[a].kind, OpKind::Matmul) => {
                     Block::Single(a)
                 }
                 anchor => Block::Elementwise(ElementwiseBlock {
-                    anchor: anchor.filter(|a| needed.contains(a)),
+                    anchor,
                     inputs: b
                         .inputs
                         .iter()
@@ -483,7 +496,9 @@ fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
 fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
     let mut map: FxHashMap<TensorId, Vec<usize>> = FxHashMap::default();
     for (i, op) in ops.iter().enumerate() {
-        for &input in &op.inputs {
+        // Once per op, however often it reads the input (`d.mul(d)`): a
+        // group counts a consumer in once per distinct input.
+        for input in distinct(&op.inputs) {
             map.entry(input).or_default().push(i);
         }
     }

@@ -118,7 +118,8 @@ pub fn tensor(err: &TensorError) -> JsValue {
 }
 
 /// A failed `sync()` as an `Error` named `ExecutionError`, with `failures`:
-/// `{ failureId, root, tainted }` per distinct failure.
+/// `{ failureId, root, tainted }` per distinct failure (the first 256), and
+/// `omitted`, how many more there were.
 pub fn execution(err: &ExecutionError) -> JsValue {
     let error = js_sys::Error::new(&err.to_string());
     error.set_name("ExecutionError");
@@ -135,6 +136,7 @@ pub fn execution(err: &ExecutionError) -> JsValue {
         })
         .collect();
     set(&error, "failures", failures);
+    set(&error, "omitted", err.omitted as f64);
     error
 }
 

@@ -327,3 +327,67 @@ pub async fn log_softmax_of_inputs_near_ten_thousand_keeps_float32_precision() {
         );
     }
 }
+
+pub async fn a_fault_on_an_op_that_was_skipped_leaves_its_fused_neighbour_written() {
+    let gpu = device().await;
+    let x0 = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let y = gpu.tensor(&[3.0, 4.0], None).unwrap();
+    gpu.inject_fault("neg", 1, FaultKind::Validation).unwrap();
+    let x = x0.neg().unwrap();
+    let _ = gpu.sync().await;
+    // `exp` reads the failed `x`, so it is skipped; `b` shares its kernel.
+    gpu.inject_fault("exp", 1, FaultKind::Validation).unwrap();
+    let a = x.exp().unwrap();
+    let b = y.add(1.0).unwrap();
+    assert_eq!(read(&b).await, vec![4.0, 5.0], "b is written, not garbage");
+    let error = read_err(&a).await;
+    assert_eq!(error.failures.len(), 1, "{error}");
+    assert_eq!(error.first().unwrap().root.op, "neg");
+    assert_eq!(error.first().unwrap().depth, 1);
+    // The exp fault did not fire on a kernel that never computed exp: the
+    // next one that does fails.
+    let later = y.exp().unwrap();
+    assert_eq!(read_err(&later).await.first().unwrap().root.op, "exp");
+    no_uncaptured_errors(&gpu);
+}
+
+pub async fn ops_queued_when_a_device_is_lost_carry_the_loss_not_an_older_failure() {
+    let gpu = device().await;
+    let huge = gpu.zeros(&[1 << 18, 1 << 18]).unwrap().add(1.0).unwrap();
+    let _ = gpu.sync().await;
+    let y = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let u = huge.exp().unwrap();
+    let v = y.mul(2.0).unwrap();
+    gpu.destroy();
+    let error = read_err(&v).await;
+    assert_eq!(error.failures.len(), 1, "{error}");
+    assert_eq!(error.first().unwrap().root.kind, FailureKind::DeviceLost);
+    // `u` was queued too: it never ran, and the loss says why.
+    let error = read_err(&u).await;
+    assert_eq!(error.first().unwrap().root.kind, FailureKind::DeviceLost);
+    drop((huge, y, u, v));
+    assert_eq!(gpu.stats().bytes_in_use, 0, "a lost device holds no bytes");
+    assert_eq!(gpu.stats().failures_held, 0);
+}
+
+pub async fn an_intermediate_read_twice_by_one_op_still_fuses_into_the_reduction() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], None).unwrap();
+    gpu.sync().await.expect("upload");
+    let before = gpu.stats();
+    let y = x.mul(2.0).unwrap();
+    let total = y.mul(&y).unwrap().sum(None, false).unwrap();
+    drop(y);
+    assert_eq!(read(&total).await, vec![120.0]);
+    let after = gpu.stats();
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        1,
+        "one kernel"
+    );
+    assert_eq!(
+        after.bytes_allocated - before.bytes_allocated,
+        4,
+        "only the sum is written"
+    );
+}

@@ -168,6 +168,18 @@ macro_rules! all_cases {
             honesty,
             log_softmax_of_inputs_near_ten_thousand_keeps_float32_precision
         );
+        $run!(
+            honesty,
+            a_fault_on_an_op_that_was_skipped_leaves_its_fused_neighbour_written
+        );
+        $run!(
+            honesty,
+            ops_queued_when_a_device_is_lost_carry_the_loss_not_an_older_failure
+        );
+        $run!(
+            honesty,
+            an_intermediate_read_twice_by_one_op_still_fuses_into_the_reduction
+        );
         $run!(onnx, the_comparison_is_onnxs_assert_allclose);
         $run!(
             onnx,

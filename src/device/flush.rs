@@ -11,11 +11,14 @@
 //!   limit: the GPU is never asked;
 //! - a block binding more storage buffers than the device allows (which the
 //!   planner should never make) fails as `internal`, on its outputs only;
-//! - an injected fault is assigned to the op it names.
+//! - an injected fault is assigned to the op it names, if that op runs.
 //!
 //! Invariant: a submission keeps its ops, its plan, and the queue's hold on
-//! every tensor they read and write until it resolves, so a replay finds its
-//! inputs as they were (no buffer it reads can reach the pool).
+//! every tensor its ops read until it resolves, so a replay finds its inputs
+//! as they were. A buffer freed while its submission is pending (an output
+//! nobody holds, a reduction's scratch partials) waits in quarantine until
+//! the submission resolves: no buffer a pending submission touches reaches
+//! the pool, and one whose submission failed is destroyed, not pooled.
 
 use std::rc::Rc;
 

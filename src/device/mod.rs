@@ -9,7 +9,9 @@
 //! faults). Invariants kept here:
 //! - A record's `data` says whether its bytes can be trusted: a tensor
 //!   carries failures (`Data::Failed`) exactly when its bytes were never
-//!   written, and the failure graph counts each carrier once.
+//!   written, and the failure graph counts each carrier once. Bytes written
+//!   by a submission still `pending` are trusted only once it resolves (a
+//!   read waits for it).
 //! - A tensor stays while a handle holds it, a queued op reads it, or a
 //!   view aliases it (`dependents`); a failure stays while a tensor carries
 //!   it. So `failuresHeld` and `bytesInUse` return to their baseline when

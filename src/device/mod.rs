@@ -46,7 +46,8 @@ use crate::runtime::{Allocation, Gpu, Stats};
 /// Options for [`Device::request`].
 #[derive(Debug, Clone)]
 pub struct DeviceOptions {
-    /// Ops the queue holds before it flushes by itself.
+    /// Ops the queue holds before it flushes by itself (at least 1: a
+    /// capacity of 0 is taken as 1).
     pub capacity: usize,
     /// Record where each op was registered, so a failure's report can name
     /// the line that registered its root op. Off by default: it costs a
@@ -536,7 +537,6 @@ impl DeviceState {
             }
         }
         self.insert_record(op.output, op.shape.clone(), site);
-        self.stats.ops_registered += 1;
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
             self.flush();

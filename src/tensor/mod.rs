@@ -120,6 +120,9 @@ impl Device {
         let caller = Location::caller();
         let output = TensorId::next();
         self.with_state(|state| {
+            // Counted here, not in `register`: a read's own `copy` is no op
+            // the program registered.
+            state.stats.ops_registered += 1;
             let site = registration_site(state.capture_stacks, caller);
             state.register(
                 OpIr {

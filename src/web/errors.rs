@@ -160,6 +160,7 @@ pub fn caller_site() -> Option<String> {
         .map(str::trim)
         .find(|line| {
             !(line.contains("webfusion.js")
+                || line.contains("/snippets/webfusion-")
                 || line.contains("webfusion_bg.wasm")
                 || line.contains("wasm-function")
                 || line.contains("wasm://"))

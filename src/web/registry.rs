@@ -101,7 +101,7 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
     brand(
         JsValue::from(JsTensor::new(key)),
         key,
-        &TENSOR_CLASS_READY,
+        ("Tensor", &TENSOR_CLASS_READY),
         "dispose",
     )
 }
@@ -116,7 +116,7 @@ pub fn wrap_device(device: Device) -> JsValue {
     brand(
         JsValue::from(JsDevice::new(key)),
         key,
-        &DEVICE_CLASS_READY,
+        ("Device", &DEVICE_CLASS_READY),
         "destroy",
     )
 }
@@ -124,14 +124,59 @@ pub fn wrap_device(device: Device) -> JsValue {
 fn brand(
     object: JsValue,
     key: Key,
-    class_ready: &'static LocalKey<Cell<bool>>,
+    (class, class_ready): (&str, &'static LocalKey<Cell<bool>>),
     release: &str,
 ) -> JsValue {
     BRANDS.with(|b| b.set(object.unchecked_ref(), &JsValue::from(key as f64)));
     if !class_ready.with(|ready| ready.replace(true)) {
         redirect_free(&object, release);
+        if let Ok(proto) = Reflect::get_prototype_of(&object) {
+            BRANDS.with(|brands| guard_this(&proto, class, brands));
+        }
     }
     object
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function guard_this(proto, className, brands) {
+  const describe = (v) => (v === null ? 'null' : typeof v === 'object' ? 'an object' : String(v));
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    if (name === 'constructor') continue;
+    const d = Object.getOwnPropertyDescriptor(proto, name);
+    const check = (self) => {
+      const how = self !== null && typeof self === 'object'
+        ? `called on an object that is not a webfusion ${className}`
+        : `called on ${describe(self)}, not a webfusion ${className}: call it on one (a method taken off its object loses it)`;
+      const e = new TypeError(`${name}: ${how}`);
+      e.op = name;
+      throw e;
+    };
+    if (typeof d.value === 'function') {
+      const f = d.value;
+      // Fixed arity (no method takes more than three arguments): a rest
+      // parameter and `apply` would cost every op registered from JS.
+      d.value = { [name](a, b, c) { if (!brands.has(this)) check(this); return f.call(this, a, b, c); } }[name];
+    } else if (d.get) {
+      const g = d.get;
+      d.get = function () { if (!brands.has(this)) check(this); return g.call(this); };
+    } else {
+      continue;
+    }
+    Object.defineProperty(proto, name, d);
+  }
+}
+"#)]
+extern "C" {
+    /// Makes every method and getter of the class check its `this` first.
+    ///
+    /// wasm-bindgen's generated method reads `this.__wbg_ptr` before any Rust
+    /// runs: a method taken off its object (`const f = t.add; f(x)`) or
+    /// called on a foreign object fails inside the glue ("reading
+    /// '__wbg_ptr'", "null pointer passed to rust") with nothing naming the
+    /// op. Checked against the brand, it throws a `TypeError` with `op`
+    /// instead. On the prototype, once, at the class's first object, like
+    /// `redirect_free`.
+    fn guard_this(proto: &JsValue, class_name: &str, brands: &WeakMap);
 }
 
 /// Makes the class's `free()` and `[Symbol.dispose]()` its own release

@@ -205,25 +205,32 @@ test('a method called with the other class as this is refused, naming the method
   assert.deepEqual(result.works, [3, 3]);
 });
 
-// A known limit, pinned so a change is seen: wasm-bindgen's generated method
-// reads `this.__wbg_ptr` before any Rust runs, so an unbound call (or a
-// `this` that is no object of this package) fails in the glue, without `op`.
-test('an unbound method fails in the generated glue before Rust runs, and the module keeps working', async () => {
+test('a method taken off its object, or called on a foreign this, throws a TypeError naming it, and the module keeps working', async () => {
   const { result } = await inPage(browser, server, async ({ Device, Tensor, panicCount }, CAUGHT) => {
     const caught = eval(CAUGHT);
     const gpu = await Device.request();
     const t = gpu.ones([2]);
     const add = t.add;
+    const zeros = gpu.zeros;
     return {
       unbound: caught(() => add(1)),
+      unboundDevice: caught(() => zeros([2])),
       plainThis: caught(() => Tensor.prototype.exp.call({})),
+      protoThis: caught(() => Tensor.prototype.exp.call(Object.create(Tensor.prototype))),
+      getter: caught(() => Object.getOwnPropertyDescriptor(Tensor.prototype, 'size').get.call(undefined)),
       panics: panicCount(),
       works: Array.from(await t.add(1).data()),
     };
   }, CAUGHT);
-  assert.equal(result.unbound.name, 'TypeError');
-  assert.match(result.unbound.message, /__wbg_ptr/);
-  assert.equal(result.plainThis.message, 'null pointer passed to rust');
+  assert.deepEqual(result.unbound, {
+    name: 'TypeError', op: 'add', isError: true,
+    message: 'add: called on undefined, not a webfusion Tensor: call it on one (a method taken off its object loses it)',
+  });
+  assert.equal(result.unboundDevice.op, 'zeros');
+  assert.match(result.unboundDevice.message, /^zeros: called on undefined, not a webfusion Device/);
+  assert.equal(result.plainThis.message, 'exp: called on an object that is not a webfusion Tensor');
+  assert.equal(result.protoThis.message, 'exp: called on an object that is not a webfusion Tensor');
+  assert.equal(result.getter.op, 'size');
   assert.equal(result.panics, 0);
   assert.deepEqual(result.works, [2, 2]);
 });

@@ -26,11 +26,14 @@ after(async () => {
   if (consumer) rmSync(consumer, { recursive: true, force: true });
 });
 
-test('the packed package ships the module, its glue and its types, and nothing else', () => {
-  const files = packed.files.map((f) => f.path).sort();
+test('the packed package ships the module, its glue, its JS snippet and its types, and nothing else', () => {
+  const files = packed.files
+    .map((f) => f.path.replace(/^pkg\/snippets\/webfusion-[0-9a-f]+\//, 'pkg/snippets/webfusion-HASH/'))
+    .sort();
   assert.deepEqual(files, [
     'README.md',
     'package.json',
+    'pkg/snippets/webfusion-HASH/inline0.js',
     'pkg/webfusion.d.ts',
     'pkg/webfusion.js',
     'pkg/webfusion_bg.wasm',

@@ -480,7 +480,7 @@ impl DeviceState {
     /// wait in quarantine with the submission's outputs: if its scope fails
     /// they may be invalid, and must not reach the pool.
     pub(crate) fn submit(&mut self, encoder: wgpu::CommandEncoder, seq: u64) {
-        self.gpu.queue.submit([encoder.finish()]);
+        self.gpu.submit(encoder);
         for allocation in std::mem::take(&mut self.retired) {
             self.quarantine.push((seq, allocation));
         }

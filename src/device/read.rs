@@ -59,7 +59,10 @@ impl DeviceState {
             return ReadStep::Via(self.queue_copy(id));
         }
         let offset = 4 * access.layout.offset as u64;
-        ReadStep::Go(self.gpu.read(&buffer, offset, 4 * numel as u64))
+        ReadStep::Go(
+            self.gpu
+                .read(&buffer, offset, 4 * numel as u64, &mut self.stats),
+        )
     }
 
     /// Queues and flushes a row-major copy of `id`, held until the reader

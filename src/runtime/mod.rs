@@ -7,15 +7,15 @@
 pub mod lower;
 
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::Shared;
-
-use wgpu::util::DeviceExt;
 
 use crate::codegen::Kernel;
 use crate::error::RequestError;
@@ -35,6 +35,9 @@ pub struct Stats {
     pub bytes_allocated: u64,
     /// Bytes of the buffers tensors hold now (pooled buffers not counted).
     pub bytes_in_use: u64,
+    /// Every GPU buffer created: tensors' storage, the kernels' uniform
+    /// arenas and reads' staging buffers. Flat once a loop has warmed up.
+    pub gpu_buffers_created: u64,
     pub pipelines_compiled: u64,
     pub pipeline_cache_hits: u64,
     pub failures_held: u64,
@@ -125,7 +128,29 @@ pub struct Gpu {
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
+    uniforms: Uniforms,
+    /// Free read-staging buffers by size, shared with the reads on their
+    /// way (a read gives its buffer back once it has the values).
+    staging: Rc<RefCell<FxHashMap<u64, Vec<wgpu::Buffer>>>>,
 }
+
+/// The kernels' uniform words, packed into arenas reused by every submit:
+/// each launch binds its own 256-byte-aligned slice, the words are written
+/// with one `write_buffer` per arena just before the submit. Reuse is sound
+/// because the queue is ordered: a write issued after a submit lands after
+/// that submit's kernels have read the previous words.
+#[derive(Default)]
+struct Uniforms {
+    arenas: Vec<wgpu::Buffer>,
+    /// The words staged for the next submit, per arena in use.
+    staged: Vec<Vec<u8>>,
+}
+
+/// Bytes of one uniform arena: the largest uniform binding WebGPU allows.
+const ARENA_BYTES: u64 = 65536;
+/// Where each launch's words start: WebGPU's default
+/// `minUniformBufferOffsetAlignment`.
+const UNIFORM_ALIGN: u64 = 256;
 
 /// The compiled forms of one kernel text: the same ops, on any sizes.
 struct Family {
@@ -201,6 +226,8 @@ impl Gpu {
             compiled_in_scope: Vec::new(),
             pool: FxHashMap::default(),
             uncaptured,
+            uniforms: Uniforms::default(),
+            staging: Rc::default(),
         })
     }
 
@@ -245,6 +272,8 @@ impl Gpu {
     /// Drops every pooled buffer (a lost device's are of no use).
     pub fn forget_buffers(&mut self) {
         self.pool.clear();
+        self.staging.borrow_mut().clear();
+        self.uniforms = Uniforms::default();
     }
 
     /// A storage buffer of at least `bytes`, from the pool when one is free.
@@ -255,6 +284,7 @@ impl Gpu {
             return Allocation { buffer, bucket };
         }
         stats.buffers_allocated += 1;
+        stats.gpu_buffers_created += 1;
         stats.bytes_allocated += bucket;
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
@@ -335,16 +365,14 @@ impl Gpu {
                 specialized
             }
         };
-        let params = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytemuck::cast_slice(&kernel.params),
-                usage: wgpu::BufferUsages::UNIFORM,
-            });
+        let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
-            resource: params.as_entire_binding(),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.uniforms.arenas[arena],
+                offset,
+                size: wgpu::BufferSize::new(size),
+            }),
         }];
         for (i, buffer) in buffers.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
@@ -365,6 +393,55 @@ impl Gpu {
         stats.kernels_launched += 1;
     }
 
+    /// A slice of a uniform arena holding `words` for the launch being
+    /// recorded: (arena, offset, size). Staged here, written at `submit`.
+    fn uniform_slice(&mut self, words: &[u32], stats: &mut Stats) -> (usize, u64, u64) {
+        let bytes: &[u8] = bytemuck::cast_slice(words);
+        let size = (bytes.len() as u64).max(16);
+        let u = &mut self.uniforms;
+        let fits = |staged: &Vec<u8>| {
+            (staged.len() as u64).next_multiple_of(UNIFORM_ALIGN) + size <= ARENA_BYTES
+        };
+        let arena = match u.staged.iter().position(fits) {
+            Some(k) => k,
+            None => {
+                if u.staged.len() == u.arenas.len() {
+                    stats.gpu_buffers_created += 1;
+                    u.arenas
+                        .push(self.device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some("webfusion uniforms"),
+                            size: ARENA_BYTES,
+                            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                            mapped_at_creation: false,
+                        }));
+                }
+                u.staged.push(Vec::new());
+                u.staged.len() - 1
+            }
+        };
+        let staged = &mut u.staged[arena];
+        let offset = (staged.len() as u64).next_multiple_of(UNIFORM_ALIGN);
+        staged.resize(offset as usize, 0);
+        staged.extend_from_slice(bytes);
+        staged.resize((offset + size) as usize, 0);
+        (arena, offset, size)
+    }
+
+    /// Writes the staged uniform words, then submits `encoder`.
+    pub fn submit(&mut self, encoder: wgpu::CommandEncoder) {
+        for (arena, staged) in self
+            .uniforms
+            .arenas
+            .iter()
+            .zip(self.uniforms.staged.drain(..))
+        {
+            if !staged.is_empty() {
+                self.queue.write_buffer(arena, 0, &staged);
+            }
+        }
+        self.queue.submit([encoder.finish()]);
+    }
+
     /// A 2-D grid of `workgroups`: each dimension stays within
     /// `maxComputeWorkgroupsPerDimension`, and the kernels fold `y` back into
     /// a linear workgroup index.
@@ -381,19 +458,30 @@ impl Gpu {
     /// Copies `bytes` of `buffer` from `offset` back to the host. The
     /// returned future owns everything it needs, so no device borrow is held
     /// while it waits.
-    pub fn read(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> PendingRead {
+    pub fn read(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        bytes: u64,
+        stats: &mut Stats,
+    ) -> PendingRead {
         if bytes == 0 {
             return Box::pin(async { Ok(Vec::new()) });
         }
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("webfusion read"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let size = bytes.next_multiple_of(4);
+        let pooled = self.staging.borrow_mut().get_mut(&size).and_then(Vec::pop);
+        let staging = pooled.unwrap_or_else(|| {
+            stats.gpu_buffers_created += 1;
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("webfusion read"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes);
-        self.queue.submit([encoder.finish()]);
+        self.submit(encoder);
         let (sender, receiver) = futures_channel::oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| {
             let _ = sender.send(result);
@@ -401,6 +489,7 @@ impl Gpu {
         // Natively the map completes only when the device is polled; in the
         // browser this is a no-op and the callback comes from the event loop.
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let pool = self.staging.clone();
         Box::pin(async move {
             polled.map_err(|e| format!("waiting for the GPU failed: {e}"))?;
             match receiver.await {
@@ -410,11 +499,13 @@ impl Gpu {
             }
             let values = {
                 let view = staging
-                    .get_mapped_range(..)
+                    .get_mapped_range(..bytes)
                     .map_err(|e| format!("mapping the result failed: {e}"))?;
                 bytemuck::pod_collect_to_vec::<u8, f32>(&view)
             };
             staging.unmap();
+            // Unmapped, it serves the next read of this size.
+            pool.borrow_mut().entry(size).or_default().push(staging);
             Ok(values)
         })
     }

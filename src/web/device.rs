@@ -325,11 +325,13 @@ impl JsDevice {
     }
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesAllocated, bytesInUse, pipelinesCompiled, pipelineCacheHits, failuresHeld,
-    /// uncapturedErrors, tensorsHeld }`; `tensorsHeld` counts the Tensor
-    /// objects of this device JS holds undisposed (TF.js's `numTensors`).
+    /// bytesAllocated, bytesInUse, gpuBuffersCreated, pipelinesCompiled,
+    /// pipelineCacheHits, failuresHeld, uncapturedErrors, tensorsHeld }`;
+    /// `gpuBuffersCreated` counts every GPU buffer (uniforms and read staging
+    /// too), `tensorsHeld` the Tensor objects of this device JS holds
+    /// undisposed (TF.js's `numTensors`).
     #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
     )]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let device = self.device("stats")?;
@@ -343,6 +345,7 @@ impl JsDevice {
             ("buffersAllocated", s.buffers_allocated),
             ("bytesAllocated", s.bytes_allocated),
             ("bytesInUse", s.bytes_in_use),
+            ("gpuBuffersCreated", s.gpu_buffers_created),
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),
             ("failuresHeld", s.failures_held),

@@ -720,3 +720,34 @@ pub async fn a_reduction_of_an_elementwise_chain_is_one_kernel() {
         .unwrap();
     close(&read(&mean).await, &[39_999.0]);
 }
+
+pub async fn a_repeated_loop_creates_no_gpu_buffer_after_its_first_iteration_uniforms_and_staging_included()
+ {
+    let gpu = device().await;
+    let x = gpu.random_uniform(&[64, 32], -1.0, 1.0, 1).unwrap();
+    let w = gpu.random_normal(&[32, 16], 0.0, 0.1, 2).unwrap();
+    let mut created = Vec::new();
+    for step in 0..5 {
+        // Kernels of every kind: a fused chain, a matmul with an epilogue, a
+        // split reduction, a softmax; reads of a result and of a view.
+        let h = x
+            .matmul(&w)
+            .unwrap()
+            .add(step as f32)
+            .unwrap()
+            .tanh()
+            .unwrap();
+        let p = h.softmax(-1).unwrap();
+        let wide = x.broadcast_to(&[300, 64, 32]).unwrap().mul(0.5).unwrap();
+        let total = wide.sum(None, false).unwrap();
+        read(&p).await;
+        read(&total).await;
+        read(&h.transpose(None).unwrap()).await;
+        created.push(gpu.stats().gpu_buffers_created);
+    }
+    assert!(created[0] > 0);
+    assert!(
+        created.iter().all(|&c| c == created[0]),
+        "GPU buffers created after each iteration: {created:?}"
+    );
+}

@@ -33,6 +33,10 @@ macro_rules! all_cases {
             engine,
             scalars_keep_their_exact_bits_including_non_finite_ones
         );
+        $run!(
+            engine,
+            a_repeated_loop_creates_no_gpu_buffer_after_its_first_iteration_uniforms_and_staging_included
+        );
         $run!(engine, the_queue_flushes_by_itself_at_its_capacity);
         $run!(engine, disposed_tensors_return_their_memory_to_the_pool);
         $run!(engine, creation_ops_fill_arange_and_seeded_random_values);

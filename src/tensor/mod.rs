@@ -4,6 +4,7 @@
 mod ops;
 use crate::ir::shape;
 
+use std::future::Future;
 use std::rc::Rc;
 
 use crate::device::Device;
@@ -280,22 +281,30 @@ impl Tensor {
 
     /// This tensor on `device`. A tainted tensor arrives tainted: the copy
     /// carries each of its failures onto `device`, the report naming the
-    /// device it came from.
-    pub async fn to(&self, device: &Device) -> Result<Tensor, RegistrationError> {
-        device.with_state(|state| state.check_alive("to"))?;
-        if self.device().same(device) {
-            return Ok(self.clone());
-        }
-        match self.read(None).await {
-            Ok(values) => device.tensor(&values, Some(self.shape())),
-            Err(error) => {
-                let id = TensorId::next();
-                let from = self.device().label();
-                device.with_state(|state| {
-                    state.adopt_failures(id, self.shape().to_vec(), &error, &from)
-                });
-                Ok(device.handle(id, self.shape().to_vec()))
+    /// device it came from. Refused at once (like any registration) when
+    /// `device` is lost; the move itself waits for this tensor's values.
+    pub fn to(
+        &self,
+        device: &Device,
+    ) -> Result<impl Future<Output = Result<Tensor, RegistrationError>> + 'static, RegistrationError>
+    {
+        device.admit("to", &[])?;
+        let (tensor, device) = (self.clone(), device.clone());
+        Ok(async move {
+            if tensor.device().same(&device) {
+                return Ok(tensor);
             }
-        }
+            match tensor.read(None).await {
+                Ok(values) => device.tensor(&values, Some(tensor.shape())),
+                Err(error) => {
+                    let id = TensorId::next();
+                    let from = tensor.device().label();
+                    device.with_state(|state| {
+                        state.adopt_failures(id, tensor.shape().to_vec(), &error, &from)
+                    });
+                    Ok(device.handle(id, tensor.shape().to_vec()))
+                }
+            }
+        })
     }
 }

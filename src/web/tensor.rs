@@ -121,8 +121,9 @@ impl JsTensor {
     ) -> Result<Promise, JsValue> {
         let tensor = self.tensor("to")?;
         let device = args::device("to", &device)?;
+        let moving = tensor.to(&device).map_err(|e| errors::registration(&e))?;
         Ok(wasm_bindgen_futures::future_to_promise(async move {
-            match tensor.to(&device).await {
+            match moving.await {
                 Ok(moved) => Ok(registry::wrap_tensor(moved)),
                 Err(e) => Err(errors::registration(&e)),
             }

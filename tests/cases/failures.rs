@@ -313,13 +313,14 @@ pub async fn moving_a_tainted_tensor_carries_its_failure_to_the_other_device() {
         refused.to_string().contains(&one.label()) && refused.to_string().contains(&two.label())
     );
 
-    let moved = a.add(1.0).unwrap().to(&two).await.unwrap();
+    let moved = a.add(1.0).unwrap().to(&two).unwrap().await.unwrap();
     assert_eq!(read(&moved.add(&b).unwrap()).await, vec![3.0, 3.0]);
 
     let huge = one.zeros(&HUGE).unwrap().add(1.0).unwrap();
     let tainted = huge.slice(&[0, 0], &[1, 2]).unwrap();
     let carried = tainted
         .to(&two)
+        .unwrap()
         .await
         .expect("moving a tainted tensor is no error");
     let error = read_err(&carried.exp().unwrap()).await;

@@ -406,22 +406,27 @@ test('dims, axes and seeds must be integers a Rust value holds as written', asyn
   });
 });
 
-test('to() refuses anything but a webfusion Device synchronously', async () => {
+test('to() refuses anything but a working webfusion Device synchronously', async () => {
   const { result } = await inPage(browser, server, async ({ Device }, CAUGHT) => {
     const caught = eval(CAUGHT);
     const gpu = await Device.request();
+    const gone = await Device.request();
+    gone.destroy();
     const t = gpu.ones([2]);
     return {
       plain: caught(() => t.to({})),
       tensor: caught(() => t.to(t)),
       missing: caught(() => t.to()),
+      lost: caught(() => t.to(gone)),
     };
   }, CAUGHT);
-  assert.deepEqual(result, {
+  const { lost, ...types } = result;
+  assert.deepEqual(types, {
     plain: 'TypeError: to: expected a webfusion Device, got a plain object',
     tensor: 'TypeError: to: expected a webfusion Device, got a webfusion Tensor',
     missing: 'TypeError: to: expected a webfusion Device, got undefined',
   });
+  assert.match(lost, /^Error: to: device #\d+ was lost \(the device was destroyed with destroy\(\)\); request a new device$/);
 });
 
 test('injectFault refuses an unknown op, a kind not among its names, a bad nth and a lost device, naming injectFault', async () => {

@@ -41,15 +41,17 @@ impl DeviceState {
         let Some(record) = self.records.get(&id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "its record is gone")]);
         };
+        // Pending first: a tensor failed on the CPU while an input was
+        // pending may yet gain that input's failure, and reports both.
+        if record.pending.is_some() && !waiting.is_empty() {
+            return ReadStep::Wait(waiting);
+        }
         if let Data::Failed(taints) = &record.data {
             let reports = taints
                 .iter()
                 .filter_map(|t| self.graph.report(t.failure, id, t.depth))
                 .collect();
             return ReadStep::Failed(reports);
-        }
-        if record.pending.is_some() && !waiting.is_empty() {
-            return ReadStep::Wait(waiting);
         }
         let Some((buffer, access)) = self.access(id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);

@@ -194,9 +194,6 @@ impl DeviceState {
         let Some((_, first)) = errors.first() else {
             return (Vec::new(), failed);
         };
-        for (part, _) in errors {
-            self.gpu.forget_pipelines(&part.compiled);
-        }
         let outputs: Vec<TensorId> = errors
             .iter()
             .flat_map(|(p, _)| p.outputs.iter().copied())
@@ -233,6 +230,9 @@ impl DeviceState {
                 }
             }
             let mut failures: Vec<FailureId> = roots.into_iter().map(|(_, f)| f).collect();
+            // The pipelines of parts an injected fault explains are sound:
+            // the error was the fault's own command. Kept, so a loop with a
+            // failing step does not compile its kernels again each time.
             if !unexplained.is_empty() {
                 // A part failed without computing a faulted op's value into
                 // this output: a real error besides the injected ones.
@@ -259,6 +259,11 @@ impl DeviceState {
         errors: &[(&Part, GpuError)],
         first: &GpuError,
     ) -> FailureId {
+        // Pipelines compiled in those parts may be what failed: they leave
+        // the cache, and compile anew (their error in their own scope).
+        for (part, _) in errors {
+            self.gpu.forget_pipelines(&part.compiled);
+        }
         // Parts that share no op failed for a reason of the kernel itself
         // (one compiled for all of them): name them all.
         let in_all: Vec<usize> = (0..steps.len())

@@ -258,8 +258,12 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
     let target = gpu.random_uniform(&[16, 4], -1.0, 1.0, 2).unwrap();
     let mut weights = gpu.random_uniform(&[8, 4], -0.5, 0.5, 3).unwrap();
     let mut baseline = None;
+    let mut compiled = None;
     let (mut failed, mut steps) = (0, 0);
     for step in 0..600 {
+        if step == 20 {
+            compiled = Some(gpu.stats().pipelines_compiled);
+        }
         if step % 10 == 5 {
             gpu.inject_fault("sub", 1, FaultKind::Validation).unwrap();
         }
@@ -294,6 +298,11 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
         }
     }
     assert_eq!((steps, failed), (540, 60));
+    assert_eq!(
+        Some(gpu.stats().pipelines_compiled),
+        compiled,
+        "a failing step compiles nothing once its kernels were seen"
+    );
     assert!(read(&weights).await.iter().all(|v| v.is_finite()));
     no_uncaptured_errors(&gpu);
 }

@@ -181,7 +181,9 @@ test('a 2000-step training-like loop written without tidy, with a failing step e
     let baseline = null;
     let failed = 0;
     let drift = [];
+    let compiledAt20 = 0;
     for (let step = 0; step < 2000; step += 1) {
+      if (step === 20) compiledAt20 = gpu.stats().pipelinesCompiled;
       if (step % 10 === 5) gpu.injectFault({ op: 'sub' });
       // Every intermediate in a variable, as people write it.
       const h = x.matmul(w);
@@ -209,12 +211,14 @@ test('a 2000-step training-like loop written without tidy, with a failing step e
       else if (now.join() !== baseline.join()) drift.push({ step, now });
     }
     const weights = await w.data();
-    return { failed, drift: drift.slice(0, 3), baseline, finite: weights.every(Number.isFinite), uncaptured: gpu.stats().uncapturedErrors };
+    const compiledAfter = gpu.stats().pipelinesCompiled - compiledAt20;
+    return { failed, drift: drift.slice(0, 3), baseline, compiledAfter, finite: weights.every(Number.isFinite), uncaptured: gpu.stats().uncapturedErrors };
   });
   assert.equal(result.failed, 200);
   assert.deepEqual(result.drift, [], `bytesInUse, failuresHeld, tensorsHeld stay at ${result.baseline}`);
   assert.equal(result.baseline[1], 0, 'no failure held between steps');
   assert.equal(result.baseline[2], 3, 'x, y and w');
+  assert.equal(result.compiledAfter, 0, 'a failing step compiles nothing once its kernels were seen');
   assert.equal(result.finite, true);
   assert.equal(result.uncaptured, 0);
 });

@@ -322,7 +322,7 @@ impl Lowering<'_> {
     }
 
     fn upload(&mut self, shape: &[usize], values: &[f32]) -> Written {
-        let written = self.allocate(shape);
+        let written = self.buffer(shape);
         if let Written::Owned(a) = &written {
             self.gpu
                 .queue
@@ -331,10 +331,17 @@ impl Lowering<'_> {
         written
     }
 
-    /// A new buffer for a tensor of `shape`, or `Empty` when it has no
-    /// elements. Its size was checked against the device's limits when the
-    /// block was prepared.
+    /// A new buffer for a kernel to write a tensor of `shape` into, or
+    /// `Empty` when it has no elements; its bytes count as written by
+    /// kernels (`Stats::bytes_written`). Its size was checked against the
+    /// device's limits when the block was prepared.
     fn allocate(&mut self, shape: &[usize]) -> Written {
+        self.stats.bytes_written += shape::bytes(shape);
+        self.buffer(shape)
+    }
+
+    /// A new buffer for a tensor of `shape` (or `Empty`).
+    fn buffer(&mut self, shape: &[usize]) -> Written {
         match shape::bytes(shape) {
             0 => Written::Empty,
             bytes => Written::Owned(self.gpu.allocate(bytes, self.stats)),

@@ -35,6 +35,9 @@ pub struct Stats {
     pub bytes_allocated: u64,
     /// Bytes of the buffers tensors hold now (pooled buffers not counted).
     pub bytes_in_use: u64,
+    /// Bytes kernels have written: every output and scratch buffer a
+    /// launch fills (host uploads not counted). What fusion saves shows here.
+    pub bytes_written: u64,
     /// Every GPU buffer created: tensors' storage, the kernels' uniform
     /// arenas and reads' staging buffers. Flat once a loop has warmed up.
     pub gpu_buffers_created: u64,

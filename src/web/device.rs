@@ -325,13 +325,14 @@ impl JsDevice {
     }
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesAllocated, bytesInUse, gpuBuffersCreated, pipelinesCompiled,
-    /// pipelineCacheHits, failuresHeld, uncapturedErrors, tensorsHeld }`;
-    /// `gpuBuffersCreated` counts every GPU buffer (uniforms and read staging
-    /// too), `tensorsHeld` the Tensor objects of this device JS holds
-    /// undisposed (TF.js's `numTensors`).
+    /// bytesAllocated, bytesInUse, bytesWritten, gpuBuffersCreated,
+    /// pipelinesCompiled, pipelineCacheHits, failuresHeld, uncapturedErrors,
+    /// tensorsHeld }`; `bytesWritten` counts what kernels wrote,
+    /// `gpuBuffersCreated` every GPU buffer (uniforms and read staging too),
+    /// `tensorsHeld` the Tensor objects of this device JS holds undisposed
+    /// (TF.js's `numTensors`).
     #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; bytesWritten: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
     )]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let device = self.device("stats")?;
@@ -345,6 +346,7 @@ impl JsDevice {
             ("buffersAllocated", s.buffers_allocated),
             ("bytesAllocated", s.bytes_allocated),
             ("bytesInUse", s.bytes_in_use),
+            ("bytesWritten", s.bytes_written),
             ("gpuBuffersCreated", s.gpu_buffers_created),
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),

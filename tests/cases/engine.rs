@@ -63,6 +63,11 @@ pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one
     let after = gpu.stats();
     assert_eq!(after.kernels_launched - before.kernels_launched, 1);
     assert_eq!(after.buffers_allocated - before.buffers_allocated, 1);
+    assert_eq!(
+        after.bytes_written - before.bytes_written,
+        16,
+        "only the result's 4 floats are written"
+    );
     assert_eq!(after.fused_ops - before.fused_ops, 16);
     let mut want = vec![0.5f32, -1.0, 2.0, 0.25];
     let xs = want.clone();

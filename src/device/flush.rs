@@ -199,20 +199,11 @@ impl DeviceState {
             parts: Vec::new(),
         };
 
-        // An output failed here while an input's submission is pending may
-        // yet gain that submission's failure: it stays pending on this one,
-        // so a read waits to report both.
-        let waits = run
-            .steps
-            .iter()
-            .flat_map(|s| &s.inputs)
-            .any(|t| self.records.get(t).is_some_and(|r| r.pending.is_some()));
-        let pending = waits.then_some(seq);
-
         // Inputs that carry failures: the ops reading them are skipped.
         let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
         for &out in &run.outputs {
             if let Some(taints) = tainted.get(&out) {
+                let pending = self.pending_while_inputs_are(&run.steps, seq);
                 self.set_data(out, Data::Failed(taints.clone()), pending);
             }
         }
@@ -252,20 +243,35 @@ impl DeviceState {
                 message,
                 registered_at: run.site(),
             };
+            let pending = self.pending_while_inputs_are(&run.steps, seq);
             self.root_failure(root, &live, pending);
             return run;
         }
-        // Only the ops that compute a live output can fire a fault: one on a
-        // skipped op would never run, unfused.
-        let producers: Vec<(TensorId, &[TensorId])> = run
-            .steps
-            .iter()
-            .map(|s| (s.output, s.inputs.as_slice()))
-            .collect();
-        let computed = fusion::cone(&producers, &live);
-        run.injected = faults::take(&mut self.faults, &run.steps, &computed);
+        if !self.faults.is_empty() {
+            // Only the ops that compute a live output can fire a fault: one
+            // on a skipped op would never run, unfused.
+            let producers: Vec<(TensorId, &[TensorId])> = run
+                .steps
+                .iter()
+                .map(|s| (s.output, s.inputs.as_slice()))
+                .collect();
+            let computed = fusion::cone(&producers, &live);
+            run.injected = faults::take(&mut self.faults, &run.steps, &computed);
+        }
         run.live = live;
         run
+    }
+
+    /// `Some(seq)` when an input of `steps` is still pending. An output failed
+    /// on the CPU while an input's submission is pending may yet gain that
+    /// submission's failure: it stays pending on this one, so a read waits
+    /// to report both. Asked only for outputs that fail here.
+    fn pending_while_inputs_are(&self, steps: &[Step], seq: u64) -> Option<u64> {
+        steps
+            .iter()
+            .flat_map(|s| &s.inputs)
+            .any(|t| self.records.get(t).is_some_and(|r| r.pending.is_some()))
+            .then_some(seq)
     }
 
     /// A new failure rooted at `root`, carried by `outputs` at depth 0.

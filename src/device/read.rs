@@ -60,11 +60,11 @@ impl DeviceState {
         if numel > 0 && !access.layout.is_contiguous(&access.shape) {
             return ReadStep::Via(self.queue_copy(id));
         }
+        // In 64 bits: a contiguous read lies inside a buffer that passed the
+        // limit checks, so these fit; `bytes` never truncates.
         let offset = 4 * access.layout.offset as u64;
-        ReadStep::Go(
-            self.gpu
-                .read(&buffer, offset, 4 * numel as u64, &mut self.stats),
-        )
+        let bytes = shape::bytes(&access.shape);
+        ReadStep::Go(self.gpu.read(&buffer, offset, bytes, &mut self.stats))
     }
 
     /// Queues and flushes a row-major copy of `id`, held until the reader

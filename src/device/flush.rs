@@ -100,13 +100,19 @@ pub(crate) struct Submission {
 }
 
 impl DeviceState {
-    /// Plans everything queued and runs it in one submit, under one set of
-    /// error scopes.
+    /// Plans everything queued, with the expressions it reads and those a
+    /// read wants written, and runs it in one submit, under one set of error
+    /// scopes. What it computes but need not write stays an expression.
     pub fn flush(&mut self) {
-        if self.queue.is_empty() {
+        if self.queue.is_empty() && self.wanted.is_empty() {
             return;
         }
-        let ops = self.queue.take();
+        let queued = self.queue.take();
+        let gathered = self.gather(queued);
+        if gathered.ops.is_empty() {
+            return;
+        }
+        let ops = gathered.ops;
         self.stats.flushes += 1;
         let seq = self.next_submission;
         self.next_submission += 1;
@@ -117,13 +123,15 @@ impl DeviceState {
             Vec::new()
         } else {
             let records = &self.records;
+            let write = &gathered.write;
             fusion::plan(
                 &ops,
-                |t| records.get(&t).is_some_and(|r| r.held),
+                |t| write.contains(&t),
                 |t| records.get(&t).map(|r| r.shape.clone()),
                 &fusion::Limits {
                     max_storage_buffers: self.max_storage_buffers(),
                     max_row: crate::codegen::REDUCE_CHUNK,
+                    max_ops: fusion::MAX_BLOCK_OPS,
                 },
             )
         };
@@ -151,6 +159,13 @@ impl DeviceState {
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
         }
+        let mut computed = vec![false; ops.len()];
+        for block in &blocks {
+            for i in fusion::op_indices(block) {
+                computed[i] = true;
+            }
+        }
+        self.keep_expressions(&ops, gathered.prepended, &computed);
         self.submissions.push_back(Submission {
             seq,
             ops,
@@ -526,7 +541,7 @@ pub(crate) fn access(
 ) -> Option<(wgpu::Buffer, Access)> {
     let record = records.get(&id)?;
     let (buffer, layout) = match &record.data {
-        Data::Unwritten | Data::Failed(_) => return None,
+        Data::Unwritten | Data::Failed(_) | Data::Expr(_) => return None,
         Data::Empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
         Data::Owned(a) => (a.buffer.clone(), Layout::contiguous(&record.shape)),
         Data::View { base, layout } => match &records.get(base)?.data {

@@ -3,19 +3,25 @@
 //! thread: wasm in a page has one thread, and natively a `Device` and its
 //! tensors are `!Send`, so work runs on the caller's thread at flush time.
 //!
-//! Its files follow a flush's life: `flush` (plan, decide on the CPU, lower,
-//! submit), `settle` (wait for scopes, replay, land failures), `read`
+//! Its files follow a flush's life: `expressions` (what a flush must
+//! compute and write besides the queue), `flush` (plan, decide on the CPU,
+//! lower, submit), `settle` (wait for scopes, replay, land failures), `read`
 //! (whether bytes can be trusted, and getting them), `faults` (injected
 //! faults). Invariants kept here:
 //! - A record's `data` says whether its bytes can be trusted: a tensor
 //!   carries failures (`Data::Failed`) exactly when its bytes were never
-//!   written, and the failure graph counts each carrier once. Bytes written
-//!   by a submission still `pending` are trusted only once it resolves (a
-//!   read waits for it).
-//! - A tensor stays while a handle holds it, a queued op reads it, or a
-//!   view aliases it (`dependents`); a failure stays while a tensor carries
-//!   it. So `failuresHeld` and `bytesInUse` return to their baseline when
-//!   the program drops its tensors.
+//!   written because of them, and the failure graph counts each carrier
+//!   once. Bytes written by a submission still `pending` are trusted only
+//!   once it resolves (a read waits for it). An expression (`Data::Expr`)
+//!   has no bytes and carries no failure: its value, and any failure of it,
+//!   is found by the flush that computes it.
+//! - A tensor stays while a handle holds it, a queued op or an expression
+//!   reads it, or a view aliases it (`dependents`); a failure stays while a
+//!   tensor carries it. So `failuresHeld` and `bytesInUse` return to their
+//!   baseline when the program drops its tensors, whatever temporaries of
+//!   theirs the garbage collector has not yet taken: a temporary of an
+//!   elementwise chain is an expression, and holds neither bytes nor
+//!   failures.
 //! - The cell is borrowed only through `Device::with_state`, never across an
 //!   `await`, so no callback can find it borrowed.
 
@@ -32,11 +38,12 @@ use crate::failure::{
     ExecutionError, FailureGraph, FailureId, FailureKind, Root, Skip, TensorError,
 };
 use crate::ir::layout::Layout;
-use crate::ir::{Queue, TensorId};
+use crate::ir::{OpIr, Queue, TensorId};
 use faults::Fault;
 pub use faults::FaultKind;
 use flush::Submission;
 
+mod expressions;
 mod faults;
 mod flush;
 pub(crate) mod read;
@@ -104,6 +111,19 @@ pub(crate) enum Data {
     /// Its bytes were never written: the failures that stopped them. The
     /// record is a carrier of each (see `FailureGraph::tag`).
     Failed(Vec<Taint>),
+    /// Held, but nobody has needed its bytes: its value is `op` (elementwise)
+    /// applied to its inputs, which it holds as a queued op does (counted
+    /// among their dependents). Any later kernel that reads it computes it
+    /// inline (see `expressions`).
+    Expr(Expr),
+}
+
+/// A tensor kept as the op that computes it.
+pub(crate) struct Expr {
+    pub op: OpIr,
+    /// Whether a kernel has computed it inline already: a flush that needs
+    /// it again writes it, so no value is recomputed on and on.
+    pub inlined: bool,
 }
 
 /// One failure a tensor carries, and how many ops were skipped between that
@@ -166,6 +186,9 @@ pub(crate) struct DeviceState {
     pub unreported_omitted: u64,
     /// Faults asked for with `inject_fault`, not yet triggered.
     pub faults: Vec<Fault>,
+    /// Tensors whose bytes a read asked for: the next flush writes them,
+    /// expressions included.
+    pub wanted: Vec<TensorId>,
     pub next_submission: u64,
     /// Set once the device is lost; everything on it is then poisoned.
     pub lost: Option<String>,
@@ -236,6 +259,7 @@ impl Device {
                     unreported: Vec::new(),
                     unreported_omitted: 0,
                     faults: Vec::new(),
+                    wanted: Vec::new(),
                     next_submission: 1,
                     lost: None,
                     lost_signal,
@@ -274,6 +298,7 @@ impl Device {
     pub fn stats(&self) -> Stats {
         self.with_state(|state| Stats {
             failures_held: state.graph.len() as u64,
+            expressions_held: state.expressions_held(),
             uncaptured_errors: state
                 .gpu
                 .uncaptured
@@ -427,12 +452,27 @@ impl DeviceState {
                 None => self.gpu.release(allocation, &mut self.stats),
             },
             Data::View { base, .. } => self.release_dependent(base),
+            Data::Expr(expr) => {
+                for input in expr.op.inputs {
+                    self.release_dependent(input);
+                }
+            }
             Data::Failed(taints) => {
                 for taint in taints {
                     self.graph.untag(taint.failure);
                 }
             }
             Data::Unwritten | Data::Empty => {}
+        }
+    }
+
+    /// Counts one more dependent of each of `inputs` (an op reading them:
+    /// queued, or kept as an expression); `release_dependent` undoes it.
+    pub fn hold(&mut self, inputs: &[TensorId]) {
+        for input in inputs {
+            if let Some(record) = self.records.get_mut(input) {
+                record.dependents += 1;
+            }
         }
     }
 
@@ -488,6 +528,9 @@ impl DeviceState {
         {
             record.dependents += 1;
         }
+        if let Data::Expr(expr) = &data {
+            self.hold(&expr.op.inputs);
+        }
         if let Data::Failed(taints) = &data {
             let carried = match self.records.get(&id).map(|r| &r.data) {
                 Some(Data::Failed(old)) => old.iter().map(|t| t.failure).collect(),
@@ -530,12 +573,8 @@ impl DeviceState {
 
     /// Queues `op`, whose output is a new tensor held by the handle the caller
     /// is about to return. Flushes when the queue is full.
-    pub fn register(&mut self, op: crate::ir::OpIr, site: Option<Rc<str>>) {
-        for &input in &op.inputs {
-            if let Some(record) = self.records.get_mut(&input) {
-                record.dependents += 1;
-            }
-        }
+    pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
+        self.hold(&op.inputs);
         self.insert_record(op.output, op.shape.clone(), site);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {

@@ -31,6 +31,7 @@ impl DeviceState {
     /// failures it carries, wait for the scopes its bytes depend on, or
     /// start copying its bytes back.
     pub fn read(&mut self, id: TensorId) -> ReadStep {
+        self.want(id);
         self.flush();
         self.reread(id)
     }

@@ -17,12 +17,16 @@
 //!   it, it is a block of its own. A reduction takes the open group as its
 //!   prologue when that group computes its input for it alone and writes
 //!   nothing else (and then anchors nothing).
-//! - A tensor produced inside a block is written to memory only when a live
-//!   handle holds it or an op outside the block reads it: fused
-//!   intermediates nobody can observe never touch memory.
+//! - A tensor produced inside a block is written to memory only when the
+//!   caller says it must be (`write`: a read wants it, or a handle holds it
+//!   and it cannot stay an expression) or an op outside the block reads it:
+//!   fused intermediates nobody needs never touch memory.
 //! - A block binds at most `max_storage_buffers` storage buffers (inputs plus
 //!   outputs), so it always fits the device's `maxStorageBuffersPerShaderStage`.
-//! - An op nobody can observe (no handle, no live consumer) is not run at all.
+//! - An op nobody needs (not to be written, no live consumer) is not run at
+//!   all.
+//! - A block computes at most `max_ops` ops, so every kernel compiles in
+//!   bounded time whatever the queue's capacity or an expression's size.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -71,22 +75,31 @@ pub struct Limits {
     /// The longest row a row reduction folds in one workgroup: only such a
     /// reduction can anchor an epilogue (no split launch between them).
     pub max_row: usize,
+    /// The most ops one block computes (see `MAX_BLOCK_OPS`).
+    pub max_ops: usize,
 }
 
-/// Plans `ops` (one flush, in registration order). `held` says whether a live
-/// handle still refers to a tensor, `shape_of` what shape it has (`None` for
-/// a tensor the device does not know, which then anchors nothing). Linear in
-/// the number of ops: a loop that registers thousands of small ops must not
-/// pay for planning them.
+/// The most ops the device lets one kernel compute: compile time grows
+/// with the ops, faster than linearly on SwiftShader (one fused chain,
+/// first read included: 157 ms at 2048 ops, 341 ms at 4096, 928 ms at
+/// 8192; lavapipe 46, 91, 232 ms). A longer chain is cut into kernels of
+/// this many ops, writing one intermediate at each cut.
+pub const MAX_BLOCK_OPS: usize = 2048;
+
+/// Plans `ops` (one flush, in registration order). `write` says whether a
+/// tensor must be in memory once the flush is done, `shape_of` what shape it
+/// has (`None` for a tensor the device does not know, which then anchors
+/// nothing). Linear in the number of ops: a loop that registers thousands of
+/// small ops must not pay for planning them.
 pub fn plan(
     ops: &[OpIr],
-    held: impl Fn(TensorId) -> bool,
+    write: impl Fn(TensorId) -> bool,
     shape_of: impl Fn(TensorId) -> Option<Vec<usize>>,
     limits: &Limits,
 ) -> Vec<Block> {
     let max_storage_buffers = limits.max_storage_buffers;
     let consumers = consumers(ops);
-    let live = liveness(ops, &consumers, &held);
+    let live = liveness(ops, &consumers, &write);
     let live_consumers = |t: TensorId| {
         consumers
             .get(&t)
@@ -108,12 +121,12 @@ pub fn plan(
         if reduces
             && group
                 .as_ref()
-                .is_some_and(|g| g.feeds_only(op, &held, max_storage_buffers))
+                .is_some_and(|g| g.feeds_only(op, &write, max_storage_buffers))
         {
             if let Some(g) = group.take() {
                 blocks.push(Block::Reduction {
                     op: i,
-                    prologue: g.finish(ops, &held).without_outputs(),
+                    prologue: g.finish(ops, &write).without_outputs(),
                 });
             }
             blocks.extend(pending.drain(..).map(Block::Single));
@@ -130,12 +143,12 @@ pub fn plan(
         };
         if let Some(shape) = epilogue_shape {
             if let Some(done) = group.take() {
-                blocks.push(done.into_block(ops, &held));
+                blocks.push(done.into_block(ops, &write));
             }
             blocks.extend(pending.drain(..).map(Block::Single));
             pending_outputs.clear();
             let mut anchored = Group::new(shape);
-            anchored.anchor(i, op, &held, &live_consumers);
+            anchored.anchor(i, op, &write, &live_consumers);
             group = Some(anchored);
             continue;
         }
@@ -150,26 +163,27 @@ pub fn plan(
         }
         let joins = group.as_ref().is_some_and(|g| {
             g.shape == op.shape
+                && g.ops.len() + usize::from(g.anchor.is_some()) < limits.max_ops
                 && !op.inputs.iter().any(|t| pending_outputs.contains(t))
                 // A matmul's epilogue takes only what depends on its product:
                 // independent work must not share its kernel (and its fate).
                 && (g.anchor.is_none() || op.inputs.iter().any(|t| g.outside.contains_key(t)))
-                && g.bindings_with(op, &held, &live_consumers) <= max_storage_buffers
+                && g.bindings_with(op, &write, &live_consumers) <= max_storage_buffers
         });
         if !joins {
             if let Some(done) = group.take() {
-                blocks.push(done.into_block(ops, &held));
+                blocks.push(done.into_block(ops, &write));
             }
             blocks.extend(pending.drain(..).map(Block::Single));
             pending_outputs.clear();
             group = Some(Group::new(op.shape.clone()));
         }
         if let Some(g) = group.as_mut() {
-            g.add(i, op, &held, &live_consumers);
+            g.add(i, op, &write, &live_consumers);
         }
     }
     if let Some(done) = group.take() {
-        blocks.push(done.into_block(ops, &held));
+        blocks.push(done.into_block(ops, &write));
     }
     blocks.extend(pending.drain(..).map(Block::Single));
     blocks
@@ -186,7 +200,7 @@ struct Group {
     input_set: FxHashSet<TensorId>,
     /// For each tensor produced in the group: its live consumers outside the
     /// group (so far: ops not yet met count as outside). Written to memory
-    /// while held or while this is non-zero.
+    /// when `write` says so or while this is non-zero.
     outside: FxHashMap<TensorId, usize>,
     /// How many produced tensors are written.
     written: usize,
@@ -215,7 +229,7 @@ impl Group {
     fn bindings_with(
         &self,
         op: &OpIr,
-        held: &impl Fn(TensorId) -> bool,
+        write: &impl Fn(TensorId) -> bool,
         live_consumers: &impl Fn(TensorId) -> usize,
     ) -> usize {
         let mut new_inputs = 0;
@@ -225,11 +239,11 @@ impl Group {
         for t in distinct(&op.inputs) {
             match self.outside.get(&t) {
                 None if !self.input_set.contains(&t) => new_inputs += 1,
-                Some(&1) if !held(t) => no_longer_written += 1,
+                Some(&1) if !write(t) => no_longer_written += 1,
                 _ => {}
             }
         }
-        let writes_output = held(op.output) || live_consumers(op.output) > 0;
+        let writes_output = write(op.output) || live_consumers(op.output) > 0;
         self.base_bindings
             + self.inputs.len()
             + self.written
@@ -242,16 +256,16 @@ impl Group {
         &mut self,
         i: usize,
         op: &OpIr,
-        held: &impl Fn(TensorId) -> bool,
+        write: &impl Fn(TensorId) -> bool,
         live_consumers: &impl Fn(TensorId) -> usize,
     ) {
         for t in distinct(&op.inputs) {
             match self.outside.get_mut(&t) {
                 Some(count) => {
                     // This consumer is inside now.
-                    let was_written = held(t) || *count > 0;
+                    let was_written = write(t) || *count > 0;
                     *count = count.saturating_sub(1);
-                    if was_written && !(held(t) || *count > 0) {
+                    if was_written && !(write(t) || *count > 0) {
                         self.written -= 1;
                     }
                 }
@@ -263,7 +277,7 @@ impl Group {
             }
         }
         let outside = live_consumers(op.output);
-        if held(op.output) || outside > 0 {
+        if write(op.output) || outside > 0 {
             self.written += 1;
         }
         self.outside.insert(op.output, outside);
@@ -272,12 +286,12 @@ impl Group {
 
     /// The finished group as a block: a row reduction that no elementwise
     /// op joined is a reduction of its own.
-    fn into_block(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> Block {
+    fn into_block(self, ops: &[OpIr], write: &impl Fn(TensorId) -> bool) -> Block {
         match self.anchor {
             Some(i) if self.ops.is_empty() && !matches!(ops[i].kind, OpKind::Matmul) => {
                 Block::Single(i)
             }
-            _ => Block::Elementwise(self.finish(ops, held)),
+            _ => Block::Elementwise(self.finish(ops, write)),
         }
     }
 
@@ -288,14 +302,14 @@ impl Group {
         &mut self,
         i: usize,
         op: &OpIr,
-        held: &impl Fn(TensorId) -> bool,
+        write: &impl Fn(TensorId) -> bool,
         live_consumers: &impl Fn(TensorId) -> usize,
     ) {
         self.anchor = Some(i);
         // The matmul's two operands, or the reduction's one.
         self.base_bindings = op.inputs.len();
         let outside = live_consumers(op.output);
-        if held(op.output) || outside > 0 {
+        if write(op.output) || outside > 0 {
             self.written += 1;
         }
         self.outside.insert(op.output, outside);
@@ -307,24 +321,24 @@ impl Group {
     fn feeds_only(
         &self,
         op: &OpIr,
-        held: &impl Fn(TensorId) -> bool,
+        write: &impl Fn(TensorId) -> bool,
         max_storage_buffers: usize,
     ) -> bool {
         let t = op.inputs[0];
         self.anchor.is_none()
-            && !held(t)
+            && !write(t)
             && self.outside.get(&t) == Some(&1)
             && self.written == 1
             && self.inputs.len() + reduction_outputs(&op.kind) <= max_storage_buffers
     }
 
-    fn finish(self, ops: &[OpIr], held: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
+    fn finish(self, ops: &[OpIr], write: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
         let outputs = self
             .anchor
             .iter()
             .chain(&self.ops)
             .map(|&i| ops[i].output)
-            .filter(|t| held(*t) || self.outside.get(t).is_some_and(|&n| n > 0))
+            .filter(|t| write(*t) || self.outside.get(t).is_some_and(|&n| n > 0))
             .collect();
         ElementwiseBlock {
             anchor: self.anchor,
@@ -484,7 +498,7 @@ fn row_reduction_input(
 
 /// An op's inputs, each once (`x.mul(x)` reads `x` once). Ops have at most
 /// three inputs, so a scan beats a set.
-fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
+pub fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
     inputs
         .iter()
         .enumerate()
@@ -505,17 +519,23 @@ fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
     map
 }
 
-/// Whether each op's output can be observed: held by a handle, or read by a
-/// live op. Decided back to front, since consumers come after producers.
+/// Whether each of `ops` runs in the plan `plan` makes with the same `write`:
+/// its output is to be written, or an op that runs reads it.
+pub fn runs(ops: &[OpIr], write: impl Fn(TensorId) -> bool) -> Vec<bool> {
+    liveness(ops, &consumers(ops), &write)
+}
+
+/// Whether each op must run: its output is to be written, or a live op reads
+/// it. Decided back to front, since consumers come after producers.
 fn liveness(
     ops: &[OpIr],
     consumers: &FxHashMap<TensorId, Vec<usize>>,
-    held: &impl Fn(TensorId) -> bool,
+    write: &impl Fn(TensorId) -> bool,
 ) -> Vec<bool> {
     let mut live = vec![false; ops.len()];
     for i in (0..ops.len()).rev() {
         let out = ops[i].output;
-        live[i] = held(out)
+        live[i] = write(out)
             || consumers
                 .get(&out)
                 .is_some_and(|c| c.iter().any(|&j| live[j]));
@@ -531,6 +551,7 @@ mod tests {
     const LIMITS: Limits = Limits {
         max_storage_buffers: 8,
         max_row: 1024,
+        max_ops: MAX_BLOCK_OPS,
     };
 
     fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {

@@ -44,6 +44,9 @@ pub struct Stats {
     pub pipelines_compiled: u64,
     pub pipeline_cache_hits: u64,
     pub failures_held: u64,
+    /// Held tensors kept as expressions: their ops recorded, their bytes
+    /// never written (see `device::expressions`).
+    pub expressions_held: u64,
     /// GPU errors no error scope caught. Every GPU call runs checked on the
     /// CPU or inside a scope, so this stays 0; the tests assert it does.
     pub uncaptured_errors: u64,

@@ -326,13 +326,15 @@ impl JsDevice {
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
     /// bytesAllocated, bytesInUse, bytesWritten, gpuBuffersCreated,
-    /// pipelinesCompiled, pipelineCacheHits, failuresHeld, uncapturedErrors,
-    /// tensorsHeld }`; `bytesWritten` counts what kernels wrote,
+    /// pipelinesCompiled, pipelineCacheHits, failuresHeld, expressionsHeld,
+    /// uncapturedErrors, tensorsHeld }`; `bytesWritten` counts what kernels
+    /// wrote, `expressionsHeld` the held tensors kept as expressions (their
+    /// bytes never written),
     /// `gpuBuffersCreated` every GPU buffer (uniforms and read staging too),
     /// `tensorsHeld` the Tensor objects of this device JS holds undisposed
     /// (TF.js's `numTensors`).
     #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; bytesWritten: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; uncapturedErrors: number; tensorsHeld: number }"
+        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; bytesWritten: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; expressionsHeld: number; uncapturedErrors: number; tensorsHeld: number }"
     )]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let device = self.device("stats")?;
@@ -351,6 +353,7 @@ impl JsDevice {
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),
             ("failuresHeld", s.failures_held),
+            ("expressionsHeld", s.expressions_held),
             ("uncapturedErrors", s.uncaptured_errors),
             ("tensorsHeld", registry::tensors_held(&device) as u64),
         ] {

@@ -84,7 +84,7 @@ pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one
     close(&values, &want);
 }
 
-pub async fn two_live_outputs_of_a_fused_chain_still_launch_one_kernel() {
+pub async fn an_intermediate_read_after_the_result_is_computed_inline_by_one_more_kernel() {
     let gpu = device().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
     gpu.sync().await.expect("no failure");
@@ -92,12 +92,22 @@ pub async fn two_live_outputs_of_a_fused_chain_still_launch_one_kernel() {
     let e = x.exp().unwrap();
     let y = e.mul(2.0).unwrap().sub(1.0).unwrap();
     gpu.sync().await.expect("no failure");
-    assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 1);
-    close(&read(&e).await, &[1f32.exp(), 2f32.exp()]);
+    assert_eq!(
+        gpu.stats().kernels_launched - before.kernels_launched,
+        0,
+        "held expressions wait for a read"
+    );
+    assert_eq!(gpu.stats().expressions_held - before.expressions_held, 2);
     close(
         &read(&y).await,
         &[2.0 * 1f32.exp() - 1.0, 2.0 * 2f32.exp() - 1.0],
     );
+    assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 1);
+    assert_eq!(gpu.stats().bytes_written - before.bytes_written, 8, "y only");
+    close(&read(&e).await, &[1f32.exp(), 2f32.exp()]);
+    assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 2);
+    assert_eq!(gpu.stats().bytes_written - before.bytes_written, 16);
+    assert_eq!(gpu.stats().expressions_held - before.expressions_held, 0);
 }
 
 pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration() {

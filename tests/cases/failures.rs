@@ -26,14 +26,13 @@ pub async fn the_seed_scenario_fails_only_the_huge_tensor_and_says_why() {
     assert_eq!(huge.shape(), &HUGE, "the shape is known at once");
     let small = gpu.tensor(&[1.0, 2.0], None).unwrap().mul(2.0).unwrap();
     assert_eq!(read(&small).await, vec![2.0, 4.0]);
-
-    let sync = gpu.sync().await.expect_err("sync tells the truth");
-    assert_eq!(sync.failures.len(), 1, "{sync}");
-    assert_eq!(sync.failures[0].root.kind, FailureKind::Allocation);
     gpu.sync()
         .await
-        .expect("no new failure: the second sync resolves");
+        .expect("nothing ran has failed: `huge` is an expression nobody read");
+    assert_eq!(gpu.stats().expressions_held, 1, "huge");
+    assert_eq!(gpu.stats().failures_held, 0);
 
+    // A slice is a view: it needs `huge` in memory, which cannot be.
     let sliced = huge.slice(&[0, 0], &[1, 2]).unwrap();
     let error = read_err(&sliced).await;
     let report = error.first().expect("one report");
@@ -49,6 +48,12 @@ pub async fn the_seed_scenario_fails_only_the_huge_tensor_and_says_why() {
     assert_eq!(report.chain[0].op, "slice");
     assert_eq!(report.chain[0].needed, huge.id());
     assert_eq!(report.carriers, 2, "huge and the slice carry it");
+    let sync = gpu.sync().await.expect_err("sync tells the truth");
+    assert_eq!(sync.failures.len(), 1, "{sync}");
+    assert_eq!(sync.failures[0].root.kind, FailureKind::Allocation);
+    gpu.sync()
+        .await
+        .expect("no new failure: the second sync resolves");
     let text = error.to_string();
     assert!(
         text.starts_with(&format!(
@@ -199,7 +204,7 @@ pub async fn a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_fai
 pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
     let gpu = device().await;
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
-    let _ = gpu.sync().await; // the root runs alone; the chain below is skipped
+    read_err(&t).await; // the root runs alone; the chain below is skipped
     for _ in 0..10 {
         t = t.exp().unwrap();
     }
@@ -219,7 +224,7 @@ pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
 pub async fn twenty_skips_report_the_four_dropped_records_and_still_name_the_root() {
     let gpu = device().await;
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
-    let _ = gpu.sync().await;
+    read_err(&t).await;
     for _ in 0..20 {
         t = t.neg().unwrap();
     }
@@ -242,9 +247,9 @@ pub async fn twenty_skips_report_the_four_dropped_records_and_still_name_the_roo
 pub async fn two_failures_reaching_one_tensor_are_each_reported_once() {
     let gpu = device().await;
     let a = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
-    let _ = gpu.sync().await;
+    read_err(&a).await;
     let b = gpu.full(&HUGE, 2.0).unwrap().mul(3.0).unwrap();
-    let _ = gpu.sync().await;
+    read_err(&b).await;
     let c = a.add(&b).unwrap().sub(&a).unwrap();
     let error = read_err(&c).await;
     assert_eq!(error.failures.len(), 2, "{error}");

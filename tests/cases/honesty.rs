@@ -257,7 +257,10 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
     let data = gpu.random_uniform(&[16, 8], -1.0, 1.0, 1).unwrap();
     let target = gpu.random_uniform(&[16, 4], -1.0, 1.0, 2).unwrap();
     let mut weights = gpu.random_uniform(&[8, 4], -0.5, 0.5, 3).unwrap();
-    let mut baseline = None;
+    // Bytes in use after a step that updated the weights, and after one
+    // that failed: an update is kept as an expression until the next step
+    // reads it, holding the old weights and the gradient until then.
+    let mut baseline = [None, None];
     let mut compiled = None;
     let (mut failed, mut steps) = (0, 0);
     for step in 0..600 {
@@ -265,7 +268,9 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
             compiled = Some(gpu.stats().pipelines_compiled);
         }
         if step % 10 == 5 {
-            gpu.inject_fault("sub", 1, FaultKind::Validation).unwrap();
+            // Into the forward pass: the first `sub` kernel would be the
+            // last step's weight update, kept as an expression until now.
+            gpu.inject_fault("tanh", 1, FaultKind::Validation).unwrap();
         }
         let out = data.matmul(&weights).unwrap().tanh().unwrap();
         let diff = out.sub(&target).unwrap();
@@ -275,13 +280,15 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
             .unwrap()
             .matmul(&diff.mul(0.01).unwrap())
             .unwrap();
-        match loss.to_vec().await {
+        let read = loss.to_vec().await;
+        let outcome = usize::from(read.is_err());
+        match read {
             Ok(_) => {
                 weights = weights.sub(&grad).unwrap();
                 steps += 1;
             }
             Err(error) => {
-                assert_eq!(error.first().unwrap().root.op, "sub", "{error}");
+                assert_eq!(error.first().unwrap().root.op, "tanh", "{error}");
                 failed += 1;
             }
         }
@@ -292,8 +299,8 @@ pub async fn a_long_training_like_loop_with_a_failing_step_every_tenth_keeps_mem
             stats.failures_held, 0,
             "step {step}: failures freed with their tensors"
         );
-        match baseline {
-            None => baseline = Some(stats.bytes_in_use),
+        match baseline[outcome] {
+            None => baseline[outcome] = Some(stats.bytes_in_use),
             Some(bytes) => assert_eq!(stats.bytes_in_use, bytes, "step {step}: memory stays flat"),
         }
     }
@@ -343,12 +350,23 @@ pub async fn a_fault_on_an_op_that_was_skipped_leaves_its_fused_neighbour_writte
     let y = gpu.tensor(&[3.0, 4.0], None).unwrap();
     gpu.inject_fault("neg", 1, FaultKind::Validation).unwrap();
     let x = x0.neg().unwrap();
+    read_err(&x).await;
     let _ = gpu.sync().await;
-    // `exp` reads the failed `x`, so it is skipped; `b` shares its kernel.
+    // `exp` reads the failed `x`, so it is skipped; `b` shares its kernel
+    // (a `cat` of both needs both in memory).
     gpu.inject_fault("exp", 1, FaultKind::Validation).unwrap();
     let a = x.exp().unwrap();
     let b = y.add(1.0).unwrap();
+    let both = gpu.cat(&[&a, &b], 0).unwrap();
+    let before = gpu.stats().kernels_launched;
+    gpu.sync().await.expect("nothing new failed");
+    assert_eq!(
+        gpu.stats().kernels_launched - before,
+        1,
+        "the block of exp and add writes b; the cat is skipped"
+    );
     assert_eq!(read(&b).await, vec![4.0, 5.0], "b is written, not garbage");
+    assert_eq!(read_err(&both).await.first().unwrap().root.op, "neg");
     let error = read_err(&a).await;
     assert_eq!(error.failures.len(), 1, "{error}");
     assert_eq!(error.first().unwrap().root.op, "neg");

@@ -19,7 +19,7 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
-            two_live_outputs_of_a_fused_chain_still_launch_one_kernel
+            an_intermediate_read_after_the_result_is_computed_inline_by_one_more_kernel
         );
         $run!(
             engine,

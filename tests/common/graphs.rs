@@ -1801,16 +1801,24 @@ fn refused_branch(
             (huge, "mul")
         }
     };
+    // Read through a view, which needs `huge` in memory: a reduction could
+    // otherwise compute it inline, never storing it (and never failing).
+    let lifted = s.push(
+        s.g(huge).expand_dims(0),
+        format!("expand_dims(t{huge}, 0)"),
+        &["expandDims"],
+        &[huge],
+    )?;
     let reduce: &'static str = rng.pick(&["sum", "mean", "max", "min"]);
-    let axes: &[isize] = &[0, 1];
-    let x = s.g(huge);
+    let axes: &[isize] = &[1, 2];
+    let x = s.g(lifted);
     let t = match reduce {
         "sum" => x.sum(Some(axes), false),
         "mean" => x.mean(Some(axes), false),
         "max" => x.max(Some(axes), false),
         _ => x.min(Some(axes), false),
     };
-    let back = s.push(t, format!("{reduce}(t{huge}, [0, 1])"), &[reduce], &[huge])?;
+    let back = s.push(t, format!("{reduce}(t{lifted}, [1, 2])"), &[reduce], &[lifted])?;
     let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
     let back = s.push(
         s.g(back).reshape(&dims),
@@ -1873,9 +1881,9 @@ fn add_refused(
 
 /// Where a fault can go: `(node, op)` for a node of the graph (its first
 /// `graph` nodes) still queued, non-empty, whose `op` runs in a kernel and
-/// is the only queued op of that name (so the first kernel computing `op`
-/// is this node's), and which some checked node reads without also reading
-/// the refused allocation.
+/// is the only op of that name (so the first kernel computing `op` is this
+/// node's), and which some checked node reads without also reading the
+/// refused allocation.
 fn fault_sites(
     s: &Sites,
     anc: &[Vec<bool>],
@@ -1883,8 +1891,10 @@ fn fault_sites(
     graph: usize,
     refused: Option<usize>,
 ) -> Vec<(usize, &'static str)> {
+    // Over every node, not only the queued ones: a node that ran while
+    // building may be an expression, computed again by a later kernel.
     let mut count: std::collections::BTreeMap<&str, usize> = Default::default();
-    for site in s.sites.iter().filter(|site| site.queued) {
+    for site in &s.sites {
         for &op in &site.ops {
             *count.entry(op).or_default() += 1;
         }
@@ -1924,6 +1934,15 @@ struct Failing {
 }
 
 impl Failing {
+    /// Whether every read of a tensor that depends on it must reject. A
+    /// refused allocation fails each time its op is computed; an injected
+    /// fault fails one kernel, and a value that kernel computed inline
+    /// without storing it (an expression) is computed again, correctly,
+    /// by the next kernel that needs it: failures follow values.
+    fn sticky(&self) -> bool {
+        self.kind != FailureKind::Injected
+    }
+
     fn describe(&self) -> String {
         match self.kind {
             FailureKind::Injected => format!("the fault in `{}` (t{})", self.op, self.node),
@@ -1975,7 +1994,7 @@ impl Oracle {
             .collect();
         let error = match read {
             Ok(got) => {
-                if let Some(&k) = reached.first() {
+                if let Some(&k) = reached.iter().find(|&&k| self.failing[k].sticky()) {
                     return Err(format!(
                         "{line} read normally, though it depends on {}",
                         self.failing[k].describe()
@@ -2048,7 +2067,7 @@ impl Oracle {
         // Each failure it depends on, not only the first the runtime met
         // (contract items 4 and 5). Noted, and the seed's other checks go on.
         for &k in &reached {
-            if !reported.contains(&k) {
+            if self.failing[k].sticky() && !reported.contains(&k) {
                 self.incomplete.push(format!(
                     "{line}: {} is not reported, though it depends on it; the read's \
                      error:\n{error}",
@@ -2060,7 +2079,11 @@ impl Oracle {
     }
 
     /// Checks what `sync()` said after the reads: each failure once.
-    fn check_sync(&self, synced: Result<(), ExecutionError>) -> Result<(), String> {
+    fn check_sync(
+        &self,
+        synced: Result<(), ExecutionError>,
+        all_held_are_read: bool,
+    ) -> Result<(), String> {
         let summaries = match synced {
             Ok(()) => Vec::new(),
             Err(e) => e.failures,
@@ -2092,6 +2115,17 @@ impl Oracle {
         if let Some(k) = named.iter().position(|&n| !n) {
             return Err(format!(
                 "sync() does not name {}: {summaries:?}",
+                self.failing[k].describe()
+            ));
+        }
+        // A failure lands on a tensor something reads: a written output
+        // that is read or held, or an expression's input. (A tensor held
+        // but never read may be the only one.)
+        if let Some(k) = self.ids.iter().position(Option::is_none)
+            && all_held_are_read
+        {
+            return Err(format!(
+                "no read reported {}, though it happened",
                 self.failing[k].describe()
             ));
         }
@@ -2179,14 +2213,18 @@ fn late_ops(s: &mut Sites, rng: &mut Rng, held: &[usize]) -> Result<Vec<usize>, 
 /// tensors; then registers a few ops on them (a later flush) and reads
 /// those.
 ///
-/// The oracle (contract items 4–7): a tensor that depends on neither
-/// failure reads the reference's values; one that depends on a failure
-/// rejects with a report for each failure it depends on and no other:
+/// The oracle (contract items 4–7 and 10): a tensor that depends on no
+/// failure reads the reference's values. One that depends on the refused
+/// allocation rejects with a report for it; one that depends only on an
+/// injected fault either rejects with it or, when the faulted kernel
+/// computed its value inline without storing it, reads the reference's
+/// values (computed again). A read reports only failures it depends on:
 /// `injected` rooted at the faulted op, `allocation` rooted at a block that
 /// holds the over-large op; depth 0 on the failed op's own output, at least
 /// 1 below it; one failure id per failure across all reads. Then `sync()`
-/// names each failure once, and once every tensor is dropped the device
-/// holds no failure and no more bytes than before.
+/// names each failure once, some read has reported each, and once every
+/// tensor is dropped the device holds no failure and no more bytes than
+/// before.
 pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun, String> {
     let _ = gpu.sync().await;
     let before = gpu.stats();
@@ -2283,15 +2321,27 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
     let fail =
         |description: &str, msg: String| format!("seed {seed}: {msg}\ngraph:\n  {description}");
 
-    // Only the checked tensors stay held: the library need not write the
-    // rest.
-    for (i, site) in s.sites.iter_mut().enumerate() {
-        if !checked.contains(&i) {
-            site.gpu = None;
-        }
-    }
+    // Besides the checked tensors, a random third of the others stays held
+    // (as a program keeps intermediates in variables), each dropped after a
+    // random read: holding a tensor must not change any value or failure.
     let mut order = checked.clone();
     rng.shuffle(&mut order);
+    let mut drops: Vec<Vec<Tensor>> = vec![Vec::new(); order.len() + 1];
+    let mut held = Vec::new();
+    for (i, site) in s.sites.iter_mut().enumerate() {
+        if checked.contains(&i) {
+            continue;
+        }
+        if let Some(t) = site.gpu.take()
+            && rng.chance(0.33)
+        {
+            held.push(format!("t{i}"));
+            drops[rng.below(order.len() + 1)].push(t);
+        }
+    }
+    if !held.is_empty() {
+        description.push_str(&format!("\n  also held: {}", held.join(", ")));
+    }
     for &(_, op, kind) in &targets {
         gpu.inject_fault(op, 1, kind).map_err(|e| {
             fail(
@@ -2320,7 +2370,8 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
         kind: FailureKind::Allocation,
     }));
     let mut oracle = Oracle::new(failing);
-    for &c in &order {
+    for (k, &c) in order.iter().enumerate() {
+        drops[k].clear();
         let read = s.g(c).to_vec().await;
         run.reads += 1;
         let rejected = oracle
@@ -2344,9 +2395,9 @@ pub async fn check_graph_with_faults(gpu: &Device, seed: u64) -> Result<FaultRun
         run.rejected += usize::from(rejected);
     }
 
-    drop(s);
+    drop((s, drops));
     oracle
-        .check_sync(gpu.sync().await)
+        .check_sync(gpu.sync().await, held.is_empty())
         .map_err(|m| fail(&description, m))?;
     let after = gpu.stats();
     if after.failures_held != 0 {

@@ -1,0 +1,234 @@
+//! Expressions: held tensors whose bytes nobody has needed yet.
+//!
+//! A handle keeps a tensor alive, but only a read, or a kernel that cannot
+//! compute the value itself, needs its bytes. In JS a handle lives until
+//! `dispose()` or the garbage collector, so code that keeps intermediates in
+//! variables holds nearly everything it computes; writing all of it would
+//! undo the fusion. So a held tensor computed by an elementwise op and not
+//! written by its flush stays an *expression*: its record keeps the op
+//! (`Data::Expr`), which holds the op's inputs as a queued op does. A later
+//! flush that reads it runs that op again, prepended to the queue, and the
+//! planner computes it inline, fused with whatever reads it.
+//!
+//! What is written: a tensor a read asks for (`data()`, `array()`, `to()`),
+//! one that an op the planner cannot fuse it into reads (a matmul, a
+//! reduction that cannot take it as prologue, a view, a cat, a kernel of
+//! another shape), everything held that is not elementwise (matmul,
+//! reduction, cat, upload, view: written when their kernel runs, as
+//! always), and the two bounds below.
+//!
+//! Invariants kept here:
+//! - Every flush that reads an expression computes it: its op, and those of
+//!   the expressions it reads, are prepended to the flush (before every
+//!   queued op, each after its inputs: an expression reads only tensors
+//!   registered before it). Kept until the flush's submission resolves, as
+//!   queued ops are, so a replay finds them.
+//! - An expression's inputs are in memory, failed, or expressions: an
+//!   elementwise tensor whose input the flush computes but will not leave
+//!   behind (an anchor used only inside its kernel) is written instead.
+//! - An expression carries no failure of its own: failures follow values.
+//!   The flush that computes it finds its inputs' failures, and records its
+//!   skips, exactly as the flush it was registered in would have; its steps
+//!   keep their registration sites. A read of it reports the same chain,
+//!   depth and site as if it had been written.
+//! - Recomputation is bounded. A flush that reads an expression a kernel
+//!   already computed inline writes it (so a value is computed at most
+//!   twice before it is stored, once inline and once on its way to memory),
+//!   and an expression whose computation would take more than
+//!   `MAX_EXPRESSION_OPS` ops is written by the flush that would make it.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::{Data, DeviceState, Expr};
+use crate::fusion;
+use crate::ir::{OpIr, TensorId};
+
+/// The most ops a kernel computing one expression inline may take (an upper
+/// bound: an input shared by two paths counts twice). Past it the tensor is
+/// written. Chosen with the planner's `MAX_BLOCK_OPS` (2048): an expression
+/// this large plus a full default queue (1024 ops) still fit one kernel.
+/// Measured compiling one fused chain of n ops, first read included:
+/// SwiftShader (headless Chromium) 76 ms at 1024, 157 ms at 2048, 341 ms
+/// at 4096, 928 ms at 8192; lavapipe 28, 46, 91, 232 ms.
+pub(crate) const MAX_EXPRESSION_OPS: usize = 1024;
+
+/// The ops a flush runs: expressions it must compute, then the queue.
+pub(crate) struct Gathered {
+    pub ops: Vec<OpIr>,
+    /// How many of `ops` are expressions' (the first ones).
+    pub prepended: usize,
+    /// Tensors `ops` compute that the flush must leave in memory: the
+    /// planner writes each of them (when it can, failed when it cannot).
+    pub write: FxHashSet<TensorId>,
+}
+
+impl DeviceState {
+    /// Asks the next flush to write `id` (a read is about to wait for its
+    /// bytes), if it has none yet.
+    pub fn want(&mut self, id: TensorId) {
+        let unwritten = self
+            .records
+            .get(&id)
+            .is_some_and(|r| matches!(r.data, Data::Expr(_) | Data::Unwritten));
+        if unwritten {
+            self.wanted.push(id);
+        }
+    }
+
+    /// Held tensors kept as expressions (`stats().expressionsHeld`).
+    pub fn expressions_held(&self) -> u64 {
+        let count = self
+            .records
+            .values()
+            .filter(|r| r.held && matches!(r.data, Data::Expr(_)))
+            .count();
+        count as u64
+    }
+
+    /// The ops of a flush of `queued`: the expressions a read wants or a
+    /// queued op reads, prepended, and which of the tensors they compute
+    /// must be written.
+    pub(super) fn gather(&mut self, queued: Vec<OpIr>) -> Gathered {
+        let wanted = std::mem::take(&mut self.wanted);
+        let mut write: FxHashSet<TensorId> = wanted.iter().copied().collect();
+        let mut roots = wanted;
+        for op in &queued {
+            for &t in &op.inputs {
+                if let Some(Data::Expr(expr)) = self.records.get(&t).map(|r| &r.data) {
+                    if expr.inlined {
+                        write.insert(t);
+                    }
+                    roots.push(t);
+                }
+            }
+        }
+        let mut ops = self.expression_ops(&roots);
+        for op in &ops {
+            // The flush holds what it reads, as for a queued op; released
+            // when its submission resolves.
+            self.hold(&op.inputs);
+        }
+        let prepended = ops.len();
+        ops.extend(queued);
+        self.bound_expressions(&ops, &mut write);
+        Gathered {
+            ops,
+            prepended,
+            write,
+        }
+    }
+
+    /// The ops of the expressions among `roots` and of those they read, each
+    /// after its inputs.
+    fn expression_ops(&self, roots: &[TensorId]) -> Vec<OpIr> {
+        let mut ops = Vec::new();
+        let mut seen = FxHashSet::default();
+        // Depth first, an op emitted once its inputs are.
+        let mut stack: Vec<(TensorId, bool)> = roots.iter().rev().map(|&t| (t, false)).collect();
+        while let Some((t, inputs_done)) = stack.pop() {
+            let Some(Data::Expr(expr)) = self.records.get(&t).map(|r| &r.data) else {
+                continue;
+            };
+            if inputs_done {
+                ops.push(expr.op.clone());
+            } else if seen.insert(t) {
+                stack.push((t, true));
+                stack.extend(expr.op.inputs.iter().rev().map(|&i| (i, false)));
+            }
+        }
+        ops
+    }
+
+    /// Adds to `write` each held tensor `ops` compute that cannot stay an
+    /// expression (not elementwise, reading what the flush will not leave
+    /// behind, or heavier than `MAX_EXPRESSION_OPS`), and each tensor the
+    /// flush computes that an expression it leaves behind reads.
+    ///
+    /// The second rule is what keeps loops bounded: `v = v.mul(0.9).add(g)`
+    /// kept as an expression each step, and computed each step for another
+    /// use, would otherwise read last step's `v` as an expression, and that
+    /// one the step's before: every step would compute the whole history.
+    /// With it, a value a kernel computes is never computed again for an
+    /// expression that outlives the flush.
+    fn bound_expressions(&self, ops: &[OpIr], write: &mut FxHashSet<TensorId>) {
+        let producer: FxHashMap<TensorId, usize> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| (op.output, i))
+            .collect();
+        let held = |t: TensorId| self.records.get(&t).is_some_and(|r| r.held);
+        // For each tensor the flush computes that could be left as an
+        // expression: the ops computing it inline takes.
+        let mut weight: FxHashMap<TensorId, usize> = FxHashMap::default();
+        for op in ops {
+            let mut ops_inline = op.kind.is_elementwise().then_some(1usize);
+            for t in fusion::distinct(&op.inputs) {
+                if write.contains(&t) || !producer.contains_key(&t) {
+                    continue; // in memory (or failed) once the flush is done
+                }
+                ops_inline = match (ops_inline, weight.get(&t)) {
+                    (Some(w), Some(&k)) => Some(w.saturating_add(k)),
+                    _ => None,
+                };
+            }
+            match ops_inline {
+                Some(w) if w <= MAX_EXPRESSION_OPS => {
+                    weight.insert(op.output, w);
+                }
+                _ if held(op.output) => {
+                    write.insert(op.output);
+                }
+                _ => {}
+            }
+        }
+        // The expressions the flush will leave: ops that do not run, held or
+        // read by another such op. What they read that does run is written.
+        let runs = fusion::runs(ops, |t| write.contains(&t));
+        let mut kept: FxHashSet<TensorId> = FxHashSet::default();
+        for (i, op) in ops.iter().enumerate().rev() {
+            let out = op.output;
+            if runs[i] || !weight.contains_key(&out) || !(held(out) || kept.contains(&out)) {
+                continue;
+            }
+            for &t in &op.inputs {
+                match producer.get(&t) {
+                    Some(&j) if runs[j] => {
+                        write.insert(t);
+                    }
+                    Some(_) => {
+                        kept.insert(t);
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// After a flush of `ops` is encoded: each tensor of its queue that was
+    /// not written, is elementwise, and is held (or read by another such
+    /// tensor) becomes an expression; the expressions it computed inline
+    /// are marked so. `computed[i]`: whether a kernel computed `ops[i]`.
+    pub(super) fn keep_expressions(&mut self, ops: &[OpIr], prepended: usize, computed: &[bool]) {
+        let mut needed: FxHashSet<TensorId> = FxHashSet::default();
+        for (i, op) in ops.iter().enumerate().rev() {
+            let Some(record) = self.records.get_mut(&op.output) else {
+                continue;
+            };
+            let keep = i >= prepended
+                && op.kind.is_elementwise()
+                && (record.held || needed.contains(&op.output));
+            match &mut record.data {
+                Data::Expr(expr) => expr.inlined |= computed[i],
+                Data::Unwritten if keep => {
+                    needed.extend(op.inputs.iter().copied());
+                    let expr = Expr {
+                        op: op.clone(),
+                        inlined: computed[i],
+                    };
+                    self.set_data(op.output, Data::Expr(expr), None);
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -19,6 +19,14 @@ pub async fn read(t: &Tensor) -> Vec<f32> {
     t.to_vec().await.expect("the tensor reads")
 }
 
+/// The error a read of `t` rejects with; panics if it resolves.
+pub async fn read_err(t: &webfusion::Tensor) -> webfusion::TensorError {
+    match t.to_vec().await {
+        Ok(values) => panic!("{} read {values:?}; a failure was expected", t.id()),
+        Err(error) => error,
+    }
+}
+
 fn close(got: &[f32], want: &[f32]) {
     close_within(got, want, 1e-5);
 }

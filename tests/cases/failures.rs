@@ -5,20 +5,9 @@
 
 use webfusion::{DeviceOptions, FailureKind, FaultKind, TensorError};
 
-use super::engine::{device, device_with, read};
+use super::engine::{device, device_with, read, read_err};
 
 const HUGE: [usize; 2] = [1 << 18, 1 << 18];
-
-async fn read_err(t: &webfusion::Tensor) -> TensorError {
-    match t.to_vec().await {
-        Ok(values) => panic!(
-            "{} read {} values; a failure was expected",
-            t.id(),
-            values.len()
-        ),
-        Err(error) => error,
-    }
-}
 
 pub async fn the_seed_scenario_fails_only_the_huge_tensor_and_says_why() {
     let gpu = device().await;

@@ -6,14 +6,7 @@
 
 use webfusion::{Device, FailureKind, FaultKind, Tensor, TensorError};
 
-use super::engine::{close_within, device, read};
-
-async fn read_err(t: &Tensor) -> TensorError {
-    match t.to_vec().await {
-        Ok(values) => panic!("{} read {values:?}; a failure was expected", t.id()),
-        Err(error) => error,
-    }
-}
+use super::engine::{close_within, device, read, read_err};
 
 /// Nothing reached wgpu's uncaptured-error handler: every GPU call was
 /// checked first or ran inside an error scope.

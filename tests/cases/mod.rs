@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod engine;
+pub mod expressions;
 pub mod failures;
 pub mod honesty;
 pub mod onnx;
@@ -13,6 +14,30 @@ pub mod onnx;
 macro_rules! all_cases {
     ($run:ident) => {
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
+        $run!(
+            expressions,
+            a_16_op_chain_with_every_intermediate_held_launches_one_kernel_and_allocates_one_buffer
+        );
+        $run!(
+            expressions,
+            a_thousand_held_ops_on_one_tensor_launch_one_kernel_per_iteration_and_create_no_buffer_after_the_first
+        );
+        $run!(
+            expressions,
+            an_mlp_forward_with_its_pre_activations_held_launches_one_kernel_per_layer
+        );
+        $run!(
+            expressions,
+            a_temporary_of_a_failed_read_keeps_no_failure_once_the_result_is_dropped
+        );
+        $run!(
+            expressions,
+            a_momentum_loop_without_tidy_computes_the_same_ops_every_step
+        );
+        $run!(
+            expressions,
+            a_chain_of_ten_thousand_held_ops_is_cut_into_kernels_the_device_compiles
+        );
         $run!(
             engine,
             a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer

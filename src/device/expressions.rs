@@ -31,11 +31,21 @@
 //!   skips, exactly as the flush it was registered in would have; its steps
 //!   keep their registration sites. A read of it reports the same chain,
 //!   depth and site as if it had been written.
-//! - Recomputation is bounded. A flush that reads an expression a kernel
-//!   already computed inline writes it (so a value is computed at most
-//!   twice before it is stored, once inline and once on its way to memory),
-//!   and an expression whose computation would take more than
-//!   `MAX_EXPRESSION_OPS` ops is written by the flush that would make it.
+//! - Recomputation is bounded, by three rules (see `gather` and
+//!   `bound_expressions`):
+//!   1. a flush whose queue reads an expression a kernel already computed
+//!      inline writes it, on its second computation;
+//!   2. a tensor a flush computes that an expression it leaves behind
+//!      reads is written by that flush, so no kept expression recomputes
+//!      what a kernel has already computed (without it a loop's
+//!      `v = v.mul(0.9).add(g)`, kept each step, would recompute the
+//!      whole history of `v` every step: measured, the fused ops per step
+//!      grew by two each step);
+//!   3. an expression whose computation would take more than
+//!      `MAX_EXPRESSION_OPS` ops is written by the flush that would make it.
+//!   A read of an intermediate after the result (rule 1 does not apply to
+//!   reads: a read writes what it reads anyway) computes its cone again,
+//!   once per such read, never more than `MAX_EXPRESSION_OPS` ops.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 

@@ -310,7 +310,9 @@ impl Device {
     /// Runs everything queued and waits for it. Rejects when any work
     /// flushed since the last `sync()` failed, naming each failure once;
     /// tainted tensors stay tainted, nothing else is affected, and the device
-    /// keeps working.
+    /// keeps working. Held tensors kept as expressions are not computed: a
+    /// sync is not a read, and writing them would undo the fusion of code
+    /// that syncs every step.
     pub async fn sync(&self) -> Result<(), ExecutionError> {
         loop {
             let waiting = self.with_state(|state| {

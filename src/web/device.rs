@@ -256,7 +256,8 @@ impl JsDevice {
 
     /// Runs everything queued. Resolves when all of it succeeded; rejects
     /// with an `ExecutionError` naming each failure once when any work
-    /// flushed since the last `sync()` failed.
+    /// flushed since the last `sync()` failed. Tensors kept as expressions
+    /// are not computed (a sync is not a read).
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn sync(&self) -> Result<Promise, JsValue> {
         let device = self.device("sync")?;

@@ -58,34 +58,43 @@ export const WORKLOADS = [
 ];
 
 // ---------------------------------------------------------------- webfusion
-/** Returns `{ step }`: one timed iteration, resolving to the result values. */
-export function webfusionWorkload({ tidy }, gpu, id) {
-  // Like TF.js's tidy: intermediates are disposed when built, so the queue
-  // knows nobody holds them and fuses them away.
+/**
+ * Returns `{ step }`: one timed iteration, resolving to the result values.
+ * Written once, run two ways. With `asWritten: false`, as tuned code is:
+ * like TF.js's tidy, intermediates are disposed when built. With
+ * `asWritten: true`, as people write it: every intermediate kept in a
+ * variable (`k` pushes it into an array) and disposed after the read.
+ */
+export function webfusionWorkload({ tidy, asWritten = false }, gpu, id) {
   const read = async (build) => {
-    const y = tidy(build);
-    try { return await y.data(); } finally { y.dispose(); }
+    const kept = [];
+    const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
+    const y = asWritten ? build(k) : tidy(() => build(k));
+    try { return await y.data(); } finally {
+      y.dispose();
+      for (const t of kept) if (t !== y) t.dispose();
+    }
   };
-  const chain = (x, ops) => ops.reduce((y, [op, arg]) => (arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
+  const chain = (k, x, ops) => ops.reduce((y, [op, arg]) => k(arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
   switch (id) {
     case 'W1': {
       const data = seeded(W1_N, 1);
-      return { step: () => read(() => chain(gpu.tensor(data), CHAIN)) };
+      return { step: () => read((k) => chain(k, k(gpu.tensor(data)), CHAIN)) };
     }
     case 'W2-256': case 'W2-512': case 'W2-1024': {
       const n = Number(id.slice(3));
       const a = seeded(n * n, 2);
       const b = gpu.tensor(seeded(n * n, 3), [n, n]);
-      return { step: () => read(() => gpu.tensor(a, [n, n]).matmul(b)) };
+      return { step: () => read((k) => k(k(gpu.tensor(a, [n, n])).matmul(b))) };
     }
     case 'W3': {
       const layers = mlpWeights().map(({ w, b, shape }) => ({ w: gpu.tensor(w, shape), b: gpu.tensor(b) }));
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       return {
-        step: () => read(() => layers.reduce((h, { w, b }, i) => {
-          const z = h.matmul(w).add(b);
-          return i < 2 ? z.relu() : z.softmax(-1);
-        }, gpu.tensor(x, [MLP.batch, MLP.sizes[0]]))),
+        step: () => read((k) => layers.reduce((h, { w, b }, i) => {
+          const z = k(k(h.matmul(w)).add(b));
+          return k(i < 2 ? z.relu() : z.softmax(-1));
+        }, k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]])))),
       };
     }
     case 'W4': {
@@ -94,35 +103,40 @@ export function webfusionWorkload({ tidy }, gpu, id) {
       const y = oneHot(MLP.batch, 10, 5);
       return {
         step: async () => {
-          const { loss, next } = tidy(() => {
-            const input = gpu.tensor(x, [MLP.batch, MLP.sizes[0]]);
-            const labels = gpu.tensor(y, [MLP.batch, 10]);
+          const kept = [];
+          const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
+          const build = () => {
+            const input = k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
+            const labels = k(gpu.tensor(y, [MLP.batch, 10]));
             const acts = [input];
             const pre = [];
             let h = input;
             layers.forEach(({ w, b }, i) => {
-              const z = h.matmul(w).add(b);
+              const z = k(k(h.matmul(w)).add(b));
               pre.push(z);
-              h = i < 2 ? z.relu() : z;
+              h = i < 2 ? k(z.relu()) : z;
               acts.push(h);
             });
-            const logp = h.logSoftmax(-1);
-            const loss = labels.mul(logp).sum().neg().div(MLP.batch);
+            const logp = k(h.logSoftmax(-1));
+            const loss = k(k(k(k(labels.mul(logp)).sum()).neg()).div(MLP.batch));
             // Backward, by hand: d(loss)/d(logits) = (softmax - y) / batch.
-            let grad = logp.exp().sub(labels).div(MLP.batch);
+            let grad = k(k(k(logp.exp()).sub(labels)).div(MLP.batch));
             const next = [];
             for (let i = 2; i >= 0; i--) {
               const { w, b } = layers[i];
+              const wt = k(acts[i].transpose());
               next[i] = {
-                w: w.sub(acts[i].transpose().matmul(grad).mul(MLP.lr)),
-                b: b.sub(grad.sum(0).mul(MLP.lr)),
+                w: w.sub(k(k(wt.matmul(grad)).mul(MLP.lr))),
+                b: b.sub(k(k(grad.sum(0)).mul(MLP.lr))),
               };
-              if (i > 0) grad = grad.matmul(w.transpose()).mul(pre[i - 1].greater(0));
+              if (i > 0) grad = k(k(grad.matmul(k(w.transpose()))).mul(k(pre[i - 1].greater(0))));
             }
             return { loss, next };
-          });
+          };
+          const { loss, next } = asWritten ? build() : tidy(build);
           const values = await loss.data();
           loss.dispose();
+          for (const t of kept) if (t !== loss) t.dispose();
           layers.forEach(({ w, b }) => { w.dispose(); b.dispose(); });
           layers = next;
           return values;
@@ -131,15 +145,15 @@ export function webfusionWorkload({ tidy }, gpu, id) {
     }
     case 'W5': {
       const data = seeded(1024 * 4096, 6);
-      return { step: () => read(() => gpu.tensor(data, [1024, 4096]).sum(-1)) };
+      return { step: () => read((k) => k(k(gpu.tensor(data, [1024, 4096])).sum(-1))) };
     }
     case 'W6': {
       const data = seeded(16, 7);
-      return { step: () => read(() => chain(gpu.tensor(data), SMALL)) };
+      return { step: () => read((k) => chain(k, k(gpu.tensor(data)), SMALL)) };
     }
     case 'W7': {
       const data = seeded(1024 * 1024, 8);
-      return { step: () => read(() => gpu.tensor(data, [1024, 1024]).softmax(-1)) };
+      return { step: () => read((k) => k(k(gpu.tensor(data, [1024, 1024])).softmax(-1))) };
     }
     default: throw new Error(`unknown workload ${id}`);
   }

@@ -25,19 +25,30 @@ try {
   const ratio = (a, b) => (a == null || b == null ? '-' : `${(b / a).toFixed(2)}x`);
   const pct = (f) => `${(f * 100).toFixed(1)}%`;
   const rows = results.map((r) => [
-    r.id, fmt(r.webfusion.ms), fmt(r.tfjs), fmt(r.ort),
-    ratio(r.webfusion.ms, r.tfjs), ratio(r.webfusion.ms, r.ort),
+    r.id, fmt(r.webfusion.ms), fmt(r.asWritten.ms), pct(r.asWrittenCost), fmt(r.tfjs), fmt(r.ort),
+    ratio(r.webfusion.ms, r.tfjs), ratio(r.asWritten.ms, r.tfjs), ratio(r.webfusion.ms, r.ort),
     r.tfjsGpu == null ? '-' : `${fmt(r.tfjsGpu)} (${ratio(r.webfusionBesideTfjsGpu, r.tfjsGpu)})`,
-    String(r.webfusion.kernels), String(r.webfusion.bytes),
+    `${r.webfusion.kernels}/${r.asWritten.kernels}`, `${r.webfusion.bytes}/${r.asWritten.bytes}`,
     pct(r.stacksCost), pct(r.scopesCost), String(r.rounds),
   ]);
-  const head = ['workload', 'webfusion ms', 'tfjs ms', 'ort ms', 'tfjs/wf', 'ort/wf', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'rounds'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
-  console.log(`\n${line(head)}\n${rows.map(line).join('\n')}`);
+  const head = ['workload', 'tidy ms', 'as written ms', 'written vs tidy', 'tfjs ms', 'ort ms', 'tfjs/tidy', 'tfjs/written', 'ort/tidy', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'rounds'];
+  const table = (head, rows) => {
+    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+    const line = (cells) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
+    return `${line(head)}\n${rows.map(line).join('\n')}`;
+  };
+  console.log(`\n${table(head, rows)}`);
   console.log('\nratios > 1x: webfusion faster. Every contender of a row is timed side by side, round by round (median of the rounds).');
+  console.log('tidy: intermediates disposed as built (TF.js tidy); as written: every intermediate kept in a variable, disposed after the read.');
+  console.log('written vs tidy: as-written time over tidy time, minus 1 (median of the per-round ratios). kernels and bytes: tidy/as written.');
   console.log('stacks cost: captureStacks on vs default; scopes cost: default vs error scopes off; each the median of the per-round ratios.');
   console.log('tfjs gpu-path: TF.js with CPU forwarding off, timed beside webfusion.');
+  const coldHead = ['workload', 'cold tidy ms', 'cold as written ms', 'cold tfjs ms', 'cold ort ms', 'tfjs/written'];
+  const coldRows = results.map((r) => [
+    r.id, fmt(r.cold.webfusion), fmt(r.cold.asWritten), fmt(r.cold.tfjs), fmt(r.cold.ort),
+    ratio(r.cold.asWritten, r.cold.tfjs),
+  ]);
+  console.log(`\nfirst (cold) iteration of each workload, each on its own device (ort: after its session was created):\n${table(coldHead, coldRows)}`);
   for (const r of results) if (r.ortError) console.log(`ort ${r.id}: ${r.ortError}`);
   console.log(`registration: ${registration.opsPerSecond} ops/s (${registration.ops} ops in ${registration.ms.toFixed(1)} ms)`);
   writeFileSync(join(repo, 'bench-results.json'), `${JSON.stringify({ date: new Date().toISOString(), results, registration }, null, 2)}\n`);

@@ -43,6 +43,7 @@
 //!      grew by two each step);
 //!   3. an expression whose computation would take more than
 //!      `MAX_EXPRESSION_OPS` ops is written by the flush that would make it.
+//!
 //!   A read of an intermediate after the result (rule 1 does not apply to
 //!   reads: a read writes what it reads anyway) computes its cone again,
 //!   once per such read, never more than `MAX_EXPRESSION_OPS` ops.
@@ -167,29 +168,37 @@ impl DeviceState {
             .map(|(i, op)| (op.output, i))
             .collect();
         let held = |t: TensorId| self.records.get(&t).is_some_and(|r| r.held);
-        // For each tensor the flush computes that could be left as an
-        // expression: the ops computing it inline takes.
-        let mut weight: FxHashMap<TensorId, usize> = FxHashMap::default();
-        for op in ops {
+        // For each op whose output could be left as an expression: the ops
+        // computing it inline takes.
+        let mut weight: Vec<Option<usize>> = vec![None; ops.len()];
+        let mut candidates = false;
+        for (i, op) in ops.iter().enumerate() {
             let mut ops_inline = op.kind.is_elementwise().then_some(1usize);
             for t in fusion::distinct(&op.inputs) {
-                if write.contains(&t) || !producer.contains_key(&t) {
+                if write.contains(&t) {
                     continue; // in memory (or failed) once the flush is done
                 }
-                ops_inline = match (ops_inline, weight.get(&t)) {
-                    (Some(w), Some(&k)) => Some(w.saturating_add(k)),
-                    _ => None,
-                };
+                if let Some(&j) = producer.get(&t) {
+                    ops_inline = match (ops_inline, weight[j]) {
+                        (Some(w), Some(k)) => Some(w.saturating_add(k)),
+                        _ => None,
+                    };
+                }
             }
+            let out = op.output;
             match ops_inline {
                 Some(w) if w <= MAX_EXPRESSION_OPS => {
-                    weight.insert(op.output, w);
+                    weight[i] = Some(w);
+                    candidates |= !write.contains(&out) && held(out);
                 }
-                _ if held(op.output) => {
-                    write.insert(op.output);
+                _ if held(out) => {
+                    write.insert(out);
                 }
                 _ => {}
             }
+        }
+        if !candidates {
+            return; // nothing held stays an expression (code under `tidy`)
         }
         // The expressions the flush will leave: ops that do not run, held or
         // read by another such op. What they read that does run is written.
@@ -197,7 +206,7 @@ impl DeviceState {
         let mut kept: FxHashSet<TensorId> = FxHashSet::default();
         for (i, op) in ops.iter().enumerate().rev() {
             let out = op.output;
-            if runs[i] || !weight.contains_key(&out) || !(held(out) || kept.contains(&out)) {
+            if runs[i] || weight[i].is_none() || !(kept.contains(&out) || held(out)) {
                 continue;
             }
             for &t in &op.inputs {

@@ -111,7 +111,11 @@ pub async fn an_intermediate_read_after_the_result_is_computed_inline_by_one_mor
         &[2.0 * 1f32.exp() - 1.0, 2.0 * 2f32.exp() - 1.0],
     );
     assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 1);
-    assert_eq!(gpu.stats().bytes_written - before.bytes_written, 8, "y only");
+    assert_eq!(
+        gpu.stats().bytes_written - before.bytes_written,
+        8,
+        "y only"
+    );
     close(&read(&e).await, &[1f32.exp(), 2f32.exp()]);
     assert_eq!(gpu.stats().kernels_launched - before.kernels_launched, 2);
     assert_eq!(gpu.stats().bytes_written - before.bytes_written, 16);

@@ -137,7 +137,11 @@ pub async fn an_mlp_forward_with_its_pre_activations_held_launches_one_kernel_pe
     for (l, (w, b)) in layers.iter().enumerate() {
         let product = h.matmul(w).unwrap();
         let pre = product.add(b).unwrap();
-        h = if l < 2 { pre.relu().unwrap() } else { pre.clone() };
+        h = if l < 2 {
+            pre.relu().unwrap()
+        } else {
+            pre.clone()
+        };
         kept.extend([product, pre, h.clone()]);
     }
     let got = read(&h).await;
@@ -194,7 +198,13 @@ pub async fn a_momentum_loop_without_tidy_computes_the_same_ops_every_step() {
         let before = gpu.stats();
         let y = x.matmul(&w).unwrap();
         let loss = y.square().unwrap().mean(None, false).unwrap();
-        let grad = x.transpose(None).unwrap().matmul(&y).unwrap().mul(0.25).unwrap();
+        let grad = x
+            .transpose(None)
+            .unwrap()
+            .matmul(&y)
+            .unwrap()
+            .mul(0.25)
+            .unwrap();
         v = v.mul(0.9).unwrap().add(&grad).unwrap();
         w = w.sub(&v.mul(0.1).unwrap()).unwrap();
         assert!(read(&loss).await[0].is_finite());

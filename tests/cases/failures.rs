@@ -3,7 +3,7 @@
 //! chain back to the root, everything else reads normally, `sync()` tells
 //! the truth, and nothing panics.
 
-use webfusion::{DeviceOptions, FailureKind, FaultKind, TensorError};
+use webfusion::{DeviceOptions, FailureKind, FaultKind};
 
 use super::engine::{device, device_with, read, read_err};
 

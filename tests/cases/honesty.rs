@@ -4,7 +4,7 @@
 //! do no unchecked GPU work, failures follow data dependence, and a device
 //! lost with reads pending fails them promptly. In both worlds.
 
-use webfusion::{Device, FailureKind, FaultKind, Tensor, TensorError};
+use webfusion::{Device, FailureKind, FaultKind, Tensor};
 
 use super::engine::{close_within, device, read, read_err};
 

@@ -1818,7 +1818,12 @@ fn refused_branch(
         "max" => x.max(Some(axes), false),
         _ => x.min(Some(axes), false),
     };
-    let back = s.push(t, format!("{reduce}(t{lifted}, [1, 2])"), &[reduce], &[lifted])?;
+    let back = s.push(
+        t,
+        format!("{reduce}(t{lifted}, [1, 2])"),
+        &[reduce],
+        &[lifted],
+    )?;
     let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
     let back = s.push(
         s.g(back).reshape(&dims),

@@ -88,42 +88,21 @@ pub(super) fn fused(
     };
     // One `write!` per op and no intermediate strings: a loop of a thousand
     // small ops generates a thousand lines on every flush.
-    for &i in &block.ops {
+    let run = periodic_run(block, ops, &input_index);
+    let mut k = 0;
+    while k < block.ops.len() {
+        if let Some(run) = run.as_ref().filter(|r| r.first == k) {
+            rolled(&mut body, block, ops, run, &input_index, params);
+            k += run.period * run.count;
+            continue;
+        }
+        let i = block.ops[k];
         let op = &ops[i];
-        let arg = |k: usize| value_of(op.inputs[k]);
         let _ = write!(body, "    let v{i} = ");
-        let _ = match &op.kind {
-            OpKind::Fill(v) => write!(body, "{}", params.push_f32(*v)),
-            OpKind::Arange { start, step } => {
-                let (start, step) = (params.push_f32(*start), params.push_f32(*step));
-                write!(body, "({start} + f32(idx) * {step})")
-            }
-            OpKind::Unary(u) => unary(&mut body, *u, arg(0)),
-            OpKind::Binary(b) => binary(&mut body, *b, arg(0), arg(1)),
-            OpKind::BinaryScalar {
-                op: b,
-                scalar,
-                scalar_first,
-            } => {
-                let s = params.push_f32(*scalar);
-                if *scalar_first {
-                    binary(&mut body, *b, s, arg(0))
-                } else {
-                    binary(&mut body, *b, arg(0), s)
-                }
-            }
-            OpKind::Clamp { min, max } => {
-                let (lo, hi) = (params.push_f32(*min), params.push_f32(*max));
-                write!(body, "min(max({}, {lo}), {hi})", arg(0))
-            }
-            OpKind::Where => write!(body, "select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
-            // The planner puts only elementwise ops in this block.
-            other => {
-                params.breaks(format!("`{}` is not elementwise", other.name()));
-                write!(body, "0.0")
-            }
-        };
+        let arg = |n: usize| value_of(op.inputs[n]);
+        let _ = expression(&mut body, &op.kind, &arg, &mut |p, v| p.push_f32(v), params);
         body.push_str(";\n");
+        k += 1;
     }
     let first_output = first_binding + accesses.len();
     for (k, &output) in block.outputs.iter().enumerate() {
@@ -148,6 +127,254 @@ pub(super) fn fused(
 
 /// Copies `src` (of `shape`) into the positions `dst` names: materialises a
 /// view, or places one input of a `cat`.
+/// Writes the WGSL expression of elementwise op `kind`, its operands given by
+/// `arg` and each scalar it takes by `scalar`. The one place each op's
+/// arithmetic is spelled, whether it is written out or runs in a loop.
+fn expression(
+    body: &mut String,
+    kind: &OpKind,
+    arg: &dyn Fn(usize) -> Value,
+    scalar: &mut dyn FnMut(&mut Params, f32) -> Value,
+    params: &mut Params,
+) -> std::fmt::Result {
+    match kind {
+        OpKind::Fill(v) => write!(body, "{}", scalar(params, *v)),
+        OpKind::Arange { start, step } => {
+            let (start, step) = (scalar(params, *start), scalar(params, *step));
+            write!(body, "({start} + f32(idx) * {step})")
+        }
+        OpKind::Unary(u) => unary(body, *u, arg(0)),
+        OpKind::Binary(b) => binary(body, *b, arg(0), arg(1)),
+        OpKind::BinaryScalar {
+            op: b,
+            scalar: value,
+            scalar_first,
+        } => {
+            let s = scalar(params, *value);
+            if *scalar_first {
+                binary(body, *b, s, arg(0))
+            } else {
+                binary(body, *b, arg(0), s)
+            }
+        }
+        OpKind::Clamp { min, max } => {
+            let (lo, hi) = (scalar(params, *min), scalar(params, *max));
+            write!(body, "min(max({}, {lo}), {hi})", arg(0))
+        }
+        OpKind::Where => write!(body, "select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
+        other => {
+            params.breaks(format!("`{}` is not elementwise", other.name()));
+            write!(body, "0.0")
+        }
+    }
+}
+
+/// Ops in a fused chain that repeat a pattern are written once, in a loop
+/// (`for it < count { r0 = ..c..; r1 = ..r0..; c = r1; }`), their scalars
+/// read from a table in the uniform words. What it saves is compile time,
+/// which grows with the text: on SwiftShader a 1000-op chain written out
+/// took 60 to 100 ms to compile, the same chain rolled a few.
+const MIN_ROLLED_OPS: usize = 32;
+/// The longest pattern looked for.
+const MAX_PERIOD: usize = 8;
+
+/// A run of a block's ops that repeats a pattern: `count` times the
+/// `period` ops from position `first` of `block.ops`. Each op reads the one
+/// before it (the value the loop carries, used by nothing else) and
+/// otherwise only the block's inputs and scalars; op `k + period` is op `k`
+/// with other scalars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Run {
+    first: usize,
+    period: usize,
+    count: usize,
+}
+
+/// How an operand of a chained op is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Role {
+    /// The previous op's value.
+    Carried,
+    /// Input `j` of the block.
+    Input(usize),
+}
+
+/// The longest periodic run of `block` worth rolling, if there is one.
+fn periodic_run(
+    block: &ElementwiseBlock,
+    ops: &[OpIr],
+    input_index: &FxHashMap<TensorId, usize>,
+) -> Option<Run> {
+    let n = block.ops.len();
+    if n < MIN_ROLLED_OPS {
+        return None;
+    }
+    // Uses of each value inside the block (once per reading op), and as an
+    // output.
+    let mut uses: FxHashMap<TensorId, usize> = FxHashMap::default();
+    for &i in &block.ops {
+        for t in crate::fusion::distinct(&ops[i].inputs) {
+            *uses.entry(t).or_default() += 1;
+        }
+    }
+    for &t in &block.outputs {
+        *uses.entry(t).or_default() += 1;
+    }
+    // The roles of op `k`'s operands, if it reads the op before it (and
+    // that op's value nothing else) and otherwise only the block's inputs.
+    let roles: Vec<Option<Vec<Role>>> = (0..n)
+        .map(|k| {
+            let op = &ops[block.ops[k]];
+            let chainable = matches!(
+                op.kind,
+                OpKind::Unary(_)
+                    | OpKind::Binary(_)
+                    | OpKind::BinaryScalar { .. }
+                    | OpKind::Clamp { .. }
+                    | OpKind::Where
+            );
+            let previous = ops[*block.ops.get(k.checked_sub(1)?)?].output;
+            if !chainable || uses.get(&previous) != Some(&1) {
+                return None;
+            }
+            let roles: Option<Vec<Role>> = op
+                .inputs
+                .iter()
+                .map(|t| match input_index.get(t) {
+                    _ if *t == previous => Some(Role::Carried),
+                    Some(&j) => Some(Role::Input(j)),
+                    None => None,
+                })
+                .collect();
+            roles.filter(|r| r.contains(&Role::Carried))
+        })
+        .collect();
+    let same = |a: usize, b: usize| {
+        roles[a].is_some()
+            && roles[a] == roles[b]
+            && same_but_scalars(&ops[block.ops[a]].kind, &ops[block.ops[b]].kind)
+    };
+    let mut best: Option<Run> = None;
+    for period in 1..=MAX_PERIOD {
+        let mut k = 0;
+        while k < n {
+            if roles[k].is_none() {
+                k += 1;
+                continue;
+            }
+            let first = k;
+            let mut end = k + 1;
+            while end < n
+                && roles[end].is_some()
+                && (end < first + period || same(end, end - period))
+            {
+                end += 1;
+            }
+            let count = (end - first) / period;
+            let covered = count * period;
+            if count >= 2
+                && covered >= MIN_ROLLED_OPS
+                && best.is_none_or(|b| covered > b.period * b.count)
+            {
+                best = Some(Run {
+                    first,
+                    period,
+                    count,
+                });
+            }
+            k = end.max(k + 1);
+        }
+    }
+    best
+}
+
+/// Whether two ops compute the same function of their operands, their
+/// scalar values aside.
+fn same_but_scalars(a: &OpKind, b: &OpKind) -> bool {
+    match (a, b) {
+        (
+            OpKind::BinaryScalar {
+                op: x,
+                scalar_first: fx,
+                ..
+            },
+            OpKind::BinaryScalar {
+                op: y,
+                scalar_first: fy,
+                ..
+            },
+        ) => x == y && fx == fy,
+        (OpKind::Clamp { .. }, OpKind::Clamp { .. }) => true,
+        (a, b) => a == b,
+    }
+}
+
+/// Writes `run` as a loop: the value before it carried in `c`, the last
+/// op's value named as usual (`v{i}`) after it.
+fn rolled(
+    body: &mut String,
+    block: &ElementwiseBlock,
+    ops: &[OpIr],
+    run: &Run,
+    input_index: &FxHashMap<TensorId, usize>,
+    params: &mut Params,
+) {
+    let region = &block.ops[run.first..run.first + run.period * run.count];
+    let pattern = &region[..run.period];
+    let scalars: Vec<f32> = region
+        .iter()
+        .flat_map(|&i| scalars_of(&ops[i].kind))
+        .collect();
+    let per = scalars.len() / run.count;
+    let (table, stride) = params.push_table(&scalars, per);
+    let before = block.ops[run.first - 1];
+    let _ = writeln!(body, "    var c = v{before};");
+    let _ = writeln!(
+        body,
+        "    for (var it = 0u; it < {}u; it = it + 1u) {{",
+        run.count
+    );
+    for v in 0..per.div_ceil(4) {
+        let _ = writeln!(
+            body,
+            "        let t{v} = params[{table}u + it * {stride}u + {v}u];"
+        );
+    }
+    let mut next = 0;
+    for (j, &i) in pattern.iter().enumerate() {
+        let op = &ops[i];
+        // Roles as in the first period (the same in every period).
+        let previous = ops[if j == 0 { before } else { pattern[j - 1] }].output;
+        let carried = if j == 0 {
+            Value::Carried
+        } else {
+            Value::Looped(j - 1)
+        };
+        let arg = |n: usize| match input_index.get(&op.inputs[n]) {
+            Some(&x) if op.inputs[n] != previous => Value::Input(x),
+            _ => carried,
+        };
+        let _ = write!(body, "        let r{j} = ");
+        let mut scalar = |_: &mut Params, _: f32| {
+            next += 1;
+            Value::Tabled(next - 1)
+        };
+        let _ = expression(body, &op.kind, &arg, &mut scalar, params);
+        body.push_str(";\n");
+    }
+    let _ = writeln!(body, "        c = r{};\n    }}", run.period - 1);
+    let _ = writeln!(body, "    let v{} = c;", region[region.len() - 1]);
+}
+
+/// The scalars an op takes, in the order `expression` asks for them.
+fn scalars_of(kind: &OpKind) -> Vec<f32> {
+    match kind {
+        OpKind::BinaryScalar { scalar, .. } => vec![*scalar],
+        OpKind::Clamp { min, max } => vec![*min, *max],
+        _ => Vec::new(),
+    }
+}
+
 pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     let shape = &src.shape;
     let numel = shape::numel(shape);

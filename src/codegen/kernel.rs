@@ -120,6 +120,26 @@ impl Params {
         Value::Scalar(self.words.len() - 1)
     }
 
+    /// Appends `values` as a table a loop reads `per` at a time (never
+    /// written into the text: a loop whose scalars change keeps its
+    /// pipeline). Each row starts a `vec4`, so an iteration loads whole
+    /// vectors and picks components by constant swizzles: a dynamic index
+    /// per scalar costs SwiftShader as much as the arithmetic. Returns the
+    /// `vec4` index of the first row and the `vec4`s per row.
+    pub(super) fn push_table(&mut self, values: &[f32], per: usize) -> (usize, usize) {
+        while !self.words.len().is_multiple_of(4) {
+            self.words.push(0);
+        }
+        let first = self.words.len() / 4;
+        let stride = per.div_ceil(4).max(1);
+        for row in values.chunks(per.max(1)) {
+            self.words.extend(row.iter().map(|v| v.to_bits()));
+            self.words
+                .resize(self.words.len() + 4 * stride - row.len(), 0);
+        }
+        (first, stride)
+    }
+
     /// The kernel: the shader around `decls` and `body`, and these words.
     pub(super) fn kernel(
         mut self,
@@ -155,6 +175,13 @@ pub(super) enum Value {
     /// Stands in for an operand with no source, in a kernel marked broken
     /// (never launched).
     Missing,
+    /// The value a rolled loop carries from one op to the next, `c`.
+    Carried,
+    /// The value of the `j`th op of a rolled loop's pattern, `r{j}`.
+    Looped(usize),
+    /// Scalar `at` of a rolled loop's pattern, in this iteration's row of
+    /// the table (loaded as `t0`, `t1`, ...: four scalars each).
+    Tabled(usize),
 }
 
 impl std::fmt::Display for Value {
@@ -165,6 +192,14 @@ impl std::fmt::Display for Value {
             Value::Op(i) => write!(f, "v{i}"),
             Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
             Value::Missing => f.write_str("0.0"),
+            Value::Carried => f.write_str("c"),
+            Value::Looped(j) => write!(f, "r{j}"),
+            Value::Tabled(at) => write!(
+                f,
+                "bitcast<f32>(t{}.{})",
+                at / 4,
+                ["x", "y", "z", "w"][at % 4]
+            ),
         }
     }
 }

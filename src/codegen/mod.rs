@@ -55,6 +55,74 @@ mod tests {
         (block, ops)
     }
 
+    /// A chain of `n` ops on input 1 (ids from 2): `add s`, `mul s`, then
+    /// `maximum` with input 1 (a tensor operand), scalars changing by op.
+    fn periodic_chain(n: usize) -> (ElementwiseBlock, Vec<OpIr>) {
+        let ops: Vec<OpIr> = (0..n)
+            .map(|k| {
+                let (kind, inputs) = match k % 3 {
+                    2 => (
+                        OpKind::Binary(BinaryOp::Maximum),
+                        vec![TensorId(k as u64 + 1), TensorId(1)],
+                    ),
+                    r => (
+                        OpKind::BinaryScalar {
+                            op: if r == 0 { BinaryOp::Add } else { BinaryOp::Mul },
+                            scalar: k as f32 * 0.5,
+                            scalar_first: false,
+                        },
+                        vec![TensorId(k as u64 + 1)],
+                    ),
+                };
+                OpIr {
+                    kind,
+                    inputs,
+                    output: TensorId(k as u64 + 2),
+                    shape: vec![16],
+                }
+            })
+            .collect();
+        let block = ElementwiseBlock {
+            anchor: None,
+            ops: (0..n).collect(),
+            inputs: vec![TensorId(1)],
+            outputs: vec![TensorId(n as u64 + 1)],
+            shape: vec![16],
+        };
+        (block, ops)
+    }
+
+    #[test]
+    fn a_long_periodic_chain_is_written_once_as_a_loop_over_a_table_of_scalars() {
+        let text = |n: usize| {
+            let (block, ops) = periodic_chain(n);
+            elementwise(&block, &ops, &[contiguous(&[16])])
+        };
+        let (short, long) = (text(12), text(999));
+        assert!(
+            !short.wgsl.contains("for (var it"),
+            "12 ops stay written out"
+        );
+        assert!(
+            long.wgsl.contains("for (var it = 0u; it < 332u;"),
+            "{}",
+            long.wgsl
+        );
+        assert!(long.wgsl.len() < 4000, "{} bytes", long.wgsl.len());
+        // The scalars live in the words, not in the text, written in or not.
+        let (block, mut ops) = periodic_chain(999);
+        ops[501].kind = OpKind::BinaryScalar {
+            op: BinaryOp::Add,
+            scalar: -7.0,
+            scalar_first: false,
+        };
+        let other = elementwise(&block, &ops, &[contiguous(&[16])]);
+        assert_eq!(other.wgsl, long.wgsl);
+        assert_eq!(other.specialized(), long.specialized());
+        assert_ne!(other.params, long.params);
+        assert!(long.broken.is_none());
+    }
+
     #[test]
     fn the_kernel_text_does_not_depend_on_sizes() {
         let make = |n: usize| {

@@ -240,3 +240,34 @@ pub async fn a_chain_of_ten_thousand_held_ops_is_cut_into_kernels_the_device_com
     assert!((5..=12).contains(&kernels), "{kernels} kernels");
     close_within(&read(&kept[5_000]).await, &want[5_000], 1e-4);
 }
+
+pub async fn a_long_repeating_chain_of_clamps_wheres_and_tensor_operands_matches_the_cpu() {
+    // Written once as a loop (each period: clamp with two scalars, a
+    // product with a tensor, a `where`, an add of a scalar), its scalars
+    // different every period.
+    let gpu = device().await;
+    let xs = [0.5f32, -0.25, 2.0, -3.0, 0.0, 1.5];
+    let conds = [1.0f32, 0.0, 1.0, 0.0, 1.0, 1.0];
+    let x = gpu.tensor(&xs, None).unwrap();
+    let cond = gpu.tensor(&conds, None).unwrap();
+    let mut y = x.clone();
+    let mut want = xs.to_vec();
+    for k in 0..200 {
+        let (lo, hi, s) = (
+            -1.0 - k as f32 * 0.01,
+            1.0 + k as f32 * 0.005,
+            0.001 * k as f32,
+        );
+        y = y.clamp(lo, hi).unwrap();
+        y = y.mul(&x).unwrap();
+        y = gpu.where_(&cond, &y, &x).unwrap();
+        y = y.add(s).unwrap();
+        for (w, (&xv, &c)) in want.iter_mut().zip(xs.iter().zip(&conds)) {
+            let v = w.clamp(lo, hi) * xv;
+            *w = if c != 0.0 { v } else { xv } + s;
+        }
+    }
+    let before = gpu.stats().kernels_launched;
+    close_within(&read(&y).await, &want, 1e-4);
+    assert_eq!(gpu.stats().kernels_launched - before, 1);
+}

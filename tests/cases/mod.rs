@@ -16,6 +16,10 @@ macro_rules! all_cases {
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
         $run!(
             expressions,
+            a_long_repeating_chain_of_clamps_wheres_and_tensor_operands_matches_the_cpu
+        );
+        $run!(
+            expressions,
             a_16_op_chain_with_every_intermediate_held_launches_one_kernel_and_allocates_one_buffer
         );
         $run!(

@@ -26,10 +26,6 @@ pub struct Kernel {
     /// The runtime turns it into an `internal` failure on the block's
     /// outputs; a kernel computing zeros in place of a value would be a lie.
     pub broken: Option<String>,
-    /// Fixed binding slots `(inputs, outputs)`, for a kernel whose text does
-    /// not depend on its block (the interpreter): the runtime binds unused
-    /// input slots to its placeholder and unused output slots to its sink.
-    pub slots: Option<(usize, usize)>,
 }
 
 impl Kernel {
@@ -161,7 +157,6 @@ impl Params {
             scalars: self.scalars,
             workgroups,
             broken: self.broken,
-            slots: None,
         }
     }
 }
@@ -182,8 +177,6 @@ pub(super) enum Value {
     Missing,
     /// The value a rolled loop carries from one op to the next, `c`.
     Carried,
-    /// A variable of the interpreter (`a`, `b`, `c`).
-    Named(&'static str),
     /// The value of the `j`th op of a rolled loop's pattern, `r{j}`.
     Looped(usize),
     /// Scalar `at` of a rolled loop's pattern, in this iteration's row of
@@ -200,7 +193,6 @@ impl std::fmt::Display for Value {
             Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
             Value::Missing => f.write_str("0.0"),
             Value::Carried => f.write_str("c"),
-            Value::Named(name) => f.write_str(name),
             Value::Looped(j) => write!(f, "r{j}"),
             Value::Tabled(at) => write!(
                 f,

@@ -13,13 +13,11 @@
 //! `maxComputeWorkgroupsPerDimension`; a workgroup past the end returns.
 
 mod elementwise;
-mod interpreter;
 mod kernel;
 mod matmul;
 mod reduce;
 
 pub use elementwise::{copy, elementwise};
-pub use interpreter::{interpreted, interpreter};
 pub use kernel::{Access, Group, Kernel};
 pub use matmul::matmul;
 pub use reduce::{Fused, REDUCE_CHUNK, Stage, reduce, reduces_per_thread};

@@ -240,11 +240,6 @@ impl Device {
             }
         });
         let number = NEXT.with(|n| n.replace(n.get() + 1));
-        let mut gpu = gpu;
-        let mut stats = Stats::default();
-        // Compiled now, so no small elementwise chain compiles anything on
-        // its first launch (see `codegen::interpreter`).
-        gpu.precompile(&crate::codegen::interpreter(), &mut stats);
         Ok(Device {
             inner: Rc::new(DeviceCell {
                 state: RefCell::new(DeviceState {
@@ -252,7 +247,7 @@ impl Device {
                     queue: Queue::default(),
                     records: FxHashMap::default(),
                     graph: FailureGraph::default(),
-                    stats,
+                    stats: Stats::default(),
                     capacity: options.capacity.max(1),
                     capture_stacks: options.capture_stacks,
                     error_scopes: options.error_scopes,

@@ -124,8 +124,7 @@ impl Lowering<'_> {
                 };
                 codegen::reduce(x, &last, op, false, stage, Fused::Epilogue(group, write))
             }
-            (None, [], None) => codegen::interpreted(block, ops, &accesses)
-                .unwrap_or_else(|| codegen::elementwise(block, ops, &accesses)),
+            (None, [], None) => codegen::elementwise(block, ops, &accesses),
             _ => return Err("an anchored block's operands do not match its anchor".into()),
         };
         refuse_broken(&kernel)?;
@@ -352,19 +351,12 @@ impl Lowering<'_> {
     /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
     fn launch(&mut self, kernel: &Kernel, inputs: &[wgpu::Buffer], outputs: &[&Written]) {
         let placeholder = self.gpu.placeholder.clone();
-        let sink = self.gpu.sink.clone();
         let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
-        if let Some((slots, _)) = kernel.slots {
-            buffers.resize(slots.max(inputs.len()), &placeholder);
-        }
         for written in outputs {
             match written {
                 Written::Owned(a) => buffers.push(&a.buffer),
                 _ => buffers.push(&placeholder),
             }
-        }
-        if let Some((inputs, outputs)) = kernel.slots {
-            buffers.resize(inputs + outputs, &sink);
         }
         self.gpu.launch(self.encoder, kernel, &buffers, self.stats);
     }

@@ -124,9 +124,6 @@ pub struct Gpu {
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
-    /// Bound to a fixed-slot kernel's unused outputs: a writable binding
-    /// must not share a buffer with any other binding of the launch.
-    pub sink: wgpu::Buffer,
     /// Compiled kernels by text (see `Family`).
     pipelines: FxHashMap<String, Family>,
     /// Pipelines compiled since the current scope opened: when the scope
@@ -224,15 +221,8 @@ impl Gpu {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
-        let sink = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("webfusion sink"),
-            size: 16,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
         Ok(Gpu {
             placeholder,
-            sink,
             device,
             queue,
             limits,
@@ -331,21 +321,6 @@ impl Gpu {
     }
 
     /// Records `kernel` into `encoder`, compiling its pipeline on first use.
-    /// Compiles `kernel` now, into the cache, as its first launch would:
-    /// for a kernel every device needs at once (the interpreter).
-    pub fn precompile(&mut self, text: &str, stats: &mut Stats) {
-        stats.pipelines_compiled += 1;
-        let pipeline = compile(&self.device, text);
-        self.pipelines.insert(
-            text.to_string(),
-            Family {
-                scalars: Vec::new(),
-                specialized: pipeline,
-                general: None,
-            },
-        );
-    }
-
     pub fn launch(
         &mut self,
         encoder: &mut wgpu::CommandEncoder,
@@ -358,7 +333,18 @@ impl Gpu {
         let mut compile = |text: &str| {
             stats.pipelines_compiled += 1;
             compiled.push(kernel.wgsl.clone());
-            compile(device, text)
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(text.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            })
         };
         let pipeline = match self.pipelines.get_mut(&kernel.wgsl) {
             Some(family) => match &family.general {
@@ -546,20 +532,4 @@ fn log(message: &str) {
     web_sys::console::warn_1(&message.into());
     #[cfg(not(target_arch = "wasm32"))]
     eprintln!("{message}");
-}
-
-/// A pipeline for the WGSL `text` (entry point `main`).
-fn compile(device: &wgpu::Device, text: &str) -> wgpu::ComputePipeline {
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: None,
-        source: wgpu::ShaderSource::Wgsl(text.into()),
-    });
-    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: None,
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    })
 }

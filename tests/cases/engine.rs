@@ -141,66 +141,17 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
 
 pub async fn a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice() {
     let gpu = device().await;
-    // Past the interpreter's 4096 elements: a kernel of its own.
-    let n = 8192;
-    let x = gpu.arange(0.0, n as f32, 1.0).unwrap();
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
     read(&x).await;
-    let start = gpu.stats().pipelines_compiled;
     let mut compiled = Vec::new();
     for step in 0..4 {
         let scale = 0.5 + step as f32;
         let y = x.mul(scale).unwrap().add(1.0).unwrap();
-        let values = read(&y).await;
-        assert_eq!(values[..2], [1.0, scale + 1.0]);
-        assert_eq!(values[n - 1], (n - 1) as f32 * scale + 1.0);
-        compiled.push(gpu.stats().pipelines_compiled - start);
+        assert_eq!(read(&y).await, vec![scale + 1.0, 2.0 * scale + 1.0]);
+        compiled.push(gpu.stats().pipelines_compiled);
     }
     // Once with its scalars written in, once reading them as uniforms.
     assert_eq!(compiled, vec![1, 2, 2, 2]);
-}
-
-pub async fn a_new_small_chain_compiles_nothing_the_interpreter_runs_it() {
-    let gpu = device().await;
-    let at_request = gpu.stats().pipelines_compiled;
-    assert_eq!(at_request, 1, "the interpreter, compiled with the device");
-    let x = gpu.tensor(&[1.0, -2.0, 3.0], None).unwrap();
-    let cond = gpu.tensor(&[1.0, 0.0, 1.0], None).unwrap();
-    // Every kind of elementwise op, two outputs, a broadcast input.
-    let row = gpu.tensor(&[0.5], None).unwrap();
-    let a = x.mul(&row).unwrap().exp().unwrap().clamp(0.0, 5.0).unwrap();
-    let b = gpu
-        .where_(&cond, &a, &x)
-        .unwrap()
-        .pow(2.0)
-        .unwrap()
-        .greater(1.0)
-        .unwrap()
-        .add(&gpu.arange(0.0, 3.0, 1.0).unwrap())
-        .unwrap();
-    let both = gpu.cat(&[&a, &b], 0).unwrap();
-    let got = read(&both).await;
-    let want_a: Vec<f32> = [1.0f32, -2.0, 3.0]
-        .iter()
-        .map(|&v| (v * 0.5).exp().clamp(0.0, 5.0))
-        .collect();
-    let want_b: Vec<f32> = (0..3)
-        .map(|i| {
-            let picked = if [1.0, 0.0, 1.0][i] != 0.0 {
-                want_a[i]
-            } else {
-                [1.0, -2.0, 3.0][i]
-            };
-            f32::from(picked.powf(2.0) > 1.0) + i as f32
-        })
-        .collect();
-    close(&got[..3], &want_a);
-    close(&got[3..], &want_b);
-    let after = gpu.stats();
-    assert_eq!(
-        after.pipelines_compiled,
-        at_request + 1,
-        "the cat's copy only"
-    );
 }
 
 pub async fn scalars_keep_their_exact_bits_including_non_finite_ones() {

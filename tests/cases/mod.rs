@@ -64,10 +64,6 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
-            a_new_small_chain_compiles_nothing_the_interpreter_runs_it
-        );
-        $run!(
-            engine,
             a_repeated_loop_creates_no_gpu_buffer_after_its_first_iteration_uniforms_and_staging_included
         );
         $run!(engine, the_queue_flushes_by_itself_at_its_capacity);

@@ -1,5 +1,5 @@
 //! webfusion: a tensor runtime that records ops, runs them fused on the GPU
-//! (WebGPU in the browser; Vulkan, Metal or DX12 natively through wgpu), and
+//! (WebGPU in the browser; Vulkan or Metal natively through wgpu), and
 //! keeps execution failures on the tensors they could not write.
 //!
 //! Data flows one way through the layers, each a folder:

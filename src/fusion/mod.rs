@@ -370,7 +370,7 @@ pub fn op_indices(block: &Block) -> Vec<usize> {
 
 /// Which of `producers` (each op's output and inputs, in execution order)
 /// the values of `outputs` depend on: their indices, in order. The data
-/// dependence the failure model follows (DESIGN.md §2 item 6).
+/// dependence the failure model follows (docs/design.md §2 item 6).
 pub fn cone(producers: &[(TensorId, &[TensorId])], outputs: &[TensorId]) -> Vec<usize> {
     let index: FxHashMap<TensorId, usize> = producers
         .iter()

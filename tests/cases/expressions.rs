@@ -1,4 +1,4 @@
-//! Bytes are written when they are needed (DESIGN.md §2 item 10), in both
+//! Bytes are written when they are needed (docs/design.md §2 item 10), in both
 //! worlds: code that keeps every intermediate in a live handle, as JS code
 //! without `tidy` does, fuses as code that drops them, and a temporary
 //! holds neither bytes nor failures.

@@ -1,4 +1,4 @@
-//! Failures stay on the tensors they could not write (DESIGN.md §2, items
+//! Failures stay on the tensors they could not write (docs/design.md §2, items
 //! 3-9), in both worlds: a read of a tainted tensor fails with the whole
 //! chain back to the root, everything else reads normally, `sync()` tells
 //! the truth, and nothing panics.

@@ -1,6 +1,6 @@
 // Code written the usual JS way, without `tidy`: intermediates kept in
 // variables and arrays, temporaries left to the garbage collector. Bytes are
-// written when they are needed (DESIGN.md §2 item 10), so it fuses as the
+// written when they are needed (docs/design.md §2 item 10), so it fuses as the
 // `tidy` form does, and a temporary holds neither bytes nor failures.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -26,11 +26,12 @@ after(async () => {
   if (consumer) rmSync(consumer, { recursive: true, force: true });
 });
 
-test('the packed package ships the module, its glue, its JS snippet and its types, and nothing else', () => {
+test('the packed package ships the module, its glue, its JS snippet, its types and its license, and nothing else', () => {
   const files = packed.files
     .map((f) => f.path.replace(/^pkg\/snippets\/webfusion-[0-9a-f]+\//, 'pkg/snippets/webfusion-HASH/'))
     .sort();
   assert.deepEqual(files, [
+    'LICENSE',
     'README.md',
     'package.json',
     'pkg/snippets/webfusion-HASH/inline0.js',

@@ -1,21 +1,39 @@
-// The npm package as a user gets it: packed, installed into a scratch
-// project, and imported there by its name.
+// The npm package as a user gets it: packed from a clean checkout (which
+// builds it), installed into a scratch project, and imported there by its
+// name.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { launch, repo, serveFixture, urlOf } from './browser.mjs';
 
 let browser;
 let server;
 let consumer;
+let checkout;
 let packed;
 before(async () => {
   consumer = mkdtempSync(join(tmpdir(), 'webfusion-consumer-'));
-  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', consumer], { cwd: repo });
-  packed = JSON.parse(out)[0];
+  // Packed from a checkout without pkg/ (the working tree's files, as a
+  // clone has them): `npm pack` must build the module itself (prepack).
+  // The build reuses this repository's target/ and node_modules only to
+  // save minutes.
+  checkout = mkdtempSync(join(tmpdir(), 'webfusion-checkout-'));
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: repo })
+    .toString().split('\0').filter((f) => f && existsSync(join(repo, f)));
+  for (const f of files) {
+    mkdirSync(dirname(join(checkout, f)), { recursive: true });
+    cpSync(join(repo, f), join(checkout, f));
+  }
+  symlinkSync(join(repo, 'node_modules'), join(checkout, 'node_modules'));
+  assert.equal(existsSync(join(checkout, 'pkg')), false);
+  const env = { ...process.env, CARGO_TARGET_DIR: join(repo, 'target') };
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', consumer], { cwd: checkout, env });
+  // The build's own lines may come first; npm's JSON starts at a line '['.
+  const text = out.toString();
+  packed = JSON.parse(text.slice(text.search(/^\[$/m)))[0];
   writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   execFileSync('npm', ['install', '--no-audit', '--no-fund', `./${packed.filename}`], { cwd: consumer });
   browser = await launch();
@@ -24,6 +42,7 @@ after(async () => {
   await browser?.close();
   server?.close();
   if (consumer) rmSync(consumer, { recursive: true, force: true });
+  if (checkout) rmSync(checkout, { recursive: true, force: true });
 });
 
 test('the packed package ships the module, its glue, its JS snippet, its types and its license, and nothing else', () => {

@@ -84,8 +84,7 @@ impl JsDevice {
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn tensor(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "number | number[] | any[] | Float32Array")]
-        values: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "NestedNumbers | Float32Array")] values: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number[]")] shape: JsValue,
     ) -> Result<JsValue, JsValue> {
         let op = "tensor";
@@ -334,9 +333,7 @@ impl JsDevice {
     /// `gpuBuffersCreated` every GPU buffer (uniforms and read staging too),
     /// `tensorsHeld` the Tensor objects of this device JS holds undisposed
     /// (TF.js's `numTensors`).
-    #[wasm_bindgen(
-        unchecked_return_type = "{ opsRegistered: number; flushes: number; kernelsLaunched: number; fusedOps: number; buffersAllocated: number; bytesAllocated: number; bytesInUse: number; bytesWritten: number; gpuBuffersCreated: number; pipelinesCompiled: number; pipelineCacheHits: number; failuresHeld: number; expressionsHeld: number; uncapturedErrors: number; tensorsHeld: number }"
-    )]
+    #[wasm_bindgen(unchecked_return_type = "Stats")]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let device = self.device("stats")?;
         let s = device.stats();

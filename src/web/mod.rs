@@ -43,15 +43,103 @@ pub fn panic_count() -> f64 {
     crate::panics_observed() as f64
 }
 
+/// The types wasm-bindgen cannot write from the Rust signatures: values
+/// nested to any depth, `tidy`'s generic signature, the stats, and the
+/// errors a failed read or sync rejects with (`Error`s whose fields these
+/// describe). The tests compile typed code against them with `tsc --strict`.
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &'static str = r#"
+/** A number, or arrays of them nested to any depth (`[[1, 2], [3, 4]]`). */
+export type NestedNumbers = number | NestedNumbers[];
+
+/**
+ * Runs `fn` and disposes every tensor it created, except those it returns
+ * (a tensor, or tensors anywhere inside the arrays, plain objects, `Map`s and
+ * `Set`s it returns). `fn` must not be async.
+ */
+export function tidy<T>(fn: () => T): T;
+
+/** `device.stats()`: the counters of a device's work so far. */
+export interface Stats {
+    opsRegistered: number;
+    flushes: number;
+    kernelsLaunched: number;
+    fusedOps: number;
+    buffersAllocated: number;
+    bytesAllocated: number;
+    bytesInUse: number;
+    /** Bytes kernels wrote (uploads not counted). */
+    bytesWritten: number;
+    /** Every GPU buffer created: storage, uniforms, read staging. */
+    gpuBuffersCreated: number;
+    pipelinesCompiled: number;
+    pipelineCacheHits: number;
+    failuresHeld: number;
+    /** Held tensors kept as expressions: ops recorded, bytes never written. */
+    expressionsHeld: number;
+    /** GPU errors no error scope caught: 0, always. */
+    uncapturedErrors: number;
+    /** Tensor objects of this device JS holds undisposed (TF.js's numTensors). */
+    tensorsHeld: number;
+}
+
+/** What failed first. */
+export interface FailureRoot {
+    kind: 'allocation' | 'index-range' | 'validation' | 'out-of-memory' | 'internal' | 'injected' | 'device-lost';
+    /** The op (or fused ops, `zeros+add`) whose work failed. */
+    op: string;
+    message: string;
+}
+
+/** One op that did not run because an input carried the failure. */
+export interface SkippedOp {
+    op: string;
+    /** The input that carried it (`tensor #5`). */
+    needed: string;
+    produced: string[];
+}
+
+/** One failure a tensor carries, as a read reports it. */
+export interface FailureReport {
+    failureId: number;
+    /** Ops skipped between the root and the tensor read. */
+    depth: number;
+    /** Tensors still carrying the failure. */
+    carriers: number;
+    /** Newest first. */
+    chain: SkippedOp[];
+    droppedSkips: number;
+    root: FailureRoot;
+    /** The line that registered the root op, with `debug.captureStacks`. */
+    registeredAt: string | null;
+}
+
+/** What a read of a tensor whose bytes were never written rejects with: the first failure's fields, every failure in `failures`. */
+export interface TensorError extends Error, FailureReport {
+    name: 'TensorError';
+    /** The id of the tensor read. */
+    tensor: number;
+    failures: FailureReport[];
+    /** The line that asked for the read, with `debug.captureStacks`. */
+    askedAt: string | null;
+}
+
+/** What `sync()` rejects with: each failure since the last sync, once. */
+export interface ExecutionError extends Error {
+    name: 'ExecutionError';
+    failures: { failureId: number; root: FailureRoot; tainted: number }[];
+    /** Failures past the first 256, counted only. */
+    omitted: number;
+}
+"#;
+
 /// `tidy(fn)`: runs `fn` and disposes every tensor it created, except those
 /// it returns (a tensor, or tensors anywhere inside the arrays, plain
 /// objects, `Map`s and `Set`s it returns). Tensors nobody holds can then
 /// fuse: a JS object keeps its tensor alive until it is disposed or
 /// collected, and collection comes late.
-#[wasm_bindgen(unchecked_return_type = "any")]
-pub fn tidy(
-    #[wasm_bindgen(js_name = fn, unchecked_param_type = "() => any")] f: JsValue,
-) -> Result<JsValue, JsValue> {
+#[wasm_bindgen(skip_typescript)]
+pub fn tidy(#[wasm_bindgen(js_name = fn)] f: JsValue) -> Result<JsValue, JsValue> {
     let op = "tidy";
     if !f.is_function() {
         return Err(errors::op_error(

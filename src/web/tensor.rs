@@ -100,7 +100,7 @@ impl JsTensor {
     }
 
     /// `Promise` of the values as nested arrays (a number for a scalar).
-    #[wasm_bindgen(unchecked_return_type = "Promise<number | any[]>")]
+    #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]
     pub fn array(&self) -> Result<Promise, JsValue> {
         let tensor = self.tensor("array")?;
         let asked_at = errors::site_if_captured(tensor.device());

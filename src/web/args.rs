@@ -55,6 +55,12 @@ pub fn describe(value: &JsValue) -> String {
         let n = value.unchecked_ref::<Array>().length();
         return format!("an array of {n} item{}", if n == 1 { "" } else { "s" });
     }
+    // TF.js's tensors by their fields, not their class name (which a
+    // minifier renames): the likeliest foreign tensor to reach this API.
+    let field = |name: &str| Reflect::get(value, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    if field("dataSync").is_function() && !field("dataId").is_undefined() {
+        return "a TF.js Tensor".to_string();
+    }
     // Each step can run user code (a Proxy's traps); a step that throws
     // leaves the plainer description.
     let Ok(proto) = Reflect::get_prototype_of(value) else {

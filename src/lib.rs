@@ -18,6 +18,22 @@
 //! Imports run down that list (`device` excepted, which uses every layer
 //! below it): `runtime` knows nothing of records or failure bookkeeping, `fusion`
 //! nothing of codegen, and `ir` nothing above it.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use webfusion::{Device, DeviceOptions};
+//! let gpu = Device::request(DeviceOptions::default()).await?;
+//! let t = gpu.tensor(&[1.0, 2.0, 3.0], None)?.mul(2.0)?;
+//! assert_eq!(t.to_vec().await?, vec![2.0, 4.0, 6.0]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Natively, run futures with any executor (`pollster::block_on` in
+//! `examples/basic.rs`). In the browser under `wasm-bindgen-test`, Chrome
+//! needs WebGPU on: copy this repository's `webdriver.json` (it passes
+//! `--enable-unsafe-webgpu`) next to your `Cargo.toml`, or the device request
+//! fails with `NoAdapter`.
 
 mod codegen;
 mod device;

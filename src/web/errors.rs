@@ -140,21 +140,15 @@ pub fn execution(err: &ExecutionError) -> JsValue {
     error
 }
 
-/// The user's frame of the current JS stack: the first frame that is not the
-/// library's own glue or wasm. `url:line:column`.
+/// The user's frame of the current JS stack, `url:line:column`: the frame
+/// that called the library's method (cut at that method, which holds in a
+/// bundle too), or, where the engine cannot cut a stack at a function, the
+/// first frame that is not the library's own glue or wasm by file name.
 pub fn caller_site() -> Option<String> {
-    // The library's own frames can be many; make room for the user's.
-    let error_class = js_sys::global()
-        .dyn_into::<Object>()
-        .ok()
-        .and_then(|g| Reflect::get(&g, &"Error".into()).ok())?;
-    let limit = Reflect::get(&error_class, &"stackTraceLimit".into()).unwrap_or(JsValue::UNDEFINED);
-    set(&error_class, "stackTraceLimit", 100);
-    let stack = Reflect::get(&js_sys::Error::new(""), &"stack".into())
-        .ok()
-        .and_then(|s| s.as_string());
-    set(&error_class, "stackTraceLimit", limit);
-    stack?
+    let stack = super::registry::user_stack()
+        .filter(|stack| stack.lines().count() > 1)
+        .or_else(whole_stack)?;
+    stack
         .lines()
         .skip(1)
         .map(str::trim)
@@ -179,4 +173,19 @@ pub fn caller_site() -> Option<String> {
                 None => place.to_string(),
             }
         })
+}
+
+/// The current JS stack, with room for the library's frames above the user's.
+fn whole_stack() -> Option<String> {
+    let error_class = js_sys::global()
+        .dyn_into::<Object>()
+        .ok()
+        .and_then(|g| Reflect::get(&g, &"Error".into()).ok())?;
+    let limit = Reflect::get(&error_class, &"stackTraceLimit".into()).unwrap_or(JsValue::UNDEFINED);
+    set(&error_class, "stackTraceLimit", 100);
+    let stack = Reflect::get(&js_sys::Error::new(""), &"stack".into())
+        .ok()
+        .and_then(|s| s.as_string());
+    set(&error_class, "stackTraceLimit", limit);
+    stack
 }

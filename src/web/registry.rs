@@ -138,6 +138,24 @@ fn brand(
 }
 
 #[wasm_bindgen(inline_js = r#"
+// The guarded method running now: the library's entry point, below which
+// every frame of the stack is the user's.
+let active = null;
+
+// The user's frames of the current stack: those below the library's entry
+// point. By function, not by file name: in a bundle the library and the
+// user's code share a file. `undefined` where the engine cannot cut a stack
+// at a function, or outside a guarded method.
+export function user_stack() {
+  if (active === null || typeof Error.captureStackTrace !== 'function') return undefined;
+  const holder = new Error();
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 100;
+  Error.captureStackTrace(holder, active);
+  Error.stackTraceLimit = limit;
+  return holder.stack;
+}
+
 export function guard_this(proto, className, brands) {
   const describe = (v) => (v === null ? 'null' : typeof v === 'object' ? 'an object' : String(v));
   for (const name of Object.getOwnPropertyNames(proto)) {
@@ -155,10 +173,12 @@ export function guard_this(proto, className, brands) {
       const f = d.value;
       // Fixed arity (no method takes more than three arguments): a rest
       // parameter and `apply` would cost every op registered from JS.
-      d.value = { [name](a, b, c) { if (!brands.has(this)) check(this); return f.call(this, a, b, c); } }[name];
+      const guarded = { [name](a, b, c) { if (!brands.has(this)) check(this); active = guarded; return f.call(this, a, b, c); } }[name];
+      d.value = guarded;
     } else if (d.get) {
       const g = d.get;
-      d.get = function () { if (!brands.has(this)) check(this); return g.call(this); };
+      const guarded = function () { if (!brands.has(this)) check(this); active = guarded; return g.call(this); };
+      d.get = guarded;
     } else {
       continue;
     }
@@ -177,6 +197,9 @@ extern "C" {
     /// instead. On the prototype, once, at the class's first object, like
     /// `redirect_free`.
     fn guard_this(proto: &JsValue, class_name: &str, brands: &WeakMap);
+
+    /// The stack below the guarded method running now (`user_stack`).
+    pub fn user_stack() -> Option<String>;
 }
 
 /// Makes the class's `free()` and `[Symbol.dispose]()` its own release

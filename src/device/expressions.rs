@@ -15,7 +15,7 @@
 //! reduction that cannot take it as prologue, a view, a cat, a kernel of
 //! another shape), everything held that is not elementwise (matmul,
 //! reduction, cat, upload, view: written when their kernel runs, as
-//! always), and the two bounds below.
+//! always), and what the recomputation bounds below write.
 //!
 //! Invariants kept here:
 //! - Every flush that reads an expression computes it: its op, and those of
@@ -58,9 +58,11 @@ use crate::ir::{OpIr, TensorId};
 /// bound: an input shared by two paths counts twice). Past it the tensor is
 /// written. Chosen with the planner's `MAX_BLOCK_OPS` (2048): an expression
 /// this large plus a full default queue (1024 ops) still fit one kernel.
-/// Measured compiling one fused chain of n ops, first read included:
-/// SwiftShader (headless Chromium) 76 ms at 1024, 157 ms at 2048, 341 ms
-/// at 4096, 928 ms at 8192; lavapipe 28, 46, 91, 232 ms.
+/// Measured compiling one fused chain of n ops written out, first read
+/// included: SwiftShader (headless Chromium) 76 ms at 1024, 157 ms at 2048,
+/// 341 ms at 4096, 928 ms at 8192; lavapipe 28, 46, 91, 232 ms. (A chain
+/// that repeats a pattern is rolled into a loop and compiles far faster:
+/// `codegen::elementwise`.)
 pub(crate) const MAX_EXPRESSION_OPS: usize = 1024;
 
 /// The ops a flush runs: expressions it must compute, then the queue.

@@ -12,8 +12,9 @@
 //! all and drives them: a flush plans, decides on the CPU what it can
 //! (failed inputs, limits), lowers, submits under error scopes, settles
 //! (replaying a failing flush part by part) and lands each block's fate on
-//! its outputs; a read asks it whether bytes can be trusted. `web` is the JS
-//! API over the same Rust API.
+//! its outputs; a read asks it whether bytes can be trusted. `autograd`
+//! takes gradients over the ops `tensor` tapes, registering the backward
+//! pass as ordinary ops. `web` is the JS API over the same Rust API.
 //!
 //! Imports run down that list (`device` excepted, which uses every layer
 //! below it): `runtime` knows nothing of records or failure bookkeeping, `fusion`
@@ -35,6 +36,7 @@
 //! `--enable-unsafe-webgpu`) next to your `Cargo.toml`, or the device request
 //! fails with `NoAdapter`.
 
+mod autograd;
 mod codegen;
 mod device;
 mod error;

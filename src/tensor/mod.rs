@@ -2,6 +2,7 @@
 //! output shape, queue the op. Nothing here touches the GPU.
 
 mod ops;
+pub(crate) mod tape;
 use crate::ir::shape;
 
 use std::future::Future;
@@ -120,6 +121,8 @@ impl Device {
         shape::check_size(op, &shape)?;
         let caller = Location::caller();
         let output = TensorId::next();
+        // Kept only while a gradient is being taken: a clone per op otherwise.
+        let taped = tape::recording().then(|| kind.clone());
         self.with_state(|state| {
             // Counted here, not in `register`: a read's own `copy` is no op
             // the program registered.
@@ -135,7 +138,11 @@ impl Device {
                 site,
             );
         });
-        Ok(self.handle(output, shape))
+        let output = self.handle(output, shape);
+        if let Some(kind) = taped {
+            tape::record(&kind, inputs, &output);
+        }
+        Ok(output)
     }
 
     /// The checks every registration shares, under the name of the op the

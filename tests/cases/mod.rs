@@ -6,6 +6,7 @@
 pub mod engine;
 pub mod expressions;
 pub mod failures;
+pub mod gradients;
 pub mod honesty;
 pub mod onnx;
 
@@ -14,6 +15,38 @@ pub mod onnx;
 macro_rules! all_cases {
     ($run:ident) => {
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
+        $run!(
+            gradients,
+            a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients
+        );
+        $run!(
+            gradients,
+            every_unary_op_has_the_gradient_of_finite_differences
+        );
+        $run!(
+            gradients,
+            binary_ops_sum_their_gradients_over_broadcast_axes
+        );
+        $run!(
+            gradients,
+            scalar_operands_clamp_and_where_have_their_gradients
+        );
+        $run!(
+            gradients,
+            reductions_with_and_without_keep_dims_have_their_gradients
+        );
+        $run!(
+            gradients,
+            matmul_2d_and_batched_with_a_broadcast_operand_has_its_gradients
+        );
+        $run!(
+            gradients,
+            views_cat_stack_and_softmax_pass_their_gradients
+        );
+        $run!(
+            gradients,
+            an_mlp_loss_has_the_gradients_of_finite_differences_and_an_unused_input_gets_zeros
+        );
         $run!(
             expressions,
             a_long_repeating_chain_of_clamps_wheres_and_tensor_operands_matches_the_cpu

@@ -1,0 +1,121 @@
+//! Reverse-mode gradients over the recorded ops (TF.js's `grads` and
+//! `valueAndGrads`): `f` runs with its inputs watched, every op it registers
+//! that reads a watched tensor (or one computed from them) is kept on a tape
+//! (`tensor::tape`), and the backward pass walks the tape in reverse,
+//! registering each op's gradient (`rules`) as ordinary ops. Nothing runs
+//! and nothing is read back here: the backward pass is deferred, planned and
+//! fused like the forward pass, and a failure anywhere in either reaches the
+//! gradients through the same failure records as any other tensor.
+
+mod rules;
+
+use rustc_hash::FxHashMap;
+
+use crate::device::Device;
+use crate::error::{ErrorClass, RegistrationError};
+use crate::ir::TensorId;
+use crate::tensor::Tensor;
+use crate::tensor::tape;
+
+type Result<T> = std::result::Result<T, RegistrationError>;
+
+/// A broken invariant of the tape, as the error a caller gets.
+fn internal(why: &str) -> RegistrationError {
+    RegistrationError::new("grads", ErrorClass::Other, format!("internal: {why}"))
+}
+
+impl Device {
+    /// `f(xs)` and its gradients with respect to each of `xs`: `f` must
+    /// return a scalar, or, with `dy`, a tensor of `dy`'s shape (the
+    /// gradients are then of `sum(f(xs) * dy)`). An input `f` does not use
+    /// gets zeros.
+    pub fn value_and_grads(
+        &self,
+        f: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+        xs: &[Tensor],
+        dy: Option<&Tensor>,
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        let op = "grads";
+        let watched: Vec<&Tensor> = xs.iter().collect();
+        self.admit(op, &watched)?;
+        tape::watch(self, xs);
+        let value = f(xs);
+        let tape = tape::stop().ok_or_else(|| internal("the tape was gone"))?;
+        let value = value?;
+        if !value.device().same(self) {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "f returned a tensor of {}, not of {}",
+                    value.device().label(),
+                    self.label()
+                ),
+            ));
+        }
+        let seed = match dy {
+            Some(dy) if dy.shape() == value.shape() => dy.clone(),
+            Some(dy) => {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Other,
+                    format!(
+                        "dy has shape {:?}, f returned {:?}",
+                        dy.shape(),
+                        value.shape()
+                    ),
+                ));
+            }
+            None if value.size() == 1 => self.ones(value.shape())?,
+            None => {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Other,
+                    format!(
+                        "f must return a scalar without dy, it returned shape {:?}",
+                        value.shape()
+                    ),
+                ));
+            }
+        };
+        // The gradient of each tensor reached so far, summed over its uses.
+        let mut grads: FxHashMap<TensorId, Tensor> = FxHashMap::default();
+        grads.insert(value.id(), seed);
+        for entry in tape.entries.iter().rev() {
+            let Some(g) = grads.get(&entry.output.id()).cloned() else {
+                continue; // nothing f returned depends on it
+            };
+            let inputs = rules::vjp(&entry.kind, &entry.inputs, &entry.output, &g)?;
+            for (input, gi) in entry.inputs.iter().zip(inputs) {
+                let Some(gi) = gi else { continue };
+                if !tape.needs.contains(&input.id()) {
+                    continue;
+                }
+                let summed = match grads.remove(&input.id()) {
+                    Some(before) => before.add(&gi)?,
+                    None => gi,
+                };
+                grads.insert(input.id(), summed);
+            }
+        }
+        let grads = xs
+            .iter()
+            .map(|x| match grads.get(&x.id()) {
+                Some(g) => Ok(g.clone()),
+                None => self.zeros(x.shape()),
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        Ok((value, grads))
+    }
+
+    /// The gradients of `f` with respect to each of `xs` (`value_and_grads`
+    /// without the value).
+    pub fn grads(
+        &self,
+        f: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+        xs: &[Tensor],
+        dy: Option<&Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        self.value_and_grads(f, xs, dy).map(|(_, grads)| grads)
+    }
+}

@@ -1,0 +1,289 @@
+//! The gradient of each op: given the gradient `g` of an op's output, the
+//! gradients of its inputs (a vector-Jacobian product), built from ordinary
+//! ops, so the backward pass is recorded, deferred and fused like any other
+//! work. `None` for an input no gradient flows to.
+//!
+//! Conventions where the derivative is not defined everywhere, each chosen
+//! as TF.js does:
+//! - comparisons and `argmax` pass no gradient (they are piecewise constant);
+//! - `relu` and `abs` take derivative 0 at 0; `clamp` passes the gradient
+//!   where `min <= x <= max` (both ends included);
+//! - `maximum(a, b)` sends it to `a` where `a >= b`, else to `b`
+//!   (`minimum`: `a <= b`);
+//! - `max`/`min` reductions send it to every position equal to the
+//!   extremum (ties each get the whole gradient);
+//! - `pow(a, b)`'s gradient for `b` uses `log(a)`, NaN for `a < 0`.
+
+use super::Result;
+use crate::ir::{BinaryOp, OpKind, ReduceOp, UnaryOp, ViewOp};
+use crate::tensor::Tensor;
+
+/// The gradients of `inputs` of an op `kind` that computed `output`, given
+/// the gradient `g` of `output`.
+pub(super) fn vjp(
+    kind: &OpKind,
+    inputs: &[Tensor],
+    output: &Tensor,
+    g: &Tensor,
+) -> Result<Vec<Option<Tensor>>> {
+    let x = inputs.first();
+    Ok(match kind {
+        OpKind::Upload(_) | OpKind::Random { .. } | OpKind::Fill(_) | OpKind::Arange { .. } => {
+            Vec::new()
+        }
+        OpKind::Unary(op) => vec![Some(unary(*op, operand(x)?, output, g)?)],
+        OpKind::Binary(op) => {
+            let (a, b) = (operand(x)?, operand(inputs.get(1))?);
+            let (ga, gb) = binary(*op, a, b, output, g)?;
+            vec![
+                ga.map(|t| unbroadcast(&t, a.shape())).transpose()?,
+                gb.map(|t| unbroadcast(&t, b.shape())).transpose()?,
+            ]
+        }
+        OpKind::BinaryScalar {
+            op,
+            scalar,
+            scalar_first,
+        } => vec![binary_scalar(
+            *op,
+            *scalar,
+            *scalar_first,
+            operand(x)?,
+            output,
+            g,
+        )?],
+        OpKind::Clamp { min, max } => {
+            let x = operand(x)?;
+            let inside = x.greater_equal(*min)?.mul(&x.less_equal(*max)?)?;
+            vec![Some(g.mul(&inside)?)]
+        }
+        OpKind::Where => {
+            let (cond, a, b) = (
+                operand(x)?,
+                operand(inputs.get(1))?,
+                operand(inputs.get(2))?,
+            );
+            let zero = g.device().zeros(&[])?;
+            let to_a = g.device().where_(cond, g, &zero)?;
+            let to_b = g.device().where_(cond, &zero, g)?;
+            vec![
+                None,
+                Some(unbroadcast(&to_a, a.shape())?),
+                Some(unbroadcast(&to_b, b.shape())?),
+            ]
+        }
+        OpKind::View(view) => vec![Some(view_grad(view, operand(x)?, g)?)],
+        OpKind::Copy => vec![Some(g.clone())],
+        OpKind::Reduce { op, axes } => vec![Some(reduce(*op, axes, operand(x)?, output, g)?)],
+        OpKind::Argmax { .. } => vec![None],
+        OpKind::Matmul => {
+            let (a, b) = (operand(x)?, operand(inputs.get(1))?);
+            let ga = g.matmul(&swap_last(b)?)?;
+            let gb = swap_last(a)?.matmul(g)?;
+            vec![
+                Some(unbroadcast(&ga, a.shape())?),
+                Some(unbroadcast(&gb, b.shape())?),
+            ]
+        }
+        OpKind::Cat { axis } => {
+            let mut at = 0;
+            let mut out = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                let mut begin = vec![0; g.rank()];
+                begin[*axis] = at;
+                let mut size: Vec<isize> = input.shape().iter().map(|&d| d as isize).collect();
+                size[*axis] = input.shape()[*axis] as isize;
+                at += input.shape()[*axis];
+                out.push(Some(g.slice(&begin, &size)?));
+            }
+            out
+        }
+    })
+}
+
+/// An op's operand that must be there (the op was validated with it).
+fn operand(t: Option<&Tensor>) -> Result<&Tensor> {
+    t.ok_or_else(|| super::internal("an op on the tape lost an operand"))
+}
+
+fn unary(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    match op {
+        UnaryOp::Neg => g.neg(),
+        UnaryOp::Abs => g.mul(&x.greater(0.0)?.sub(&x.less(0.0)?)?),
+        UnaryOp::Exp => g.mul(y),
+        UnaryOp::Log => g.div(x),
+        UnaryOp::Sqrt => g.mul(0.5)?.div(y),
+        // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y / x
+        UnaryOp::Rsqrt => g.mul(&y.div(x)?.mul(-0.5)?),
+        UnaryOp::Square => g.mul(&x.mul(2.0)?),
+        UnaryOp::Relu => g.mul(&x.greater(0.0)?),
+        UnaryOp::Gelu => {
+            // The tanh form the kernels compute: 0.5 x (1 + t),
+            // t = tanh(k (x + c x^3)).
+            let (k, c) = (0.797_884_6_f32, 0.044_715_f32);
+            let x2 = x.square()?;
+            let t = x.add(&x.mul(&x2)?.mul(c)?)?.mul(k)?.tanh()?;
+            let dt = t
+                .square()?
+                .neg()?
+                .add(1.0)?
+                .mul(&x2.mul(3.0 * c)?.add(1.0)?.mul(k)?)?;
+            let d = t.add(1.0)?.mul(0.5)?.add(&x.mul(0.5)?.mul(&dt)?)?;
+            g.mul(&d)
+        }
+        UnaryOp::Sigmoid => g.mul(&y.mul(&y.neg()?.add(1.0)?)?),
+        UnaryOp::Tanh => g.mul(&y.square()?.neg()?.add(1.0)?),
+        UnaryOp::Sin => g.mul(&x.cos()?),
+        UnaryOp::Cos => g.mul(&x.sin()?.neg()?),
+    }
+}
+
+/// The gradients of `a op b`, at the broadcast shape.
+fn binary(
+    op: BinaryOp,
+    a: &Tensor,
+    b: &Tensor,
+    y: &Tensor,
+    g: &Tensor,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    Ok(match op {
+        BinaryOp::Add => (Some(g.clone()), Some(g.clone())),
+        BinaryOp::Sub => (Some(g.clone()), Some(g.neg()?)),
+        BinaryOp::Mul => (Some(g.mul(b)?), Some(g.mul(a)?)),
+        BinaryOp::Div => (Some(g.div(b)?), Some(g.mul(y)?.div(b)?.neg()?)),
+        BinaryOp::Pow => (
+            Some(g.mul(b)?.mul(&a.pow(&b.sub(1.0)?)?)?),
+            Some(g.mul(y)?.mul(&a.log()?)?),
+        ),
+        BinaryOp::Maximum => {
+            let to_a = a.greater_equal(b)?;
+            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.neg()?.add(1.0)?)?))
+        }
+        BinaryOp::Minimum => {
+            let to_a = a.less_equal(b)?;
+            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.neg()?.add(1.0)?)?))
+        }
+        BinaryOp::Equal
+        | BinaryOp::Greater
+        | BinaryOp::GreaterEqual
+        | BinaryOp::Less
+        | BinaryOp::LessEqual => (None, None),
+    })
+}
+
+/// The gradient of `x op s` (or `s op x` when `scalar_first`).
+fn binary_scalar(
+    op: BinaryOp,
+    s: f32,
+    scalar_first: bool,
+    x: &Tensor,
+    y: &Tensor,
+    g: &Tensor,
+) -> Result<Option<Tensor>> {
+    Ok(Some(match (op, scalar_first) {
+        (BinaryOp::Add, _) => g.clone(),
+        (BinaryOp::Sub, false) => g.clone(),
+        (BinaryOp::Sub, true) => g.neg()?,
+        (BinaryOp::Mul, _) => g.mul(s)?,
+        (BinaryOp::Div, false) => g.div(s)?,
+        // d/dx s/x = -s/x^2 = -y/x
+        (BinaryOp::Div, true) => g.mul(&y.div(x)?.neg()?)?,
+        (BinaryOp::Pow, false) => g.mul(&x.pow(s - 1.0)?.mul(s)?)?,
+        (BinaryOp::Pow, true) => g.mul(&y.mul(s.ln())?)?,
+        (BinaryOp::Maximum, _) => g.mul(&x.greater_equal(s)?)?,
+        (BinaryOp::Minimum, _) => g.mul(&x.less_equal(s)?)?,
+        (
+            BinaryOp::Equal
+            | BinaryOp::Greater
+            | BinaryOp::GreaterEqual
+            | BinaryOp::Less
+            | BinaryOp::LessEqual,
+            _,
+        ) => return Ok(None),
+    }))
+}
+
+fn view_grad(view: &ViewOp, x: &Tensor, g: &Tensor) -> Result<Tensor> {
+    let dims: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+    match view {
+        ViewOp::Transpose(perm) => {
+            let mut inverse = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i;
+            }
+            g.transpose(Some(&inverse))
+        }
+        ViewOp::Reshape | ViewOp::ExpandDims(_) | ViewOp::Squeeze(_) => g.reshape(&dims),
+        ViewOp::Broadcast => unbroadcast(g, x.shape()),
+        ViewOp::Slice(begin) => {
+            // The gradient in place, zeros around it: along each axis, the
+            // zeros before and after the box joined to it.
+            let mut padded = g.clone();
+            for (d, &start) in begin.iter().enumerate() {
+                let end = start + g.shape()[d];
+                let mut pieces = Vec::new();
+                let mut shape = padded.shape().to_vec();
+                if start > 0 {
+                    shape[d] = start;
+                    pieces.push(g.device().zeros(&shape)?);
+                }
+                pieces.push(padded.clone());
+                if end < x.shape()[d] {
+                    shape[d] = x.shape()[d] - end;
+                    pieces.push(g.device().zeros(&shape)?);
+                }
+                if pieces.len() > 1 {
+                    let refs: Vec<&Tensor> = pieces.iter().collect();
+                    padded = g.device().cat(&refs, d as isize)?;
+                }
+            }
+            Ok(padded)
+        }
+    }
+}
+
+fn reduce(op: ReduceOp, axes: &[usize], x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    // The output and its gradient with the reduced axes kept (size 1), so
+    // they broadcast over the input.
+    let kept: Vec<isize> = x
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if axes.contains(&d) { 1 } else { n as isize })
+        .collect();
+    let g = g.reshape(&kept)?.broadcast_to(x.shape())?;
+    let y = || -> Result<Tensor> { y.reshape(&kept)?.broadcast_to(x.shape()) };
+    match op {
+        ReduceOp::Sum => Ok(g),
+        ReduceOp::Mean => {
+            let count: usize = axes.iter().map(|&d| x.shape()[d]).product();
+            g.div(count.max(1) as f32)
+        }
+        ReduceOp::Max | ReduceOp::Min => g.mul(&x.equal(&y()?)?),
+        ReduceOp::LogSumExp => g.mul(&x.sub(&y()?)?.exp()?),
+    }
+}
+
+/// `t` with its last two axes swapped.
+fn swap_last(t: &Tensor) -> Result<Tensor> {
+    let r = t.rank();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.swap(r - 2, r - 1);
+    t.transpose(Some(&perm))
+}
+
+/// A gradient at a broadcast shape summed back to `shape`: over the leading
+/// axes `shape` does not have, and over the axes where it has 1.
+pub(super) fn unbroadcast(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    let extra = g.rank() - shape.len();
+    let axes: Vec<isize> = (0..g.rank())
+        .filter(|&d| d < extra || (shape[d - extra] == 1 && g.shape()[d] != 1))
+        .map(|d| d as isize)
+        .collect();
+    let summed = g.sum(Some(&axes), true)?;
+    let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+    summed.reshape(&dims)
+}

@@ -1,0 +1,560 @@
+//! Gradients against central finite differences computed in f64 on the CPU,
+//! in both worlds. Each check takes the op's function twice: on the GPU
+//! (webfusion's ops, gradients by `value_and_grads`) and on the CPU (plain
+//! f64), reduced to a scalar by a weighted sum with fixed, distinct weights
+//! so every element's gradient differs.
+//!
+//! Tolerance: |gpu - fd| <= 2e-3 * max(1, |fd|). The finite differences
+//! (h = 1e-4, f64) are exact to ~1e-8; the rest is the GPU's f32 arithmetic
+//! through the forward and backward passes (transcendentals to ~1e-6
+//! relative, sums of up to 60 terms).
+
+use webfusion::{Device, RegistrationError, Tensor};
+
+use super::engine::{device, read};
+
+type GpuFn = dyn Fn(&[Tensor]) -> Result<Tensor, RegistrationError>;
+type CpuFn = dyn Fn(&[Vec<f64>]) -> Vec<f64>;
+
+/// Seeded values in `[lo, hi)`.
+fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+/// Checks the gradients of `sum(f(xs) * w)` with respect to each input,
+/// `f` given on the GPU and on the CPU (returning its output's elements in
+/// row-major order; `out` is the output's shape).
+async fn check(
+    gpu: &Device,
+    what: &str,
+    inputs: &[(&[usize], f64, f64)],
+    out: &[usize],
+    gpu_f: &GpuFn,
+    cpu_f: &CpuFn,
+) {
+    let xs: Vec<Vec<f64>> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, (shape, lo, hi))| values(shape.iter().product(), 7 + k as u64, *lo, *hi))
+        .collect();
+    let n_out: usize = out.iter().product();
+    let w = values(n_out, 99, 0.5, 1.5);
+    let loss = |xs: &[Vec<f64>]| -> f64 { cpu_f(xs).iter().zip(&w).map(|(y, w)| y * w).sum() };
+    let tensors: Vec<Tensor> = xs
+        .iter()
+        .zip(inputs)
+        .map(|(x, (shape, ..))| {
+            let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            gpu.tensor(&x32, Some(shape)).unwrap()
+        })
+        .collect();
+    let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+    let weights = gpu.tensor(&w32, Some(out)).unwrap();
+    let (value, grads) = gpu
+        .value_and_grads(
+            |xs| gpu_f(xs)?.mul(&weights)?.sum(None, false),
+            &tensors,
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    // The CPU sees the inputs as the GPU does: rounded to f32.
+    let xs: Vec<Vec<f64>> = xs
+        .iter()
+        .map(|x| x.iter().map(|&v| v as f32 as f64).collect())
+        .collect();
+    let got = read(&value).await[0] as f64;
+    let want = loss(&xs);
+    assert!(
+        (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+        "{what}: value {got} vs {want}"
+    );
+    for (k, grad) in grads.iter().enumerate() {
+        assert_eq!(grad.shape(), inputs[k].0, "{what}: input {k}'s gradient");
+        let got = read(grad).await;
+        for i in 0..xs[k].len() {
+            let h = 1e-4;
+            let mut up = xs.clone();
+            up[k][i] += h;
+            let mut down = xs.clone();
+            down[k][i] -= h;
+            let fd = (loss(&up) - loss(&down)) / (2.0 * h);
+            let g = got[i] as f64;
+            assert!(
+                (g - fd).abs() <= 2e-3 * fd.abs().max(1.0),
+                "{what}: d/dx{k}[{i}] = {g}, finite differences give {fd}"
+            );
+        }
+    }
+}
+
+fn gelu(x: f64) -> f64 {
+    0.5 * x * (1.0 + (0.797_884_560_8 * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+pub async fn every_unary_op_has_the_gradient_of_finite_differences() {
+    let gpu = device().await;
+    type Unary = (
+        &'static str,
+        fn(&Tensor) -> Result<Tensor, RegistrationError>,
+        fn(f64) -> f64,
+        f64,
+        f64,
+    );
+    let ops: [Unary; 13] = [
+        ("neg", Tensor::neg, |x| -x, -2.0, 2.0),
+        ("abs", Tensor::abs, f64::abs, 0.1, 2.0),
+        ("exp", Tensor::exp, f64::exp, -2.0, 2.0),
+        ("log", Tensor::log, f64::ln, 0.2, 3.0),
+        ("sqrt", Tensor::sqrt, f64::sqrt, 0.2, 3.0),
+        ("rsqrt", Tensor::rsqrt, |x| 1.0 / x.sqrt(), 0.3, 3.0),
+        ("square", Tensor::square, |x| x * x, -2.0, 2.0),
+        ("relu", Tensor::relu, |x| x.max(0.0), 0.1, 2.0),
+        ("gelu", Tensor::gelu, gelu, -2.0, 2.0),
+        (
+            "sigmoid",
+            Tensor::sigmoid,
+            |x| 1.0 / (1.0 + (-x).exp()),
+            -3.0,
+            3.0,
+        ),
+        ("tanh", Tensor::tanh, f64::tanh, -2.0, 2.0),
+        ("sin", Tensor::sin, f64::sin, -3.0, 3.0),
+        ("cos", Tensor::cos, f64::cos, -3.0, 3.0),
+    ];
+    for (name, op, f, lo, hi) in ops {
+        check(
+            &gpu,
+            name,
+            &[(&[2, 3], lo, hi)],
+            &[2, 3],
+            &move |xs| op(&xs[0]),
+            &move |xs| xs[0].iter().map(|&x| f(x)).collect(),
+        )
+        .await;
+    }
+    // relu and abs on the negative side too.
+    check(
+        &gpu,
+        "relu<0",
+        &[(&[4], -2.0, -0.1)],
+        &[4],
+        &|xs| xs[0].relu(),
+        &|xs| xs[0].iter().map(|&x| x.max(0.0)).collect(),
+    )
+    .await;
+}
+
+/// `a` [2,3] op `b` broadcast from `b_shape` ([3] or [2,1]).
+fn broadcast_pairs(a: &[f64], b: &[f64], b_shape: &[usize], f: fn(f64, f64) -> f64) -> Vec<f64> {
+    (0..6)
+        .map(|i| {
+            let (r, c) = (i / 3, i % 3);
+            let j = if b_shape == [3] { c } else { r };
+            f(a[i], b[j])
+        })
+        .collect()
+}
+
+pub async fn binary_ops_sum_their_gradients_over_broadcast_axes() {
+    let gpu = device().await;
+    type Binary = (
+        &'static str,
+        fn(&Tensor, &Tensor) -> Result<Tensor, RegistrationError>,
+        fn(f64, f64) -> f64,
+    );
+    let ops: [Binary; 7] = [
+        ("add", |a, b| a.add(b), |a, b| a + b),
+        ("sub", |a, b| a.sub(b), |a, b| a - b),
+        ("mul", |a, b| a.mul(b), |a, b| a * b),
+        ("div", |a, b| a.div(b), |a, b| a / b),
+        ("pow", |a, b| a.pow(b), f64::powf),
+        ("maximum", |a, b| a.maximum(b), f64::max),
+        ("minimum", |a, b| a.minimum(b), f64::min),
+    ];
+    for (name, op, f) in ops {
+        for b_shape in [&[3usize][..], &[2, 1]] {
+            check(
+                &gpu,
+                &format!("{name} [2,3] x {b_shape:?}"),
+                &[(&[2, 3], 0.5, 2.0), (b_shape, 0.4, 1.9)],
+                &[2, 3],
+                &move |xs| op(&xs[0], &xs[1]),
+                &move |xs| broadcast_pairs(&xs[0], &xs[1], b_shape, f),
+            )
+            .await;
+        }
+    }
+}
+
+pub async fn scalar_operands_clamp_and_where_have_their_gradients() {
+    let gpu = device().await;
+    let one = |f: fn(f64) -> f64| move |xs: &[Vec<f64>]| xs[0].iter().map(|&x| f(x)).collect();
+    check(
+        &gpu,
+        "x - 3",
+        &[(&[5], -2.0, 2.0)],
+        &[5],
+        &|xs| xs[0].sub(3.0),
+        &one(|x| x - 3.0),
+    )
+    .await;
+    check(
+        &gpu,
+        "2 / x",
+        &[(&[5], 0.5, 2.0)],
+        &[5],
+        &|xs| xs[0].device().full(&[], 2.0)?.div(&xs[0]),
+        &one(|x| 2.0 / x),
+    )
+    .await;
+    check(
+        &gpu,
+        "x ^ 3",
+        &[(&[5], 0.5, 2.0)],
+        &[5],
+        &|xs| xs[0].pow(3.0),
+        &one(|x| x.powi(3)),
+    )
+    .await;
+    check(
+        &gpu,
+        "clamp",
+        &[(&[8], -2.0, 2.0)],
+        &[8],
+        &|xs| xs[0].clamp(-1.0, 1.0),
+        &one(|x| x.clamp(-1.0, 1.0)),
+    )
+    .await;
+    // where(x > 0, x * 2, x * x): the condition passes nothing.
+    check(
+        &gpu,
+        "where",
+        &[(&[6], -2.0, 2.0)],
+        &[6],
+        &|xs| {
+            let x = &xs[0];
+            x.device()
+                .where_(&x.greater(0.0)?, &x.mul(2.0)?, &x.square()?)
+        },
+        &one(|x| if x > 0.0 { 2.0 * x } else { x * x }),
+    )
+    .await;
+}
+
+pub async fn reductions_with_and_without_keep_dims_have_their_gradients() {
+    let gpu = device().await;
+    // x [2,3,4] reduced over axis 1 (kept or not) and over everything.
+    let over_1 = |f: fn(&[f64]) -> f64| {
+        move |xs: &[Vec<f64>]| {
+            let x = &xs[0];
+            let mut out = Vec::new();
+            for i in 0..2 {
+                for k in 0..4 {
+                    let line: Vec<f64> = (0..3).map(|j| x[i * 12 + j * 4 + k]).collect();
+                    out.push(f(&line));
+                }
+            }
+            out
+        }
+    };
+    let sum: fn(&[f64]) -> f64 = |l| l.iter().sum();
+    let mean: fn(&[f64]) -> f64 = |l| l.iter().sum::<f64>() / l.len() as f64;
+    let max: fn(&[f64]) -> f64 = |l| l.iter().copied().fold(f64::MIN, f64::max);
+    let min: fn(&[f64]) -> f64 = |l| l.iter().copied().fold(f64::MAX, f64::min);
+    let lse: fn(&[f64]) -> f64 = |l| l.iter().map(|v| v.exp()).sum::<f64>().ln();
+    type Reduce = fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor, RegistrationError>;
+    type Line = fn(&[f64]) -> f64;
+    let ops: [(&str, Reduce, Line); 5] = [
+        ("sum", Tensor::sum, sum),
+        ("mean", Tensor::mean, mean),
+        ("max", Tensor::max, max),
+        ("min", Tensor::min, min),
+        ("logSumExp", Tensor::log_sum_exp, lse),
+    ];
+    for (name, op, f) in ops {
+        for keep in [false, true] {
+            let out: &[usize] = if keep { &[2, 1, 4] } else { &[2, 4] };
+            check(
+                &gpu,
+                &format!("{name}(axis 1, keepDims {keep})"),
+                &[(&[2, 3, 4], -2.0, 2.0)],
+                out,
+                &move |xs| op(&xs[0], Some(&[1]), keep),
+                &over_1(f),
+            )
+            .await;
+        }
+        check(
+            &gpu,
+            &format!("{name}(all)"),
+            &[(&[2, 3, 4], -2.0, 2.0)],
+            &[],
+            &move |xs| op(&xs[0], None, false),
+            &move |xs| vec![f(&xs[0])],
+        )
+        .await;
+    }
+}
+
+/// `a` [batch?, m, k] times `b` [k, n] (the batch broadcast over `b`).
+fn matmul_cpu(a: &[f64], b: &[f64], batch: usize, m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; batch * m * n];
+    for t in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                out[(t * m + i) * n + j] =
+                    (0..k).map(|p| a[(t * m + i) * k + p] * b[p * n + j]).sum();
+            }
+        }
+    }
+    out
+}
+
+pub async fn matmul_2d_and_batched_with_a_broadcast_operand_has_its_gradients() {
+    let gpu = device().await;
+    check(
+        &gpu,
+        "matmul [3,4] x [4,5]",
+        &[(&[3, 4], -1.0, 1.0), (&[4, 5], -1.0, 1.0)],
+        &[3, 5],
+        &|xs| xs[0].matmul(&xs[1]),
+        &|xs| matmul_cpu(&xs[0], &xs[1], 1, 3, 4, 5),
+    )
+    .await;
+    check(
+        &gpu,
+        "matmul [2,3,4] x [4,5]",
+        &[(&[2, 3, 4], -1.0, 1.0), (&[4, 5], -1.0, 1.0)],
+        &[2, 3, 5],
+        &|xs| xs[0].matmul(&xs[1]),
+        &|xs| matmul_cpu(&xs[0], &xs[1], 2, 3, 4, 5),
+    )
+    .await;
+}
+
+pub async fn views_cat_stack_and_softmax_pass_their_gradients() {
+    let gpu = device().await;
+    // x [2,3]: transpose, reshape, slice, broadcast, expand/squeeze, flatten,
+    // each then multiplied by itself so the gradient depends on the value.
+    let x_of = |xs: &[Vec<f64>]| xs[0].clone();
+    check(
+        &gpu,
+        "transpose",
+        &[(&[2, 3], -1.0, 1.0)],
+        &[3, 2],
+        &|xs| {
+            let t = xs[0].transpose(None)?;
+            t.mul(&t)
+        },
+        &move |xs| {
+            let x = x_of(xs);
+            (0..6)
+                .map(|i| {
+                    let (r, c) = (i / 2, i % 2);
+                    x[c * 3 + r].powi(2)
+                })
+                .collect()
+        },
+    )
+    .await;
+    check(
+        &gpu,
+        "reshape+flatten",
+        &[(&[2, 3], -1.0, 1.0)],
+        &[6],
+        &|xs| xs[0].reshape(&[3, 2])?.flatten()?.exp(),
+        &|xs| xs[0].iter().map(|v| v.exp()).collect(),
+    )
+    .await;
+    check(
+        &gpu,
+        "slice",
+        &[(&[3, 4], -1.0, 1.0)],
+        &[2, 2],
+        &|xs| xs[0].slice(&[1, 1], &[2, 2])?.square(),
+        &|xs| {
+            let x = &xs[0];
+            vec![x[5] * x[5], x[6] * x[6], x[9] * x[9], x[10] * x[10]]
+        },
+    )
+    .await;
+    check(
+        &gpu,
+        "broadcastTo+expandDims+squeeze",
+        &[(&[3], -1.0, 1.0)],
+        &[2, 3],
+        &|xs| {
+            xs[0]
+                .expand_dims(0)?
+                .broadcast_to(&[2, 3])?
+                .mul(&xs[0])?
+                .squeeze(None)
+        },
+        &|xs| {
+            let x = &xs[0];
+            (0..6).map(|i| x[i % 3] * x[i % 3]).collect()
+        },
+    )
+    .await;
+    check(
+        &gpu,
+        "cat",
+        &[(&[2, 2], -1.0, 1.0), (&[2, 1], -1.0, 1.0)],
+        &[2, 3],
+        &|xs| xs[0].device().cat(&[&xs[0], &xs[1].mul(3.0)?], 1),
+        &|xs| {
+            let (a, b) = (&xs[0], &xs[1]);
+            vec![a[0], a[1], 3.0 * b[0], a[2], a[3], 3.0 * b[1]]
+        },
+    )
+    .await;
+    check(
+        &gpu,
+        "stack",
+        &[(&[3], -1.0, 1.0), (&[3], -1.0, 1.0)],
+        &[2, 3],
+        &|xs| xs[0].device().stack(&[&xs[0], &xs[1].exp()?], 0),
+        &|xs| {
+            let mut out = xs[0].clone();
+            out.extend(xs[1].iter().map(|v| v.exp()));
+            out
+        },
+    )
+    .await;
+    let softmax_rows = |x: &[f64], log: bool| -> Vec<f64> {
+        x.chunks(4)
+            .flat_map(|row| {
+                let m = row.iter().copied().fold(f64::MIN, f64::max);
+                let z: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                row.iter()
+                    .map(move |v| {
+                        if log {
+                            v - m - z.ln()
+                        } else {
+                            (v - m).exp() / z
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    check(
+        &gpu,
+        "softmax",
+        &[(&[2, 4], -2.0, 2.0)],
+        &[2, 4],
+        &|xs| xs[0].softmax(-1),
+        &move |xs| softmax_rows(&xs[0], false),
+    )
+    .await;
+    check(
+        &gpu,
+        "logSoftmax",
+        &[(&[2, 4], -2.0, 2.0)],
+        &[2, 4],
+        &|xs| xs[0].log_softmax(-1),
+        &move |xs| softmax_rows(&xs[0], true),
+    )
+    .await;
+}
+
+pub async fn an_mlp_loss_has_the_gradients_of_finite_differences_and_an_unused_input_gets_zeros() {
+    let gpu = device().await;
+    // x [4,3] -> relu(x w1 + b1) w2 -> mean squared error to a fixed target.
+    check(
+        &gpu,
+        "mlp",
+        &[
+            (&[3, 5], -0.8, 0.8),
+            (&[5], -0.3, 0.3),
+            (&[5, 2], -0.8, 0.8),
+        ],
+        &[],
+        &|ws| {
+            let d = ws[0].device();
+            let x = d.tensor(
+                &[
+                    0.5, -1.0, 2.0, 1.5, 0.3, -0.7, -0.2, 0.9, 1.1, 0.4, -1.3, 0.8,
+                ],
+                Some(&[4, 3]),
+            )?;
+            let target = d.tensor(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0], Some(&[4, 2]))?;
+            let h = x.matmul(&ws[0])?.add(&ws[1])?.relu()?;
+            h.matmul(&ws[2])?.sub(&target)?.square()?.mean(None, false)
+        },
+        &|ws| {
+            let x = [
+                0.5, -1.0, 2.0, 1.5, 0.3, -0.7, -0.2, 0.9, 1.1, 0.4, -1.3, 0.8,
+            ];
+            let target = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0];
+            let mut h = matmul_cpu(&x, &ws[0], 1, 4, 3, 5);
+            for (i, v) in h.iter_mut().enumerate() {
+                *v = (*v + ws[1][i % 5]).max(0.0);
+            }
+            let y = matmul_cpu(&h, &ws[2], 1, 4, 5, 2);
+            vec![
+                y.iter()
+                    .zip(target)
+                    .map(|(y, t)| (y - t).powi(2))
+                    .sum::<f64>()
+                    / 8.0,
+            ]
+        },
+    )
+    .await;
+    let a = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let unused = gpu.tensor(&[3.0, 4.0, 5.0], None).unwrap();
+    let grads = gpu
+        .grads(|xs| xs[0].square()?.sum(None, false), &[a, unused], None)
+        .unwrap();
+    assert_eq!(read(&grads[0]).await, vec![2.0, 4.0]);
+    assert_eq!(read(&grads[1]).await, vec![0.0, 0.0, 0.0]);
+    // A non-scalar result needs dy.
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let refused = gpu.grads(|xs| xs[0].exp(), std::slice::from_ref(&x), None);
+    let Err(refused) = refused else {
+        panic!("grads of a non-scalar without dy was accepted")
+    };
+    assert!(refused.to_string().contains("scalar"), "{refused}");
+    let dy = gpu.tensor(&[1.0, -1.0], None).unwrap();
+    let g = gpu.grads(|xs| xs[0].mul(3.0), &[x], Some(&dy)).unwrap();
+    assert_eq!(read(&g[0]).await, vec![3.0, -3.0]);
+}
+
+pub async fn a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[0.5, -0.25], None).unwrap();
+    // 2^36 elements: no kernel can index them, forward or backward.
+    let (value, grads) = gpu
+        .value_and_grads(
+            |xs| {
+                xs[0]
+                    .reshape(&[1, 1, 2])?
+                    .broadcast_to(&[1 << 17, 1 << 18, 2])?
+                    .exp()?
+                    .sum(None, false)
+            },
+            std::slice::from_ref(&x),
+            None,
+        )
+        .unwrap();
+    let value_error = super::engine::read_err(&value).await;
+    let grad_error = super::engine::read_err(&grads[0]).await;
+    // Refused on the CPU either way: as a buffer past maxBufferSize where a
+    // value must be stored, as work past 32-bit indexing where it is not.
+    use webfusion::FailureKind::{Allocation, IndexRange};
+    for error in [&value_error, &grad_error] {
+        let kind = error.first().unwrap().root.kind;
+        assert!(matches!(kind, Allocation | IndexRange), "{error}");
+    }
+    // Everything else reads normally, the input included.
+    assert_eq!(read(&x).await, vec![0.5, -0.25]);
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release npm package into pkg/: the wasm module, its JS glue and
-# TypeScript types, optimised for speed by binaryen's wasm-opt. Also run by
+# TypeScript types, optimised for speed by binaryen's wasm-opt. With weak
+# references, a Rust closure handed to JS (`grads(f)`'s function) is freed
+# when the collector takes it. Also run by
 # `npm pack` and `npm publish` (prepack), so a package is never packed from
 # a clone without its module. Speed, not
 # size: every op a program registers runs through this module on the CPU
@@ -18,7 +20,7 @@ done
 
 cargo build --release --lib --target wasm32-unknown-unknown
 rm -rf pkg
-wasm-bindgen --target web --out-dir pkg "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/webfusion.wasm"
+wasm-bindgen --target web --weak-refs --out-dir pkg "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/webfusion.wasm"
 before=$(stat -c %s pkg/webfusion_bg.wasm)
 # The features rustc's wasm32 target emits by default.
 node_modules/.bin/wasm-opt -O3 \

@@ -19,6 +19,7 @@
 //! - `tensor.rs`: the `Tensor` class and its op families.
 //! - `errors.rs`: JS errors built from the Rust error values, and the
 //!   user's JS frame for reports.
+//! - `autograd.rs`: `grads(f)` and `valueAndGrads(f)`.
 //! - here: start-up, `panicCount()` and `tidy()`.
 
 use wasm_bindgen::prelude::*;
@@ -26,6 +27,7 @@ use wasm_bindgen::prelude::*;
 use crate::ErrorClass;
 
 mod args;
+mod autograd;
 mod device;
 mod errors;
 mod registry;
@@ -58,6 +60,17 @@ export type NestedNumbers = number | NestedNumbers[];
  * `Set`s it returns). `fn` must not be async.
  */
 export function tidy<T>(fn: () => T): T;
+
+/**
+ * TF.js's `grads(f)`: a function of `(xs, dy?)` that runs `f(...xs)` and
+ * returns the gradient with respect to each of `xs` (`f` returns a scalar,
+ * or, with `dy`, a tensor of `dy`'s shape). Deferred and fused like any work.
+ * As in TF.js, the tensors `f` makes are disposed afterwards, all but its result.
+ */
+export function grads(f: (...xs: Tensor[]) => Tensor): (xs: Tensor[], dy?: Tensor) => Tensor[];
+
+/** `grads`, with `f`'s value: `(xs, dy?) => ({ value, grads })`. */
+export function valueAndGrads(f: (...xs: Tensor[]) => Tensor): (xs: Tensor[], dy?: Tensor) => { value: Tensor; grads: Tensor[] };
 
 /** `device.stats()`: the counters of a device's work so far. */
 export interface Stats {

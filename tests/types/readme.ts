@@ -1,8 +1,8 @@
 // Typed code a user writes, compiled with `tsc --strict` against the built
 // package's declarations (tests/page/types.test.mjs). The README example,
 // then the API's shapes, then calls that must not compile.
-import init, { Device, tidy } from 'webfusion';
-import type { ExecutionError, NestedNumbers, Stats, TensorError } from 'webfusion';
+import init, { Device, grads, tidy, valueAndGrads } from 'webfusion';
+import type { ExecutionError, NestedNumbers, Stats, Tensor, TensorError } from 'webfusion';
 
 await init();
 const gpu = await Device.request();
@@ -19,6 +19,11 @@ const kernels: number = stats.kernelsLaunched + stats.expressionsHeld;
 
 // tidy returns what its function returns, typed.
 const kept: { a: typeof t; n: number } = tidy(() => ({ a: t.exp(), n: 3 }));
+
+// Gradients, TF.js's way.
+const dx: Tensor[] = grads((a: Tensor, b: Tensor) => a.mul(b).sum())([t, t]);
+const { value, grads: dxs } = valueAndGrads((a: Tensor) => a.square().sum())([t]);
+console.log(dx, value.shape, dxs.length);
 
 // Errors carry typed fields.
 try {

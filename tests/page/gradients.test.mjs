@@ -1,0 +1,96 @@
+// Gradients from JS, TF.js's way: grads(f)(xs, dy?) and
+// valueAndGrads(f)(xs, dy?), with what f throws thrown as is.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, serveFixture, urlOf } from './browser.mjs';
+
+let browser;
+let server;
+let page;
+const run = (fn, arg) =>
+  page.evaluate(
+    async ([source, arg]) => {
+      const wf = await import('webfusion');
+      // eslint-disable-next-line no-new-func
+      return new Function(`return (${source})`)()(wf, arg);
+    },
+    [fn.toString(), arg],
+  );
+
+before(async () => {
+  browser = await launch();
+  server = await serveFixture();
+  page = await browser.newPage();
+  await page.goto(urlOf(server));
+  await page.evaluate(async () => (await import('webfusion')).default());
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+test('grads and valueAndGrads give the gradients of f, and bad calls throw naming what was wrong', async () => {
+  const r = await run(async ({ Device, grads, valueAndGrads }) => {
+    const gpu = await Device.request();
+    const x = gpu.tensor([1, 2, 3]);
+    const w = gpu.tensor([0.5, -1, 2]);
+    // f = sum((x w)^2): d/dx = 2 x w^2, d/dw = 2 x^2 w.
+    const [gx, gw] = grads((x, w) => x.mul(w).square().sum())([x, w]);
+    const { value, grads: [ge] } = valueAndGrads((x) => x.exp().sum())([x]);
+    const [gdy] = grads((x) => x.mul(3))([x], gpu.tensor([1, 0, -1]));
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    return {
+      gx: Array.from(await gx.data()),
+      gw: Array.from(await gw.data()),
+      value: (await value.data())[0],
+      ge: Array.from(await ge.data()),
+      gdy: Array.from(await gdy.data()),
+      thrown: error(() => grads(() => { throw new RangeError('mine'); })([x])),
+      notTensor: error(() => grads(() => 3)([x])),
+      notScalar: error(() => grads((x) => x.exp())([x])),
+      notFunction: error(() => grads(5)),
+      noXs: error(() => grads((x) => x)([])),
+    };
+  });
+  assert.deepEqual(r.gx, [0.5, 4, 24]);
+  assert.deepEqual(r.gw, [1, -8, 36]);
+  assert.ok(Math.abs(r.value - (Math.E + Math.E ** 2 + Math.E ** 3)) < 1e-3);
+  r.ge.forEach((v, i) => assert.ok(Math.abs(v - Math.E ** (i + 1)) < 1e-4, `${r.ge}`));
+  assert.deepEqual(r.gdy, [3, 0, -3]);
+  assert.equal(r.thrown, 'RangeError: mine', 'what f threw, as is');
+  assert.match(r.notTensor, /^TypeError: grads: expected a webfusion Tensor returned by f, got 3/);
+  assert.match(r.notScalar, /^Error: grads: f must return a scalar without dy/);
+  assert.match(r.notFunction, /^TypeError: grads: f must be a function, got 5/);
+  assert.match(r.noXs, /^TypeError: grads: xs must hold at least one tensor/);
+});
+
+test('a gradient step in a loop without tidy keeps memory, failures and tensors held flat', async () => {
+  const r = await run(async ({ Device, valueAndGrads }) => {
+    const gpu = await Device.request();
+    const x = gpu.randomUniform([16, 4], { min: -1, max: 1, seed: 1 });
+    const y = gpu.randomUniform([16, 1], { min: -1, max: 1, seed: 2 });
+    let w = gpu.randomUniform([4, 1], { min: -0.5, max: 0.5, seed: 3 });
+    const step = valueAndGrads((w) => x.matmul(w).sub(y).square().mean());
+    const losses = [];
+    let baseline = null;
+    const drift = [];
+    for (let i = 0; i < 200; i += 1) {
+      const { value, grads: [g] } = step([w]);
+      losses.push((await value.data())[0]);
+      const scaled = g.mul(0.1);
+      const next = w.sub(scaled);
+      for (const t of [value, g, scaled, w]) t.dispose();
+      w = next;
+      await w.data();
+      const s = gpu.stats();
+      const now = [s.bytesInUse, s.failuresHeld, s.tensorsHeld];
+      if (i === 20) baseline = now;
+      else if (i > 20 && now.join() !== baseline.join()) drift.push({ i, now });
+    }
+    return { first: losses[0], last: losses[losses.length - 1], drift: drift.slice(0, 3), baseline };
+  });
+  assert.ok(r.last < r.first * 0.9, `the loss falls: ${r.first} -> ${r.last}`);
+  assert.deepEqual(r.drift, [], `flat at ${r.baseline}`);
+  assert.equal(r.baseline[1], 0, 'no failure held');
+  assert.equal(r.baseline[2], 3, 'x, y and w: what f made was disposed');
+});

@@ -52,6 +52,7 @@ export const WORKLOADS = [
   { id: 'W2-1024', name: 'matmul 1024', n: 1024, heavy: true },
   { id: 'W3', name: 'MLP forward 256x784-512-512-10', heavy: true },
   { id: 'W4', name: 'MLP SGD training step', heavy: true },
+  { id: 'W4-autograd', name: 'the W4 step, its gradients by valueAndGrads', heavy: true },
   { id: 'W5', name: 'sum over last axis of [1024,4096]' },
   { id: 'W6', name: '1000 small ops on 16 elements' },
   { id: 'W7', name: 'softmax over last axis of [1024,1024]' },
@@ -65,7 +66,7 @@ export const WORKLOADS = [
  * `asWritten: true`, as people write it: every intermediate kept in a
  * variable (`k` pushes it into an array) and disposed after the read.
  */
-export function webfusionWorkload({ tidy, asWritten = false }, gpu, id) {
+export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gpu, id) {
   const read = async (build) => {
     const kept = [];
     const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
@@ -143,6 +144,40 @@ export function webfusionWorkload({ tidy, asWritten = false }, gpu, id) {
         },
       };
     }
+    case 'W4-autograd': {
+      let params = mlpWeights().flatMap(({ w, b, shape }) => [gpu.tensor(w, shape), gpu.tensor(b)]);
+      const x = seeded(MLP.batch * MLP.sizes[0], 4);
+      const y = oneHot(MLP.batch, 10, 5);
+      return {
+        step: async () => {
+          const kept = [];
+          const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
+          const build = () => {
+            const input = k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
+            const labels = k(gpu.tensor(y, [MLP.batch, 10]));
+            const loss = (...ps) => {
+              let h = input;
+              for (let i = 0; i < 3; i++) {
+                const z = h.matmul(ps[2 * i]).add(ps[2 * i + 1]);
+                h = i < 2 ? z.relu() : z;
+              }
+              return labels.mul(h.logSoftmax(-1)).sum().neg().div(MLP.batch);
+            };
+            const { value, grads } = valueAndGrads(loss)(params);
+            const next = params.map((p, i) => p.sub(k(grads[i].mul(MLP.lr))));
+            if (asWritten) kept.push(...grads);
+            return { value, next };
+          };
+          const { value, next } = asWritten ? build() : tidy(build);
+          const values = await value.data();
+          value.dispose();
+          for (const t of kept) t.dispose();
+          params.forEach((p) => p.dispose());
+          params = next;
+          return values;
+        },
+      };
+    }
     case 'W5': {
       const data = seeded(1024 * 4096, 6);
       return { step: () => read((k) => k(k(gpu.tensor(data, [1024, 4096])).sum(-1))) };
@@ -188,7 +223,7 @@ export function tfjsWorkload(tf, id) {
         },
       };
     }
-    case 'W4': {
+    case 'W4': case 'W4-autograd': {
       const layers = mlpWeights().map(({ w, b, shape }) => ({ w: tf.variable(tf.tensor(w, shape)), b: tf.variable(tf.tensor(b)) }));
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       const y = oneHot(MLP.batch, 10, 5);

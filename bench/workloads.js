@@ -67,13 +67,23 @@ export const WORKLOADS = [
  * variable (`k` pushes it into an array) and disposed after the read.
  */
 export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gpu, id) {
-  const read = async (build) => {
+  // One iteration's intermediates: `k(t)` keeps `t` (as written) or lets it
+  // be (under tidy); `build(f)` runs `f` as written or inside tidy;
+  // `dispose(except)` disposes what was kept, all but `except`.
+  const keeper = () => {
     const kept = [];
-    const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
-    const y = asWritten ? build(k) : tidy(() => build(k));
+    return {
+      k: asWritten ? (t) => { kept.push(t); return t; } : (t) => t,
+      build: (f) => (asWritten ? f() : tidy(f)),
+      dispose: (except) => { for (const t of kept) if (t !== except) t.dispose(); },
+    };
+  };
+  const read = async (build) => {
+    const { k, build: run, dispose } = keeper();
+    const y = run(() => build(k));
     try { return await y.data(); } finally {
       y.dispose();
-      for (const t of kept) if (t !== y) t.dispose();
+      dispose(y);
     }
   };
   const chain = (k, x, ops) => ops.reduce((y, [op, arg]) => k(arg === undefined ? y[op]() : y[op](arg === 'x' ? x : arg)), x);
@@ -104,8 +114,7 @@ export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gp
       const y = oneHot(MLP.batch, 10, 5);
       return {
         step: async () => {
-          const kept = [];
-          const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
+          const { k, build: run, dispose } = keeper();
           const build = () => {
             const input = k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
             const labels = k(gpu.tensor(y, [MLP.batch, 10]));
@@ -134,10 +143,10 @@ export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gp
             }
             return { loss, next };
           };
-          const { loss, next } = asWritten ? build() : tidy(build);
+          const { loss, next } = run(build);
           const values = await loss.data();
           loss.dispose();
-          for (const t of kept) if (t !== loss) t.dispose();
+          dispose(loss);
           layers.forEach(({ w, b }) => { w.dispose(); b.dispose(); });
           layers = next;
           return values;
@@ -150,8 +159,7 @@ export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gp
       const y = oneHot(MLP.batch, 10, 5);
       return {
         step: async () => {
-          const kept = [];
-          const k = asWritten ? (t) => { kept.push(t); return t; } : (t) => t;
+          const { k, build: run, dispose } = keeper();
           const build = () => {
             const input = k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
             const labels = k(gpu.tensor(y, [MLP.batch, 10]));
@@ -164,14 +172,13 @@ export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gp
               return labels.mul(h.logSoftmax(-1)).sum().neg().div(MLP.batch);
             };
             const { value, grads } = valueAndGrads(loss)(params);
-            const next = params.map((p, i) => p.sub(k(grads[i].mul(MLP.lr))));
-            if (asWritten) kept.push(...grads);
+            const next = params.map((p, i) => p.sub(k(k(grads[i]).mul(MLP.lr))));
             return { value, next };
           };
-          const { value, next } = asWritten ? build() : tidy(build);
+          const { value, next } = run(build);
           const values = await value.data();
           value.dispose();
-          for (const t of kept) t.dispose();
+          dispose(value);
           params.forEach((p) => p.dispose());
           params = next;
           return values;

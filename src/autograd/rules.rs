@@ -91,8 +91,7 @@ pub(super) fn vjp(
             for input in inputs {
                 let mut begin = vec![0; g.rank()];
                 begin[*axis] = at;
-                let mut size: Vec<isize> = input.shape().iter().map(|&d| d as isize).collect();
-                size[*axis] = input.shape()[*axis] as isize;
+                let size: Vec<isize> = input.shape().iter().map(|&d| d as isize).collect();
                 at += input.shape()[*axis];
                 out.push(Some(g.slice(&begin, &size)?));
             }

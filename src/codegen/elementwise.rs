@@ -92,7 +92,7 @@ pub(super) fn fused(
     let mut k = 0;
     while k < block.ops.len() {
         if let Some(run) = run.as_ref().filter(|r| r.first == k) {
-            rolled(&mut body, block, ops, run, &input_index, params);
+            rolled(&mut body, block, ops, run, params);
             k += run.period * run.count;
             continue;
         }
@@ -183,11 +183,13 @@ const MAX_PERIOD: usize = 8;
 /// before it (the value the loop carries, used by nothing else) and
 /// otherwise only the block's inputs and scalars; op `k + period` is op `k`
 /// with other scalars.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Run {
     first: usize,
     period: usize,
     count: usize,
+    /// How each op of the pattern reads each of its operands.
+    roles: Vec<Vec<Role>>,
 }
 
 /// How an operand of a chained op is read.
@@ -274,12 +276,17 @@ fn periodic_run(
             let covered = count * period;
             if count >= 2
                 && covered >= MIN_ROLLED_OPS
-                && best.is_none_or(|b| covered > b.period * b.count)
+                && best.as_ref().is_none_or(|b| covered > b.period * b.count)
             {
                 best = Some(Run {
                     first,
                     period,
                     count,
+                    roles: roles[first..first + period]
+                        .iter()
+                        .flatten()
+                        .cloned()
+                        .collect(),
                 });
             }
             k = end.max(k + 1);
@@ -316,7 +323,6 @@ fn rolled(
     block: &ElementwiseBlock,
     ops: &[OpIr],
     run: &Run,
-    input_index: &FxHashMap<TensorId, usize>,
     params: &mut Params,
 ) {
     let region = &block.ops[run.first..run.first + run.period * run.count];
@@ -341,18 +347,16 @@ fn rolled(
         );
     }
     let mut next = 0;
-    for (j, &i) in pattern.iter().enumerate() {
+    for (j, (&i, roles)) in pattern.iter().zip(&run.roles).enumerate() {
         let op = &ops[i];
-        // Roles as in the first period (the same in every period).
-        let previous = ops[if j == 0 { before } else { pattern[j - 1] }].output;
         let carried = if j == 0 {
             Value::Carried
         } else {
             Value::Looped(j - 1)
         };
-        let arg = |n: usize| match input_index.get(&op.inputs[n]) {
-            Some(&x) if op.inputs[n] != previous => Value::Input(x),
-            _ => carried,
+        let arg = |n: usize| match roles[n] {
+            Role::Carried => carried,
+            Role::Input(x) => Value::Input(x),
         };
         let _ = write!(body, "        let r{j} = ");
         let mut scalar = |_: &mut Params, _: f32| {

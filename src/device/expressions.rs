@@ -51,18 +51,14 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Data, DeviceState, Expr};
-use crate::fusion;
+use crate::fusion::{self, Block};
 use crate::ir::{OpIr, TensorId};
 
 /// The most ops a kernel computing one expression inline may take (an upper
 /// bound: an input shared by two paths counts twice). Past it the tensor is
-/// written. Chosen with the planner's `MAX_BLOCK_OPS` (2048): an expression
-/// this large plus a full default queue (1024 ops) still fit one kernel.
-/// Measured compiling one fused chain of n ops written out, first read
-/// included: SwiftShader (headless Chromium) 76 ms at 1024, 157 ms at 2048,
-/// 341 ms at 4096, 928 ms at 8192; lavapipe 28, 46, 91, 232 ms. (A chain
-/// that repeats a pattern is rolled into a loop and compiles far faster:
-/// `codegen::elementwise`.)
+/// written. Chosen with the planner's `MAX_BLOCK_OPS` (2048, where the
+/// compile times measured are): an expression this large plus a full default
+/// queue (1024 ops) still fit one kernel.
 pub(crate) const MAX_EXPRESSION_OPS: usize = 1024;
 
 /// The ops a flush runs: expressions it must compute, then the queue.
@@ -225,11 +221,15 @@ impl DeviceState {
         }
     }
 
-    /// After a flush of `ops` is encoded: each tensor of its queue that was
-    /// not written, is elementwise, and is held (or read by another such
-    /// tensor) becomes an expression; the expressions it computed inline
-    /// are marked so. `computed[i]`: whether a kernel computed `ops[i]`.
-    pub(super) fn keep_expressions(&mut self, ops: &[OpIr], prepended: usize, computed: &[bool]) {
+    /// After a flush of `ops` is encoded as `blocks`: each tensor of its
+    /// queue that was not written, is elementwise, and is held (or read by
+    /// another such tensor) becomes an expression; the expressions a block
+    /// computed inline are marked so.
+    pub(super) fn keep_expressions(&mut self, ops: &[OpIr], prepended: usize, blocks: &[Block]) {
+        let mut computed = vec![false; ops.len()];
+        for i in blocks.iter().flat_map(fusion::op_indices) {
+            computed[i] = true;
+        }
         let mut needed: FxHashSet<TensorId> = FxHashSet::default();
         for (i, op) in ops.iter().enumerate().rev() {
             let Some(record) = self.records.get_mut(&op.output) else {

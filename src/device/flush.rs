@@ -159,13 +159,7 @@ impl DeviceState {
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
         }
-        let mut computed = vec![false; ops.len()];
-        for block in &blocks {
-            for i in fusion::op_indices(block) {
-                computed[i] = true;
-            }
-        }
-        self.keep_expressions(&ops, gathered.prepended, &computed);
+        self.keep_expressions(&ops, gathered.prepended, &blocks);
         self.submissions.push_back(Submission {
             seq,
             ops,

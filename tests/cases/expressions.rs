@@ -17,6 +17,17 @@ fn step(y: &Tensor, x: &Tensor, i: usize) -> Tensor {
     }
 }
 
+/// `x` and the `n` tensors of `step` applied `n` times to it, every one
+/// kept in a live handle, as code without `tidy` keeps them.
+fn held_chain(x: &Tensor, n: usize) -> Vec<Tensor> {
+    let mut kept = vec![x.clone()];
+    for i in 0..n {
+        let next = step(kept.last().unwrap(), x, i);
+        kept.push(next);
+    }
+    kept
+}
+
 /// `step` on the CPU: every intermediate's values.
 fn steps_on_cpu(x: &[f32], n: usize) -> Vec<Vec<f32>> {
     let mut out = vec![x.to_vec()];
@@ -43,11 +54,7 @@ pub async fn a_16_op_chain_with_every_intermediate_held_launches_one_kernel_and_
     let x = gpu.tensor(&data, None).unwrap();
     gpu.sync().await.expect("upload");
     let before = gpu.stats();
-    let mut kept = vec![x.clone()];
-    for i in 0..16 {
-        let next = step(kept.last().unwrap(), &x, i);
-        kept.push(next);
-    }
+    let mut kept = held_chain(&x, 16);
     let want = steps_on_cpu(&data, 16);
     close_within(&read(&kept[16]).await, &want[16], 1e-5);
     let after = gpu.stats();
@@ -227,11 +234,7 @@ pub async fn a_chain_of_ten_thousand_held_ops_is_cut_into_kernels_the_device_com
     let x = gpu.tensor(&data, None).unwrap();
     gpu.sync().await.expect("upload");
     let before = gpu.stats();
-    let mut kept = vec![x.clone()];
-    for i in 0..10_000 {
-        let next = step(kept.last().unwrap(), &x, i);
-        kept.push(next);
-    }
+    let kept = held_chain(&x, 10_000);
     let want = steps_on_cpu(&data, 10_000);
     close_within(&read(&kept[10_000]).await, &want[10_000], 1e-4);
     let kernels = gpu.stats().kernels_launched - before.kernels_launched;

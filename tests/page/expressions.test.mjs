@@ -2,34 +2,11 @@
 // variables and arrays, temporaries left to the garbage collector. Bytes are
 // written when they are needed (docs/design.md §2 item 10), so it fuses as the
 // `tidy` form does, and a temporary holds neither bytes nor failures.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, serveFixture, urlOf } from './browser.mjs';
+import { sharedPage } from './shared-page.mjs';
 
-let browser;
-let server;
-let page;
-const run = (fn, arg) =>
-  page.evaluate(
-    async ([source, arg]) => {
-      const wf = await import('webfusion');
-      // eslint-disable-next-line no-new-func
-      return new Function(`return (${source})`)()(wf, arg);
-    },
-    [fn.toString(), arg],
-  );
-
-before(async () => {
-  browser = await launch();
-  server = await serveFixture();
-  page = await browser.newPage();
-  await page.goto(urlOf(server));
-  await page.evaluate(async () => (await import('webfusion')).default());
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const { run } = sharedPage();
 
 test('a 16-op chain kept in an array launches one kernel and allocates one buffer, and an intermediate read afterwards is computed inline', async () => {
   const result = await run(async ({ Device }) => {

@@ -1,37 +1,14 @@
 // Failures as a JS user meets them: structured errors with the whole chain,
 // sync() that tells the truth, and a page whose module never panics. Every
 // test runs in one page, so the panic counter at the end covers them all.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, serveFixture, urlOf } from './browser.mjs';
+import { sharedPage } from './shared-page.mjs';
 
-let browser;
-let server;
-let page;
-const run = (fn, arg) =>
-  page.evaluate(
-    async ([source, arg]) => {
-      const wf = await import('webfusion');
-      // eslint-disable-next-line no-new-func
-      return new Function(`return (${source})`)()(wf, arg);
-    },
-    [fn.toString(), arg],
-  );
-
-before(async () => {
-  browser = await launch();
-  server = await serveFixture();
-  page = await browser.newPage();
-  await page.goto(urlOf(server));
-  await page.evaluate(async () => (await import('webfusion')).default());
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const { run, page } = sharedPage();
 
 test('the seed scenario rejects only the huge tensor, with the chain, the root and the line that registered it', async () => {
-  const result = await page.evaluate(async () => {
+  const result = await page().evaluate(async () => {
     const { seedScenario } = await import('/seed.js');
     return seedScenario(await import('webfusion'));
   });

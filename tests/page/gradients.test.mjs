@@ -1,33 +1,10 @@
 // Gradients from JS, TF.js's way: grads(f)(xs, dy?) and
 // valueAndGrads(f)(xs, dy?), with what f throws thrown as is.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, serveFixture, urlOf } from './browser.mjs';
+import { sharedPage } from './shared-page.mjs';
 
-let browser;
-let server;
-let page;
-const run = (fn, arg) =>
-  page.evaluate(
-    async ([source, arg]) => {
-      const wf = await import('webfusion');
-      // eslint-disable-next-line no-new-func
-      return new Function(`return (${source})`)()(wf, arg);
-    },
-    [fn.toString(), arg],
-  );
-
-before(async () => {
-  browser = await launch();
-  server = await serveFixture();
-  page = await browser.newPage();
-  await page.goto(urlOf(server));
-  await page.evaluate(async () => (await import('webfusion')).default());
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const { run } = sharedPage();
 
 test('grads and valueAndGrads give the gradients of f, and bad calls throw naming what was wrong', async () => {
   const r = await run(async ({ Device, grads, valueAndGrads }) => {

@@ -14,7 +14,8 @@
 //! (replaying a failing flush part by part) and lands each block's fate on
 //! its outputs; a read asks it whether bytes can be trusted. `autograd`
 //! takes gradients over the ops `tensor` tapes, registering the backward
-//! pass as ordinary ops. `web` is the JS API over the same Rust API.
+//! pass as ordinary ops; `train` holds variables and optimizers, whose
+//! steps replace values through `commit` ops, all or nothing. `web` is the JS API over the same Rust API.
 //!
 //! Imports run down that list (`device` excepted, which uses every layer
 //! below it): `runtime` knows nothing of records or failure bookkeeping, `fusion`
@@ -45,6 +46,7 @@ mod fusion;
 mod ir;
 mod runtime;
 mod tensor;
+mod train;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
@@ -56,3 +58,4 @@ pub use failure::{
 pub use ir::{OP_NAMES, TensorId};
 pub use runtime::Stats;
 pub use tensor::{Operand, Tensor};
+pub use train::{Optimizer, Variable, variable_grads};

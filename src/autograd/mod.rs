@@ -35,6 +35,26 @@ impl Device {
         xs: &[Tensor],
         dy: Option<&Tensor>,
     ) -> Result<(Tensor, Vec<Tensor>)> {
+        let (value, grads) = self.gradients(f, xs, dy)?;
+        let grads = xs
+            .iter()
+            .zip(grads)
+            .map(|(x, g)| match g {
+                Some(g) => Ok(g),
+                None => self.zeros(x.shape()),
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        Ok((value, grads))
+    }
+
+    /// `value_and_grads`, with `None` for an input the value does not
+    /// depend on (TF.js's `variableGrads` leaves those out).
+    pub(crate) fn gradients(
+        &self,
+        f: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+        xs: &[Tensor],
+        dy: Option<&Tensor>,
+    ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
         let op = "grads";
         let watched: Vec<&Tensor> = xs.iter().collect();
         self.admit(op, &watched)?;
@@ -98,13 +118,7 @@ impl Device {
                 grads.insert(input.id(), summed);
             }
         }
-        let grads = xs
-            .iter()
-            .map(|x| match grads.get(&x.id()) {
-                Some(g) => Ok(g.clone()),
-                None => self.zeros(x.shape()),
-            })
-            .collect::<Result<Vec<Tensor>>>()?;
+        let grads = xs.iter().map(|x| grads.get(&x.id()).cloned()).collect();
         Ok((value, grads))
     }
 

@@ -76,6 +76,10 @@ pub(super) fn vjp(
         OpKind::Copy => vec![Some(g.clone())],
         OpKind::Reduce { op, axes } => vec![Some(reduce(*op, axes, operand(x)?, output, g)?)],
         OpKind::Argmax { .. } => vec![None],
+        // Not a function of its inputs' values but of their fate: no
+        // gradient flows through a step's commit.
+        OpKind::Commit { .. } => vec![None; inputs.len()],
+        OpKind::Guard => vec![Some(g.clone())],
         OpKind::Matmul => {
             let (a, b) = (operand(x)?, operand(inputs.get(1))?);
             let ga = g.matmul(&swap_last(b)?)?;

@@ -62,23 +62,29 @@ pub(super) fn fused(
         let _ = writeln!(body, "    let x{j} = in{}[{index}];", first_binding - 1 + j);
     }
 
-    // Each op's value, named v{op index}; operands resolve to a loaded input,
-    // the anchor's value, or an earlier value of this block.
+    // Each op's value, named v{its position in the block} (not in the flush:
+    // the same block at another place in another flush must have the same
+    // text, or its pipeline is compiled again); operands resolve to a
+    // loaded input, the anchor's value, or an earlier value of this block.
     let input_index: FxHashMap<TensorId, usize> = block
         .inputs
         .iter()
         .enumerate()
         .map(|(j, &t)| (t, j))
         .collect();
-    let producer: FxHashMap<TensorId, usize> =
-        block.ops.iter().map(|&i| (ops[i].output, i)).collect();
+    let producer: FxHashMap<TensorId, usize> = block
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (ops[i].output, k))
+        .collect();
     let anchor = block.anchor.map(|i| ops[i].output);
     let missing = std::cell::Cell::new(None);
     let value_of = |t: TensorId| -> Value {
         match (input_index.get(&t), producer.get(&t)) {
             _ if Some(t) == anchor => Value::Anchor,
             (Some(&j), _) => Value::Input(j),
-            (None, Some(&i)) => Value::Op(i),
+            (None, Some(&k)) => Value::Op(k),
             // The planner gives every operand a source.
             (None, None) => {
                 missing.set(Some(t));
@@ -98,7 +104,7 @@ pub(super) fn fused(
         }
         let i = block.ops[k];
         let op = &ops[i];
-        let _ = write!(body, "    let v{i} = ");
+        let _ = write!(body, "    let v{k} = ");
         let arg = |n: usize| value_of(op.inputs[n]);
         let _ = expression(&mut body, &op.kind, &arg, &mut |p, v| p.push_f32(v), params);
         body.push_str(";\n");
@@ -116,10 +122,10 @@ pub(super) fn fused(
     if let Some(t) = missing.get() {
         params.breaks(format!("{t} has no source in the fused block"));
     }
-    let last = block
-        .ops
-        .last()
-        .map_or_else(|| "anchor".to_string(), |&i| format!("v{i}"));
+    let last = match block.ops.len() {
+        0 => "anchor".to_string(),
+        n => format!("v{}", n - 1),
+    };
     let function =
         format!("fn fused(idx: u32, anchor: f32) -> f32 {{\n{body}    return {last};\n}}\n");
     (decls, function)
@@ -317,7 +323,7 @@ fn same_but_scalars(a: &OpKind, b: &OpKind) -> bool {
 }
 
 /// Writes `run` as a loop: the value before it carried in `c`, the last
-/// op's value named as usual (`v{i}`) after it.
+/// op's value named as usual (`v{k}`) after it.
 fn rolled(
     body: &mut String,
     block: &ElementwiseBlock,
@@ -333,8 +339,7 @@ fn rolled(
         .collect();
     let per = scalars.len() / run.count;
     let (table, stride) = params.push_table(&scalars, per);
-    let before = block.ops[run.first - 1];
-    let _ = writeln!(body, "    var c = v{before};");
+    let _ = writeln!(body, "    var c = v{};", run.first - 1);
     let _ = writeln!(
         body,
         "    for (var it = 0u; it < {}u; it = it + 1u) {{",
@@ -367,7 +372,7 @@ fn rolled(
         body.push_str(";\n");
     }
     let _ = writeln!(body, "        c = r{};\n    }}", run.period - 1);
-    let _ = writeln!(body, "    let v{} = c;", region[region.len() - 1]);
+    let _ = writeln!(body, "    let v{} = c;", run.first + region.len() - 1);
 }
 
 /// The scalars an op takes, in the order `expression` asks for them.

@@ -168,7 +168,7 @@ pub(super) enum Value {
     Anchor,
     /// Input `j`, loaded as `x{j}`.
     Input(usize),
-    /// The value of op `i` of the flush, `v{i}`.
+    /// The value of the block's `k`th op, `v{k}`.
     Op(usize),
     /// Uniform word `k` read as a float.
     Scalar(usize),

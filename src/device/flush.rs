@@ -58,6 +58,8 @@ pub(crate) struct BlockRun {
     pub injected: Vec<Injected>,
     /// Once replayed: the parts it ran as, each in its own scope.
     pub parts: Vec<Part>,
+    /// Whether it is a `commit`, decided when it settles (`commit`).
+    pub commit: bool,
 }
 
 /// A piece of a replayed block that writes some of its outputs (with one
@@ -206,7 +208,15 @@ impl DeviceState {
             live: Vec::new(),
             injected: Vec::new(),
             parts: Vec::new(),
+            commit: false,
         };
+        if let Block::Single(i) = block
+            && let OpKind::Commit { .. } = ops[*i].kind
+        {
+            run.commit = true;
+            self.prepare_commit(&ops[*i], &mut run, seq);
+            return run;
+        }
 
         // Inputs that carry failures: the ops reading them are skipped.
         let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
@@ -275,7 +285,7 @@ impl DeviceState {
     /// on the CPU while an input's submission is pending may yet gain that
     /// submission's failure: it stays pending on this one, so a read waits
     /// to report both. Asked only for outputs that fail here.
-    fn pending_while_inputs_are(&self, steps: &[Step], seq: u64) -> Option<u64> {
+    pub(super) fn pending_while_inputs_are(&self, steps: &[Step], seq: u64) -> Option<u64> {
         steps
             .iter()
             .flat_map(|s| &s.inputs)
@@ -427,8 +437,10 @@ impl DeviceState {
     /// Whether `op` is a view that aliases its input's memory: no kernel,
     /// no buffer (a reshape of strided memory copies instead).
     fn aliases(&self, op: &OpIr) -> bool {
-        let OpKind::View(view) = &op.kind else {
-            return false;
+        let view = match &op.kind {
+            OpKind::View(view) => view,
+            OpKind::Commit { .. } | OpKind::Guard => return true,
+            _ => return false,
         };
         self.access(op.inputs[0])
             .is_some_and(|(_, input)| input.layout.view(view, &input.shape, &op.shape).is_some())

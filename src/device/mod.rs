@@ -5,7 +5,8 @@
 //!
 //! Its files follow a flush's life: `expressions` (what a flush must
 //! compute and write besides the queue), `flush` (plan, decide on the CPU,
-//! lower, submit), `settle` (wait for scopes, replay, land failures), `read`
+//! lower, submit), `settle` (wait for scopes, replay, land failures),
+//! `commit` (a step's new values, kept only if all were written), `read`
 //! (whether bytes can be trusted, and getting them), `faults` (injected
 //! faults). Invariants kept here:
 //! - A record's `data` says whether its bytes can be trusted: a tensor
@@ -43,6 +44,7 @@ use faults::Fault;
 pub use faults::FaultKind;
 use flush::Submission;
 
+mod commit;
 mod expressions;
 mod faults;
 mod flush;
@@ -175,6 +177,9 @@ pub(crate) struct DeviceState {
     /// blocks that read them (and ran on garbage) are tainted too. Emptied
     /// once nothing is pending.
     pub late_taints: FxHashMap<TensorId, Vec<Taint>>,
+    /// Commits decided against while settling, for the pending blocks that
+    /// read them first. Emptied once nothing is pending.
+    pub stale: Vec<commit::Stale>,
     /// Buffers of collected tensors whose submission is still pending: if
     /// its scope fails they may be invalid and must not reach the pool.
     pub quarantine: Vec<(u64, Allocation)>,
@@ -254,6 +259,7 @@ impl Device {
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
                     late_taints: FxHashMap::default(),
+                    stale: Vec::new(),
                     quarantine: Vec::new(),
                     retired: Vec::new(),
                     unreported: Vec::new(),
@@ -716,6 +722,7 @@ impl DeviceState {
             registered_at: None,
         });
         self.late_taints.clear();
+        self.stale.clear();
         self.retired.clear();
         let ids: Vec<TensorId> = self.records.keys().copied().collect();
         for id in ids {

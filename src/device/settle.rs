@@ -64,6 +64,7 @@ impl DeviceState {
             }
         }
         self.late_taints.clear();
+        self.stale.clear();
         Vec::new()
     }
 
@@ -123,6 +124,10 @@ impl DeviceState {
     /// and the queue's hold on what the flush read and wrote ends.
     fn resolve(&mut self, submission: Submission) {
         for run in &submission.runs {
+            if run.commit {
+                self.settle_commit(run, submission.seq);
+                continue;
+            }
             let errors: Vec<(&Part, GpuError)> = run
                 .parts
                 .iter()
@@ -135,10 +140,9 @@ impl DeviceState {
             for root in roots {
                 self.graph.prune(root);
             }
-            if !self.late_taints.is_empty() {
-                let late = self.propagate(&run.steps, |state, t| {
-                    state.late_taints.get(&t).cloned().unwrap_or_default()
-                });
+            if !self.late_taints.is_empty() || !self.stale.is_empty() {
+                let seq = submission.seq;
+                let late = self.propagate(&run.steps, |state, t| state.late(t, seq));
                 // Outputs already failed (skipped or refused on the CPU
                 // while an input was pending) gain the late failure too: a
                 // tensor reached by two failures reports both.

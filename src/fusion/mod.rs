@@ -464,6 +464,8 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
         Block::Single(i) => match &ops[*i].kind {
             // One copy kernel per input: its buffer and the output's.
             OpKind::Cat { .. } => 2,
+            // An alias: no kernel, nothing bound.
+            OpKind::Commit { .. } | OpKind::Guard => 0,
             kind => ops[*i].inputs.len() + reduction_outputs(kind),
         },
     }

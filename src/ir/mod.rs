@@ -235,6 +235,20 @@ pub enum OpKind {
     /// so the copy is planned, checked against the limits and scoped like
     /// any other kernel.
     Copy,
+    /// How a training step replaces a value all or nothing: `inputs[1 +
+    /// take]` when none of `inputs[1..]` (the step's new values, its guards)
+    /// carries a failure, else `inputs[0]` (the value before the step). The
+    /// device decides once the guards' fate is known, on the CPU or when
+    /// their submission settles (`device::commit`). No kernel: the output
+    /// aliases the chosen input's memory.
+    Commit {
+        take: usize,
+    },
+    /// `inputs[0]`, failing with `inputs[1..]`: the cost a training step
+    /// returns, which must reject when any part of the step failed, even a
+    /// part it does not depend on (the backward pass, the update). No
+    /// kernel: the output aliases `inputs[0]`'s memory.
+    Guard,
 }
 
 impl OpKind {
@@ -264,6 +278,8 @@ impl OpKind {
             OpKind::Matmul => "matmul",
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
+            OpKind::Commit { .. } => "commit",
+            OpKind::Guard => "guard",
         }
     }
 

@@ -204,6 +204,22 @@ impl Lowering<'_> {
                 0 => Ok(Written::Empty),
                 _ => self.copy(&buffers[0], &accesses[0]),
             },
+            // Written as the new value; the device points it back at the
+            // old one if a guard turns out failed when the submit settles.
+            OpKind::Commit { .. } | OpKind::Guard => {
+                let taken = match op.kind {
+                    OpKind::Commit { take } => 1 + take,
+                    _ => 0,
+                };
+                match (numel, accesses.get(taken)) {
+                    (0, _) => Ok(Written::Empty),
+                    (_, Some(access)) => Ok(Written::View {
+                        of: op.inputs[taken],
+                        layout: access.layout.clone(),
+                    }),
+                    (_, None) => Err(format!("`{}` lacks input {taken}", op.kind.name())),
+                }
+            }
             OpKind::Reduce { op: reduce, axes } => self.reduce(
                 (&buffers[..1], &accesses[0], None),
                 axes,

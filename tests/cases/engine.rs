@@ -139,6 +139,24 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
     assert!(gpu.stats().pipeline_cache_hits > 0);
 }
 
+pub async fn a_block_at_another_place_in_a_later_flush_reuses_its_pipeline() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let y = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
+    let chain = |x: &Tensor| x.mul(2.0).unwrap().add(1.0).unwrap().tanh().unwrap();
+    let other = |y: &Tensor| y.exp().unwrap().neg().unwrap().sum(None, false).unwrap();
+    read(&chain(&x)).await;
+    read(&other(&y)).await;
+    let compiled = gpu.stats().pipelines_compiled;
+    // Both in one flush, the chain queued after the other work: its ops sit
+    // at other places in the flush than the first time.
+    let later = other(&y);
+    let again = chain(&x);
+    read(&later).await;
+    read(&again).await;
+    assert_eq!(gpu.stats().pipelines_compiled, compiled);
+}
+
 pub async fn a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice() {
     let gpu = device().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();

@@ -9,12 +9,39 @@ pub mod failures;
 pub mod gradients;
 pub mod honesty;
 pub mod onnx;
+pub mod training;
 
 /// Every case, as `$run!(module, name)`.
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
+        $run!(training, each_optimizer_applies_the_update_rule_of_tf_js);
+        $run!(training, an_mlp_learns_xor_with_each_optimizer);
+        $run!(
+            training,
+            an_mlp_learns_a_three_arm_spiral_with_each_optimizer
+        );
+        $run!(
+            training,
+            a_failed_step_changes_no_variable_nor_moment_and_the_next_step_runs_normally
+        );
+        $run!(
+            training,
+            steps_flushed_on_top_of_a_failed_step_fail_whole_and_leave_the_weights_of_the_steps_that_ran
+        );
+        $run!(
+            training,
+            a_lost_device_refuses_the_step_and_training_resumes_on_a_new_device
+        );
+        $run!(
+            training,
+            a_training_loop_compiles_and_allocates_nothing_after_warm_up_and_keeps_memory_flat
+        );
+        $run!(
+            training,
+            variables_copy_their_values_refuse_bad_assignments_and_list_the_trainable_ones
+        );
         $run!(
             gradients,
             a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients
@@ -90,6 +117,10 @@ macro_rules! all_cases {
         $run!(
             engine,
             a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice
+        );
+        $run!(
+            engine,
+            a_block_at_another_place_in_a_later_flush_reuses_its_pipeline
         );
         $run!(
             engine,

@@ -1,0 +1,280 @@
+//! Optimizers, with TF.js's update rules (`tf.train.sgd`, `momentum`,
+//! `adam`). An update is ordinary elementwise ops, fused into one kernel
+//! per variable shape with the gradient's last ops; its new values replace
+//! the old ones through the step's commits, so a failed step changes no
+//! variable and does not advance the optimizer's state (moments, Adam's
+//! step count, kept as tensors for that reason).
+
+use std::rc::{Rc, Weak};
+
+use rustc_hash::FxHashMap;
+
+use super::{Result, Slot, Variable, commit, one_device, variable_grads};
+use crate::device::Device;
+use crate::error::{ErrorClass, RegistrationError};
+use crate::tensor::Tensor;
+
+/// How an optimizer turns a gradient into an update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rule {
+    /// `w -= lr * g`.
+    Sgd,
+    /// `a = momentum * a + g; w -= lr * a` (Nesterov: `w -= lr * (g +
+    /// momentum * a)`).
+    Momentum { momentum: f32, nesterov: bool },
+    /// `m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    /// w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + epsilon)`.
+    Adam {
+        beta1: f32,
+        beta2: f32,
+        epsilon: f32,
+    },
+}
+
+/// Applies gradients to variables. Its state (per variable, and Adam's
+/// step count) lives on the device of the first step it applies; it works
+/// on that device only.
+pub struct Optimizer {
+    rule: Rule,
+    learning_rate: f32,
+    /// Per variable (by id): the variable, weakly (state of a variable that
+    /// is gone is dropped), and its state tensors (momentum's accumulator;
+    /// Adam's first and second moments).
+    state: FxHashMap<u64, (Weak<Slot>, Vec<Tensor>)>,
+    /// Adam's `beta1^t` and `beta2^t`, `t` the steps committed so far.
+    powers: Option<[Tensor; 2]>,
+    device: Option<Device>,
+}
+
+impl Optimizer {
+    /// Plain gradient descent.
+    pub fn sgd(learning_rate: f32) -> Result<Optimizer> {
+        Optimizer::new("sgd", Rule::Sgd, learning_rate)
+    }
+
+    /// Gradient descent with momentum, optionally Nesterov's.
+    pub fn momentum(learning_rate: f32, momentum: f32, nesterov: bool) -> Result<Optimizer> {
+        finite("momentum", "momentum", momentum)?;
+        Optimizer::new(
+            "momentum",
+            Rule::Momentum { momentum, nesterov },
+            learning_rate,
+        )
+    }
+
+    /// Adam; TF.js's defaults are `0.001, 0.9, 0.999, 1e-7`.
+    pub fn adam(learning_rate: f32, beta1: f32, beta2: f32, epsilon: f32) -> Result<Optimizer> {
+        for (what, v) in [("beta1", beta1), ("beta2", beta2)] {
+            if !(0.0..1.0).contains(&v) {
+                return Err(RegistrationError::new(
+                    "adam",
+                    ErrorClass::Range,
+                    format!("{what} must be in [0, 1), got {v}"),
+                ));
+            }
+        }
+        finite("adam", "epsilon", epsilon)?;
+        let rule = Rule::Adam {
+            beta1,
+            beta2,
+            epsilon,
+        };
+        Optimizer::new("adam", rule, learning_rate)
+    }
+
+    fn new(op: &'static str, rule: Rule, learning_rate: f32) -> Result<Optimizer> {
+        finite(op, "learning rate", learning_rate)?;
+        Ok(Optimizer {
+            rule,
+            learning_rate,
+            state: FxHashMap::default(),
+            powers: None,
+            device: None,
+        })
+    }
+
+    pub fn learning_rate(&self) -> f32 {
+        self.learning_rate
+    }
+
+    /// Takes effect from the next step.
+    pub fn set_learning_rate(&mut self, learning_rate: f32) -> Result<()> {
+        finite("learningRate", "learning rate", learning_rate)?;
+        self.learning_rate = learning_rate;
+        Ok(())
+    }
+
+    /// One training step: the gradients of `f`'s value (a scalar) with
+    /// respect to `var_list` (by default every trainable variable), applied.
+    /// Returns the cost when asked. The step fails whole (see the module
+    /// doc of `train`): the cost is among its guards, so a failure anywhere
+    /// in the forward pass leaves every variable as it was.
+    pub fn minimize(
+        &mut self,
+        f: impl FnOnce() -> Result<Tensor>,
+        return_cost: bool,
+        var_list: Option<&[Variable]>,
+    ) -> Result<Option<Tensor>> {
+        let (cost, grads) = variable_grads(f, var_list)?;
+        let cost = self.apply(&grads, Some(&cost))?;
+        Ok(cost.filter(|_| return_cost))
+    }
+
+    /// Applies `grads` (each of its variable's shape) as one step, all or
+    /// nothing.
+    pub fn apply_gradients(&mut self, grads: &[(Variable, Tensor)]) -> Result<()> {
+        self.apply(grads, None).map(drop)
+    }
+
+    /// Applies `grads` as one step whose guards include `cost`; returns the
+    /// cost as the step leaves it (failing with the step).
+    fn apply(
+        &mut self,
+        grads: &[(Variable, Tensor)],
+        cost: Option<&Tensor>,
+    ) -> Result<Option<Tensor>> {
+        let op = "applyGradients";
+        let vars: Vec<Variable> = grads.iter().map(|(v, _)| v.clone()).collect();
+        let device = one_device(op, &vars)?;
+        if let Some(mine) = &self.device
+            && !mine.same(&device)
+        {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "this optimizer's state lives on {}, the variables on {}; use one \
+                     optimizer per device",
+                    mine.label(),
+                    device.label()
+                ),
+            ));
+        }
+        for (i, (v, g)) in grads.iter().enumerate() {
+            device.admit(op, &[g])?;
+            if g.shape() != v.shape().as_slice() {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Range,
+                    format!(
+                        "gradient {i} has shape {:?}, variable '{}' {:?}",
+                        g.shape(),
+                        v.name(),
+                        v.shape()
+                    ),
+                ));
+            }
+            if grads[..i].iter().any(|(u, _)| u.same(v)) {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Other,
+                    format!("variable '{}' has two gradients", v.name()),
+                ));
+            }
+        }
+        self.state.retain(|_, (alive, _)| alive.strong_count() > 0);
+
+        // Every new value, then each one's commit: (old, new) pairs in the
+        // order they are replaced below.
+        let mut pairs: Vec<(Tensor, Tensor)> = Vec::new();
+        let powers = match self.rule {
+            Rule::Adam { beta1, beta2, .. } => {
+                let [p1, p2] = match &self.powers {
+                    Some(p) => p.clone(),
+                    None => [device.ones(&[])?, device.ones(&[])?],
+                };
+                let next = [p1.mul(beta1)?, p2.mul(beta2)?];
+                pairs.push((p1, next[0].clone()));
+                pairs.push((p2, next[1].clone()));
+                Some(next)
+            }
+            _ => None,
+        };
+        let lr = self.learning_rate;
+        let mut updated: Vec<(Variable, Vec<Tensor>)> = Vec::new();
+        for (v, g) in grads {
+            let w = v.value();
+            let state = match self.state.get(&v.id()) {
+                Some((_, state)) => state.clone(),
+                None => self.fresh_state(&w)?,
+            };
+            let (new_w, new_state) = match self.rule {
+                Rule::Sgd => (w.sub(&g.mul(lr)?)?, Vec::new()),
+                Rule::Momentum { momentum, nesterov } => {
+                    let a = state[0].mul(momentum)?.add(g)?;
+                    let step = match nesterov {
+                        true => g.add(&a.mul(momentum)?)?,
+                        false => a.clone(),
+                    };
+                    (w.sub(&step.mul(lr)?)?, vec![a])
+                }
+                Rule::Adam {
+                    beta1,
+                    beta2,
+                    epsilon,
+                } => {
+                    let [p1, p2] = powers.as_ref().ok_or_else(|| {
+                        RegistrationError::new(
+                            "adam",
+                            ErrorClass::Other,
+                            "internal: Adam's step count is missing",
+                        )
+                    })?;
+                    let m = state[0].mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
+                    let s = state[1].mul(beta2)?.add(&g.square()?.mul(1.0 - beta2)?)?;
+                    let m_hat = m.div(&p1.neg()?.add(1.0)?)?;
+                    let s_hat = s.div(&p2.neg()?.add(1.0)?)?;
+                    let step = m_hat.div(&s_hat.sqrt()?.add(epsilon)?)?;
+                    (w.sub(&step.mul(lr)?)?, vec![m, s])
+                }
+            };
+            pairs.push((w, new_w));
+            for (old, new) in state.iter().zip(&new_state) {
+                pairs.push((old.clone(), new.clone()));
+            }
+            updated.push((v.clone(), new_state));
+        }
+
+        let (committed, cost) = commit(&pairs, cost)?;
+        let mut committed = committed.into_iter();
+        // Nothing is replaced before every commit is registered.
+        self.device = Some(device);
+        if powers.is_some() {
+            let p1 = committed.next();
+            let p2 = committed.next();
+            if let (Some(p1), Some(p2)) = (p1, p2) {
+                self.powers = Some([p1, p2]);
+            }
+        }
+        for (v, state) in updated {
+            if let Some(w) = committed.next() {
+                v.set(w);
+            }
+            let state: Vec<Tensor> = state.iter().filter_map(|_| committed.next()).collect();
+            self.state.insert(v.id(), (Rc::downgrade(&v.slot), state));
+        }
+        Ok(cost)
+    }
+
+    /// The state a variable starts with: zeros of its shape, one per
+    /// tensor the rule keeps.
+    fn fresh_state(&self, w: &Tensor) -> Result<Vec<Tensor>> {
+        let n = match self.rule {
+            Rule::Sgd => 0,
+            Rule::Momentum { .. } => 1,
+            Rule::Adam { .. } => 2,
+        };
+        (0..n).map(|_| w.device().zeros(w.shape())).collect()
+    }
+}
+
+fn finite(op: &'static str, what: &str, v: f32) -> Result<()> {
+    match v.is_finite() {
+        true => Ok(()),
+        false => Err(RegistrationError::new(
+            op,
+            ErrorClass::Range,
+            format!("the {what} must be a finite number, got {v}"),
+        )),
+    }
+}

@@ -1,0 +1,521 @@
+//! Training in both worlds: variables, `variable_grads`, the optimizers'
+//! update rules against the CPU, models that learn, and steps that fail
+//! whole (a failed step changes no variable and no optimizer state, and
+//! the next step runs normally).
+
+use webfusion::{
+    Device, FailureKind, FaultKind, Optimizer, RegistrationError, Tensor, Variable, variable_grads,
+};
+
+use super::engine::{close_within, device, read, read_err};
+
+type Made = Result<Tensor, RegistrationError>;
+
+/// An MLP's weights and biases, seeded (Glorot-normal weights, zero biases).
+fn mlp(gpu: &Device, sizes: &[usize], seed: u64) -> Vec<Variable> {
+    let mut vars = Vec::new();
+    for (i, pair) in sizes.windows(2).enumerate() {
+        let std = (2.0 / (pair[0] + pair[1]) as f32).sqrt();
+        let w = gpu
+            .random_normal(&[pair[0], pair[1]], 0.0, std, seed + i as u64)
+            .unwrap();
+        vars.push(gpu.variable(&w, true, None).unwrap());
+        let b = gpu.zeros(&[pair[1]]).unwrap();
+        vars.push(gpu.variable(&b, true, None).unwrap());
+    }
+    vars
+}
+
+/// The MLP's logits for `x`: tanh between layers.
+fn logits(vars: &[Variable], x: &Tensor) -> Made {
+    let mut h = x.clone();
+    let layers = vars.len() / 2;
+    for (i, pair) in vars.chunks(2).enumerate() {
+        h = h.matmul(&pair[0].value())?.add(&pair[1].value())?;
+        if i + 1 < layers {
+            h = h.tanh()?;
+        }
+    }
+    Ok(h)
+}
+
+/// Mean softmax cross-entropy of `logits` against one-hot `labels`.
+fn cross_entropy(logits: &Tensor, labels: &Tensor) -> Made {
+    logits
+        .log_softmax(-1)?
+        .mul(labels)?
+        .sum(Some(&[-1]), false)?
+        .mean(None, false)?
+        .neg()
+}
+
+/// One-hot rows for `classes`.
+fn one_hot(gpu: &Device, classes: &[usize], n: usize) -> Tensor {
+    let mut values = vec![0.0; classes.len() * n];
+    for (row, &c) in classes.iter().enumerate() {
+        values[row * n + c] = 1.0;
+    }
+    gpu.tensor(&values, Some(&[classes.len(), n])).unwrap()
+}
+
+/// `arms` interleaved spirals of `per_arm` points each, with seeded noise:
+/// the points (n x 2) and their arm.
+fn spiral(arms: usize, per_arm: usize, seed: u64) -> (Vec<f32>, Vec<usize>) {
+    let mut s = seed | 1;
+    let mut noise = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    };
+    let (mut points, mut labels) = (Vec::new(), Vec::new());
+    for arm in 0..arms {
+        for i in 0..per_arm {
+            let r = i as f32 / per_arm as f32;
+            let t = arm as f32 * 4.0 + 4.0 * r + 0.2 * noise();
+            points.extend([r * t.sin(), r * t.cos()]);
+            labels.push(arm);
+        }
+    }
+    (points, labels)
+}
+
+/// The variables' values, read.
+async fn values(vars: &[Variable]) -> Vec<Vec<f32>> {
+    let mut out = Vec::new();
+    for v in vars {
+        out.push(read(&v.value()).await);
+    }
+    out
+}
+
+/// The fraction of rows whose largest logit is their label.
+async fn accuracy(logits: &Tensor, labels: &[usize]) -> f32 {
+    let predicted = read(&logits.argmax(-1).unwrap()).await;
+    let right = predicted
+        .iter()
+        .zip(labels)
+        .filter(|&(&p, &l)| p as usize == l)
+        .count();
+    right as f32 / labels.len() as f32
+}
+
+/// Trains `vars` on `(x, labels)` for `steps` steps, reading only the last
+/// cost.
+async fn train(
+    optimizer: &mut Optimizer,
+    vars: &[Variable],
+    x: &Tensor,
+    labels: &Tensor,
+    steps: usize,
+) -> f32 {
+    let mut cost = None;
+    for _ in 0..steps {
+        cost = optimizer
+            .minimize(
+                || cross_entropy(&logits(vars, x)?, labels),
+                true,
+                Some(vars),
+            )
+            .unwrap();
+    }
+    read(&cost.unwrap()).await[0]
+}
+
+fn optimizers() -> Vec<(&'static str, Optimizer)> {
+    vec![
+        ("sgd", Optimizer::sgd(0.5).unwrap()),
+        ("momentum", Optimizer::momentum(0.1, 0.9, false).unwrap()),
+        ("nesterov", Optimizer::momentum(0.1, 0.9, true).unwrap()),
+        ("adam", Optimizer::adam(0.05, 0.9, 0.999, 1e-7).unwrap()),
+    ]
+}
+
+pub async fn each_optimizer_applies_the_update_rule_of_tf_js() {
+    let gpu = device().await;
+    let start = [0.5f32, -1.5, 2.0];
+    // loss = sum(w^2 * c): gradient 2 c w.
+    let c = [1.0f32, 0.5, 3.0];
+    for (name, mut optimizer) in optimizers() {
+        let w = gpu
+            .variable(&gpu.tensor(&start, None).unwrap(), true, None)
+            .unwrap();
+        let coeffs = gpu.tensor(&c, None).unwrap();
+        for _ in 0..3 {
+            optimizer
+                .minimize(
+                    || w.value().square()?.mul(&coeffs)?.sum(None, false),
+                    false,
+                    Some(std::slice::from_ref(&w)),
+                )
+                .unwrap();
+        }
+        // The same three steps on the CPU, in f64, as TF.js writes them.
+        let mut want = Vec::new();
+        for i in 0..3 {
+            let (mut x, mut a, mut m, mut v) = (start[i] as f64, 0.0, 0.0, 0.0);
+            for t in 1..=3 {
+                let g = 2.0 * c[i] as f64 * x;
+                match name {
+                    "sgd" => x -= 0.5 * g,
+                    "momentum" => {
+                        a = 0.9 * a + g;
+                        x -= 0.1 * a;
+                    }
+                    "nesterov" => {
+                        a = 0.9 * a + g;
+                        x -= 0.1 * (g + 0.9 * a);
+                    }
+                    _ => {
+                        m = 0.9 * m + 0.1 * g;
+                        v = 0.999 * v + 0.001 * g * g;
+                        let m_hat = m / (1.0 - 0.9f64.powi(t));
+                        let v_hat = v / (1.0 - 0.999f64.powi(t));
+                        x -= 0.05 * m_hat / (v_hat.sqrt() + 1e-7);
+                    }
+                }
+            }
+            want.push(x as f32);
+        }
+        let got = read(&w.value()).await;
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "{name}: {got:?} vs {want:?}"
+            );
+        }
+    }
+}
+
+pub async fn an_mlp_learns_xor_with_each_optimizer() {
+    let gpu = device().await;
+    let x = gpu
+        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
+        .unwrap();
+    let classes = [0, 1, 1, 0];
+    let labels = one_hot(&gpu, &classes, 2);
+    for (name, mut optimizer) in optimizers() {
+        let vars = mlp(&gpu, &[2, 8, 2], 3);
+        let cost = train(&mut optimizer, &vars, &x, &labels, 300).await;
+        assert!(cost < 0.1, "{name}: XOR's cost is {cost} after 300 steps");
+        let out = logits(&vars, &x).unwrap();
+        assert_eq!(accuracy(&out, &classes).await, 1.0, "{name}");
+    }
+}
+
+pub async fn an_mlp_learns_a_three_arm_spiral_with_each_optimizer() {
+    let gpu = device().await;
+    let (points, classes) = spiral(3, 50, 11);
+    let x = gpu.tensor(&points, Some(&[classes.len(), 2])).unwrap();
+    let labels = one_hot(&gpu, &classes, 3);
+    for (name, mut optimizer) in optimizers() {
+        let vars = mlp(&gpu, &[2, 32, 32, 3], 5);
+        let cost = train(&mut optimizer, &vars, &x, &labels, 600).await;
+        let out = logits(&vars, &x).unwrap();
+        let accuracy = accuracy(&out, &classes).await;
+        assert!(
+            cost < 0.35 && accuracy >= 0.9,
+            "{name}: the spiral's cost is {cost}, accuracy {accuracy}, after 600 steps"
+        );
+    }
+}
+
+/// A fresh XOR model and its data for the failed-step tests.
+struct Setup {
+    gpu: Device,
+    vars: Vec<Variable>,
+    x: Tensor,
+    labels: Tensor,
+}
+
+async fn setup() -> Setup {
+    let gpu = device().await;
+    let x = gpu
+        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
+        .unwrap();
+    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
+    let vars = mlp(&gpu, &[2, 8, 2], 3);
+    Setup {
+        gpu,
+        vars,
+        x,
+        labels,
+    }
+}
+
+impl Setup {
+    fn step(&self, optimizer: &mut Optimizer, extra: impl FnOnce(&Tensor) -> Made) -> Tensor {
+        optimizer
+            .minimize(
+                || {
+                    let cost = cross_entropy(&logits(&self.vars, &self.x)?, &self.labels)?;
+                    extra(&cost)
+                },
+                true,
+                Some(&self.vars),
+            )
+            .unwrap()
+            .unwrap()
+    }
+}
+
+pub async fn a_failed_step_changes_no_variable_nor_moment_and_the_next_step_runs_normally() {
+    let s = setup().await;
+    let mut adam = Optimizer::adam(0.01, 0.9, 0.999, 1e-7).unwrap();
+    let first = read(&s.step(&mut adam, |c| Ok(c.clone()))).await[0];
+    let mut before = values(&s.vars).await;
+    let mut last = first;
+    // (what breaks, the root kind and op a read of the cost reports)
+    let breaks: [(&str, FailureKind, &str); 4] = [
+        ("a fault in the forward pass", FailureKind::Injected, "tanh"),
+        (
+            "a fault in the backward pass",
+            FailureKind::Injected,
+            "matmul",
+        ),
+        ("a fault in the update", FailureKind::Injected, "sqrt"),
+        (
+            "an allocation past the limits",
+            FailureKind::Allocation,
+            "exp",
+        ),
+    ];
+    for (what, kind, op) in breaks {
+        let cost = match what {
+            "a fault in the forward pass" => {
+                s.gpu
+                    .inject_fault("tanh", 1, FaultKind::Validation)
+                    .unwrap();
+                s.step(&mut adam, |c| Ok(c.clone()))
+            }
+            "a fault in the backward pass" => {
+                // The forward pass has two matmuls; the third is backward.
+                s.gpu
+                    .inject_fault("matmul", 3, FaultKind::OutOfMemory)
+                    .unwrap();
+                s.step(&mut adam, |c| Ok(c.clone()))
+            }
+            "a fault in the update" => {
+                // Only Adam's update takes a square root.
+                s.gpu.inject_fault("sqrt", 2, FaultKind::Internal).unwrap();
+                s.step(&mut adam, |c| Ok(c.clone()))
+            }
+            _ => s.step(&mut adam, |c| {
+                // A layer whose activations (2^32 floats) must be stored for
+                // its matmul: past every buffer limit. Its term is times 0.
+                let gpu = c.device();
+                let huge = c.reshape(&[1, 1])?.broadcast_to(&[1 << 16, 1 << 16])?;
+                let layer = huge.exp()?.matmul(&gpu.ones(&[1 << 16, 1])?)?;
+                c.add(&layer.mean(None, false)?.mul(0.0)?)
+            }),
+        };
+        let error = read_err(&cost).await;
+        let root = &error.first().unwrap().root;
+        assert_eq!(root.kind, kind, "{what}: {error}");
+        assert!(root.op.contains(op), "{what}: {error}");
+        assert_eq!(values(&s.vars).await, before, "{what} changed a variable");
+        // The next step: from the same weights and moments, so its cost is
+        // the cost the failed step would have had, below the last one.
+        let next = read(&s.step(&mut adam, |c| Ok(c.clone()))).await[0];
+        assert!(
+            next < last,
+            "{what}: the next step's cost {next} after {last}"
+        );
+        last = next;
+        before = values(&s.vars).await;
+        let _ = s.gpu.sync().await;
+    }
+    // A twin trained the same number of good steps, without failures, has
+    // the same weights: no failed step advanced Adam's moments or count.
+    let twin = setup().await;
+    let mut clean = Optimizer::adam(0.01, 0.9, 0.999, 1e-7).unwrap();
+    for _ in 0..5 {
+        twin.step(&mut clean, |c| Ok(c.clone()));
+    }
+    let want = values(&twin.vars).await;
+    let got = values(&s.vars).await;
+    for (g, w) in got.iter().zip(&want) {
+        close_within(g, w, 1e-5);
+    }
+    assert_eq!(s.gpu.stats().uncaptured_errors, 0);
+}
+
+pub async fn steps_flushed_on_top_of_a_failed_step_fail_whole_and_leave_the_weights_of_the_steps_that_ran()
+ {
+    // Full batch, so the weights after k good steps are the same whichever
+    // steps failed: snapshots of a clean run say what they must be.
+    let clean = setup().await;
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    let mut snapshots = vec![values(&clean.vars).await];
+    for _ in 0..6 {
+        clean.step(&mut sgd, |c| Ok(c.clone()));
+        snapshots.push(values(&clean.vars).await);
+    }
+    let s = setup().await;
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    // No read between steps: they are flushed together, so the third step's
+    // tanh is the third tanh kernel of the flush (one per step), and steps
+    // after it were submitted before its failure was known.
+    s.gpu
+        .inject_fault("tanh", 3, FaultKind::Validation)
+        .unwrap();
+    let costs: Vec<Tensor> = (0..6)
+        .map(|_| s.step(&mut sgd, |c| Ok(c.clone())))
+        .collect();
+    let mut good = 0;
+    for (step, cost) in costs.iter().enumerate() {
+        match cost.to_vec().await {
+            Ok(_) => {
+                assert!(step != 2, "the failed step's cost read");
+                good += 1;
+            }
+            Err(error) => {
+                assert!(step >= 2, "step {step} failed: {error}");
+                let root = &error.first().unwrap().root;
+                assert_eq!(root.op, "tanh", "step {step}: {error}");
+            }
+        }
+    }
+    let got = values(&s.vars).await;
+    for (g, w) in got.iter().zip(&snapshots[good]) {
+        close_within(g, w, 1e-5);
+    }
+    // The next step runs normally.
+    let next = s.step(&mut sgd, |c| Ok(c.clone()));
+    assert!(next.to_vec().await.is_ok());
+    let got = values(&s.vars).await;
+    for (g, w) in got.iter().zip(&snapshots[good + 1]) {
+        close_within(g, w, 1e-5);
+    }
+}
+
+pub async fn a_lost_device_refuses_the_step_and_training_resumes_on_a_new_device() {
+    let s = setup().await;
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    let cost = s.step(&mut sgd, |c| Ok(c.clone()));
+    let saved = values(&s.vars).await;
+    let last = read(&cost).await[0];
+    // Lost with a step queued: its cost rejects, the variables too (their
+    // bytes went with the device), and the next step is refused.
+    let queued = s.step(&mut sgd, |c| Ok(c.clone()));
+    s.gpu.destroy();
+    let error = read_err(&queued).await;
+    assert_eq!(error.first().unwrap().root.kind, FailureKind::DeviceLost);
+    let error = read_err(&s.vars[0].value()).await;
+    assert_eq!(error.first().unwrap().root.kind, FailureKind::DeviceLost);
+    let refused = sgd.minimize(
+        || cross_entropy(&logits(&s.vars, &s.x)?, &s.labels),
+        true,
+        Some(&s.vars),
+    );
+    let Err(refused) = refused else {
+        panic!("a step on a lost device was accepted")
+    };
+    assert!(refused.to_string().contains("lost"), "{refused}");
+    // A new device, the weights last read, a new optimizer: training goes on.
+    let gpu = device().await;
+    let vars: Vec<Variable> = s
+        .vars
+        .iter()
+        .zip(&saved)
+        .map(|(v, values)| {
+            let t = gpu.tensor(values, Some(&v.shape())).unwrap();
+            gpu.variable(&t, true, Some(v.name())).unwrap()
+        })
+        .collect();
+    let x = gpu
+        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
+        .unwrap();
+    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    let cost = sgd
+        .minimize(|| cross_entropy(&logits(&vars, &x)?, &labels), true, None)
+        .unwrap()
+        .unwrap();
+    let resumed = read(&cost).await[0];
+    assert!(resumed < last, "the cost went from {last} to {resumed}");
+}
+
+pub async fn a_training_loop_compiles_and_allocates_nothing_after_warm_up_and_keeps_memory_flat() {
+    let s = setup().await;
+    let mut momentum = Optimizer::momentum(0.1, 0.9, false).unwrap();
+    for _ in 0..3 {
+        read(&s.step(&mut momentum, |c| Ok(c.clone()))).await;
+    }
+    let warm = s.gpu.stats();
+    let mut kernels = Vec::new();
+    for _ in 0..20 {
+        let before = s.gpu.stats().kernels_launched;
+        read(&s.step(&mut momentum, |c| Ok(c.clone()))).await;
+        kernels.push(s.gpu.stats().kernels_launched - before);
+    }
+    let after = s.gpu.stats();
+    assert_eq!(
+        after.pipelines_compiled, warm.pipelines_compiled,
+        "new pipelines"
+    );
+    assert_eq!(
+        after.gpu_buffers_created, warm.gpu_buffers_created,
+        "new buffers"
+    );
+    assert!(
+        kernels.iter().all(|&k| k == kernels[0]),
+        "kernels per step: {kernels:?}"
+    );
+    // A failed step among them: memory and failures back to the baseline.
+    for step in 0..20 {
+        if step == 5 {
+            s.gpu
+                .inject_fault("tanh", 1, FaultKind::Validation)
+                .unwrap();
+        }
+        let _ = s.step(&mut momentum, |c| Ok(c.clone())).to_vec().await;
+    }
+    let _ = s.gpu.sync().await;
+    let after = s.gpu.stats();
+    assert_eq!(after.bytes_in_use, warm.bytes_in_use, "memory grew");
+    assert_eq!(after.failures_held, warm.failures_held, "failures held");
+}
+
+pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_trainable_ones() {
+    let gpu = device().await;
+    let init = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let a = gpu.variable(&init, true, Some("a")).unwrap();
+    let b = gpu.variable(&init, false, Some("b")).unwrap();
+    assert_ne!(
+        a.value().id(),
+        b.value().id(),
+        "each variable holds its own copy"
+    );
+    let duplicate = gpu.variable(&init, true, Some("a"));
+    assert!(duplicate.is_err_and(|e| e.to_string().contains("'a'")));
+    let names: Vec<String> = gpu
+        .trainable_variables()
+        .iter()
+        .map(|v| v.name().to_string())
+        .collect();
+    assert_eq!(names, vec!["a".to_string()]);
+    a.assign(&gpu.tensor(&[5.0, 6.0], None).unwrap()).unwrap();
+    assert_eq!(read(&a.value()).await, vec![5.0, 6.0]);
+    let wrong = a.assign(&gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap());
+    assert!(wrong.is_err_and(|e| e.to_string().contains("shape")));
+    let other = device().await;
+    let elsewhere = a.assign(&other.tensor(&[1.0, 2.0], None).unwrap());
+    assert!(elsewhere.is_err_and(|e| e.to_string().contains("lives on")));
+    // Both variables in one loss: only the trainable one gets a gradient.
+    let (value, grads) =
+        variable_grads(|| a.value().mul(&b.value())?.sum(None, false), None).unwrap();
+    assert_eq!(read(&value).await, vec![17.0]);
+    assert_eq!(grads.len(), 1);
+    assert_eq!(grads[0].0.name(), "a");
+    assert_eq!(read(&grads[0].1).await, vec![1.0, 2.0]);
+    let unrelated = variable_grads(|| init.sum(None, false), None);
+    assert!(unrelated.is_err_and(|e| e.to_string().contains("does not depend")));
+    assert!(Optimizer::sgd(f32::NAN).is_err());
+    assert!(Optimizer::adam(0.1, 1.0, 0.9, 1e-7).is_err());
+    drop((a, grads));
+    assert!(
+        gpu.trainable_variables().is_empty(),
+        "a dropped variable is gone"
+    );
+}

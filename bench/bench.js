@@ -1,6 +1,6 @@
 // Runs every workload on every library, side by side in one page, and
 // exposes the results as `window.runBench()`.
-import init, { Device, tidy, valueAndGrads } from 'webfusion';
+import init, { Device, tidy, train } from 'webfusion';
 import * as ort from 'onnxruntime-web';
 import { WORKLOADS, ortWorkload, tfjsWorkload, webfusionWorkload } from './workloads.js';
 
@@ -80,10 +80,10 @@ window.runBench = async (only) => {
   for (const w of WORKLOADS.filter((w) => !only || only.includes(w.id))) {
     const row = { id: w.id, name: w.name };
     const steps = {
-      webfusion: webfusionWorkload({ tidy, valueAndGrads }, devices.default, w.id).step,
-      stacks: webfusionWorkload({ tidy, valueAndGrads }, devices.stacks, w.id).step,
-      noScopes: webfusionWorkload({ tidy, valueAndGrads }, devices.noScopes, w.id).step,
-      asWritten: webfusionWorkload({ tidy, valueAndGrads, asWritten: true }, devices.asWritten, w.id).step,
+      webfusion: webfusionWorkload({ tidy, train }, devices.default, w.id).step,
+      stacks: webfusionWorkload({ tidy, train }, devices.stacks, w.id).step,
+      noScopes: webfusionWorkload({ tidy, train }, devices.noScopes, w.id).step,
+      asWritten: webfusionWorkload({ tidy, train, asWritten: true }, devices.asWritten, w.id).step,
       tfjs: tfjsWorkload(tf, w.id).step,
     };
     try {

@@ -52,7 +52,7 @@ export const WORKLOADS = [
   { id: 'W2-1024', name: 'matmul 1024', n: 1024, heavy: true },
   { id: 'W3', name: 'MLP forward 256x784-512-512-10', heavy: true },
   { id: 'W4', name: 'MLP SGD training step', heavy: true },
-  { id: 'W4-autograd', name: 'the W4 step, its gradients by valueAndGrads', heavy: true },
+  { id: 'W4-minimize', name: 'the W4 step on variables, by train.sgd(lr).minimize', heavy: true },
   { id: 'W5', name: 'sum over last axis of [1024,4096]' },
   { id: 'W6', name: '1000 small ops on 16 elements' },
   { id: 'W7', name: 'softmax over last axis of [1024,1024]' },
@@ -66,7 +66,7 @@ export const WORKLOADS = [
  * `asWritten: true`, as people write it: every intermediate kept in a
  * variable (`k` pushes it into an array) and disposed after the read.
  */
-export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gpu, id) {
+export function webfusionWorkload({ tidy, train, asWritten = false }, gpu, id) {
   // One iteration's intermediates: `k(t)` keeps `t` (as written) or lets it
   // be (under tidy); `build(f)` runs `f` as written or inside tidy;
   // `dispose(except)` disposes what was kept, all but `except`.
@@ -153,34 +153,27 @@ export function webfusionWorkload({ tidy, valueAndGrads, asWritten = false }, gp
         },
       };
     }
-    case 'W4-autograd': {
-      let params = mlpWeights().flatMap(({ w, b, shape }) => [gpu.tensor(w, shape), gpu.tensor(b)]);
+    case 'W4-minimize': {
+      // As a TF.js user trains: variables, an optimizer, a loss function.
+      // minimize disposes what the loss makes; the inputs are the step's.
+      const vars = mlpWeights().flatMap(({ w, b, shape }) => [gpu.variable(gpu.tensor(w, shape)), gpu.variable(gpu.tensor(b))]);
+      const optimizer = train.sgd(MLP.lr);
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       const y = oneHot(MLP.batch, 10, 5);
       return {
         step: async () => {
-          const { k, build: run, dispose } = keeper();
-          const build = () => {
-            const input = k(gpu.tensor(x, [MLP.batch, MLP.sizes[0]]));
-            const labels = k(gpu.tensor(y, [MLP.batch, 10]));
-            const loss = (...ps) => {
-              let h = input;
-              for (let i = 0; i < 3; i++) {
-                const z = h.matmul(ps[2 * i]).add(ps[2 * i + 1]);
-                h = i < 2 ? z.relu() : z;
-              }
-              return labels.mul(h.logSoftmax(-1)).sum().neg().div(MLP.batch);
-            };
-            const { value, grads } = valueAndGrads(loss)(params);
-            const next = params.map((p, i) => p.sub(k(k(grads[i]).mul(MLP.lr))));
-            return { value, next };
-          };
-          const { value, next } = run(build);
-          const values = await value.data();
-          value.dispose();
-          dispose(value);
-          params.forEach((p) => p.dispose());
-          params = next;
+          const input = gpu.tensor(x, [MLP.batch, MLP.sizes[0]]);
+          const labels = gpu.tensor(y, [MLP.batch, 10]);
+          const cost = optimizer.minimize(() => {
+            let h = input;
+            for (let i = 0; i < 3; i++) {
+              const z = h.matmul(vars[2 * i]).add(vars[2 * i + 1]);
+              h = i < 2 ? z.relu() : z;
+            }
+            return labels.mul(h.logSoftmax(-1)).sum().neg().div(MLP.batch);
+          }, true, vars);
+          const values = await cost.data();
+          for (const t of [cost, input, labels]) t.dispose();
           return values;
         },
       };
@@ -230,7 +223,7 @@ export function tfjsWorkload(tf, id) {
         },
       };
     }
-    case 'W4': case 'W4-autograd': {
+    case 'W4': case 'W4-minimize': {
       const layers = mlpWeights().map(({ w, b, shape }) => ({ w: tf.variable(tf.tensor(w, shape)), b: tf.variable(tf.tensor(b)) }));
       const x = seeded(MLP.batch * MLP.sizes[0], 4);
       const y = oneHot(MLP.batch, 10, 5);

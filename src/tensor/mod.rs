@@ -192,13 +192,15 @@ thread_local! {
 }
 
 /// Runs `f` with `site` as the registration site of every op it registers
-/// (a JS call may register several: `softmax` is three ops), and clears it
-/// afterwards whether `f` succeeded or not, so no later op can inherit it.
+/// (a JS call may register several: `softmax` is three ops), and restores
+/// the site before it afterwards whether `f` succeeded or not, so no later
+/// op can inherit it. Restored, not cleared: a call that runs the user's
+/// code (`minimize(f)`) registers ops after `f`'s own calls returned.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) fn with_site<R>(site: Option<String>, f: impl FnOnce() -> R) -> R {
-    SITE.with(|s| *s.borrow_mut() = site.map(Rc::from));
+    let before = SITE.with(|s| s.replace(site.map(Rc::from)));
     let result = f();
-    SITE.with(|s| *s.borrow_mut() = None);
+    SITE.with(|s| *s.borrow_mut() = before);
     result
 }
 

@@ -196,16 +196,21 @@ pub fn variable_grads(
     var_list: Option<&[Variable]>,
 ) -> Result<(Tensor, Vec<(Variable, Tensor)>)> {
     let op = "variableGrads";
-    let listed = match var_list {
-        Some(list) => list.to_vec(),
-        // A lost device's variables cannot train (their values went with
-        // it): a program that moved to a new device trains there.
-        None => alive()
-            .into_iter()
-            .filter(|v| v.device().lost_reason().is_none())
-            .collect(),
+    let vars: Vec<Variable> = match var_list {
+        Some(list) => list.iter().filter(|v| v.trainable()).cloned().collect(),
+        None => {
+            // A lost device's variables cannot train (their values went
+            // with it): a program that moved to a new device trains there.
+            let (lost, live): (Vec<Variable>, Vec<Variable>) = alive()
+                .into_iter()
+                .filter(Variable::trainable)
+                .partition(|v| v.device().lost_reason().is_some());
+            if let (true, Some(v)) = (live.is_empty(), lost.first()) {
+                v.device().admit(op, &[])?;
+            }
+            live
+        }
     };
-    let vars: Vec<Variable> = listed.into_iter().filter(Variable::trainable).collect();
     let device = one_device(op, &vars)?;
     let values: Vec<Tensor> = vars.iter().map(Variable::value).collect();
     let (value, grads) = device.gradients(|_| f(), &values, None)?;

@@ -1,8 +1,9 @@
-//! `grads(f)` and `valueAndGrads(f)`, TF.js's: each returns a function of
-//! `(xs, dy?)` that runs `f(...xs)` with the `xs` watched and returns the
-//! gradients (and the value) as tensors, computed by the Rust API's
-//! `value_and_grads` (deferred and fused like any work). Like TF.js, the
-//! tensors `f` makes are disposed afterwards, all but its result.
+//! Gradients, TF.js's way: `grad(f)`, `grads(f)`, `valueAndGrad(f)` and
+//! `valueAndGrads(f)` return a function of `(x or xs, dy?)` that runs `f`
+//! with its inputs watched; `variableGrads(f, varList?)` takes gradients
+//! with respect to variables. All over the Rust API (deferred and fused like
+//! any work). Like TF.js, the tensors `f` makes are disposed afterwards, all
+//! but its result.
 
 use std::cell::RefCell;
 
@@ -10,33 +11,87 @@ use js_sys::{Array, Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
 use super::{args, errors, registry};
-use crate::{ErrorClass, RegistrationError, Tensor};
+use crate::{Device, ErrorClass, RegistrationError, Tensor, Variable};
+
+/// `grad(f)`: `(x, dy?) => Tensor`.
+#[wasm_bindgen(skip_typescript)]
+pub fn grad(f: JsValue) -> Result<JsValue, JsValue> {
+    gradient_fn("grad", f, Form::Single)
+}
+
+/// `valueAndGrad(f)`: `(x, dy?) => ({ value, grad })`.
+#[wasm_bindgen(js_name = valueAndGrad, skip_typescript)]
+pub fn value_and_grad(f: JsValue) -> Result<JsValue, JsValue> {
+    gradient_fn("valueAndGrad", f, Form::SingleWithValue)
+}
 
 /// `grads(f)`: `(xs, dy?) => Tensor[]`.
 #[wasm_bindgen(skip_typescript)]
 pub fn grads(f: JsValue) -> Result<JsValue, JsValue> {
-    gradient_fn("grads", f, false)
+    gradient_fn("grads", f, Form::Many)
 }
 
 /// `valueAndGrads(f)`: `(xs, dy?) => ({ value, grads })`.
 #[wasm_bindgen(js_name = valueAndGrads, skip_typescript)]
 pub fn value_and_grads(f: JsValue) -> Result<JsValue, JsValue> {
-    gradient_fn("valueAndGrads", f, true)
+    gradient_fn("valueAndGrads", f, Form::ManyWithValue)
 }
 
-/// The function `grads`/`valueAndGrads` returns. Freed with the JS function
-/// when the garbage collector takes it (the package is built with weak
-/// references).
-fn gradient_fn(op: &'static str, f: JsValue, with_value: bool) -> Result<JsValue, JsValue> {
-    let Some(f) = f.dyn_ref::<Function>().cloned() else {
-        return Err(errors::op_error(
-            op,
-            ErrorClass::Type,
-            format!("f must be a function, got {}", args::describe(&f)),
-        ));
-    };
+/// `variableGrads(f, varList?)`: `{ value, grads }`, `grads` keyed by
+/// variable name, for the trainable variables of `varList` (by default
+/// every trainable variable) that `f()`'s value depends on.
+#[wasm_bindgen(js_name = variableGrads, skip_typescript)]
+pub fn variable_grads(f: JsValue, var_list: JsValue) -> Result<JsValue, JsValue> {
+    let op = "variableGrads";
+    let f = function(op, &f)?;
+    let vars = var_list_arg(op, &var_list)?;
+    let device = vars
+        .as_deref()
+        .and_then(|v| v.first())
+        .map(Variable::device);
+    let ((_, grads), value) = run_user(op, &f, &Array::new(), device.as_ref(), |call| {
+        crate::variable_grads(call, vars.as_deref())
+    })?;
+    let named = Object::new();
+    for (variable, grad) in grads {
+        Reflect::set(
+            &named,
+            &variable.name().into(),
+            &registry::wrap_tensor(grad),
+        )?;
+    }
+    let out = Object::new();
+    Reflect::set(&out, &"value".into(), &value)?;
+    Reflect::set(&out, &"grads".into(), &named)?;
+    Ok(out.into())
+}
+
+/// What a gradient function takes and returns.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    Single,
+    SingleWithValue,
+    Many,
+    ManyWithValue,
+}
+
+/// The function `grad`, `grads`, `valueAndGrad` and `valueAndGrads` return.
+/// Freed with the JS function when the garbage collector takes it (the
+/// package is built with weak references).
+fn gradient_fn(op: &'static str, f: JsValue, form: Form) -> Result<JsValue, JsValue> {
+    let f = function(op, &f)?;
+    let single = matches!(form, Form::Single | Form::SingleWithValue);
     let call = move |xs: JsValue, dy: JsValue| -> Result<JsValue, JsValue> {
-        let tensors = args::tensors(op, "xs", &xs)?;
+        let (tensors, arguments) = match single {
+            true => {
+                let x = args::tensor(op, " (x)", &xs)?;
+                (vec![x], Array::of1(&xs))
+            }
+            false => {
+                let tensors = args::tensors(op, "xs", &xs)?;
+                (tensors, xs.clone().unchecked_into::<Array>())
+            }
+        };
         let Some(device) = tensors.first().map(|t| t.device().clone()) else {
             return Err(errors::op_error(
                 op,
@@ -48,43 +103,108 @@ fn gradient_fn(op: &'static str, f: JsValue, with_value: bool) -> Result<JsValue
             true => None,
             false => Some(args::tensor(op, " (dy)", &dy)?),
         };
-        // What `f` returned (kept), or what it threw, or its result that is
-        // no tensor (thrown again as is once the Rust API has let go).
-        let returned: RefCell<JsValue> = RefCell::new(JsValue::UNDEFINED);
-        let thrown: RefCell<Option<JsValue>> = RefCell::new(None);
-        let run = |_: &[Tensor]| -> Result<Tensor, RegistrationError> {
-            let result = f
-                .apply(&JsValue::NULL, xs.unchecked_ref::<Array>())
-                .and_then(|value| {
-                    let tensor = args::tensor(op, " returned by f", &value)?;
-                    returned.replace(value);
-                    Ok(tensor)
-                });
-            result.map_err(|error| {
-                thrown.replace(Some(error));
-                RegistrationError::new(op, ErrorClass::Other, "f failed")
-            })
+        let ((_, grads), value) = run_user(op, &f, &arguments, Some(&device), |call| {
+            device.value_and_grads(|_| call(), &tensors, dy.as_ref())
+        })?;
+        let mut grads: Vec<JsValue> = grads.into_iter().map(registry::wrap_tensor).collect();
+        let (key, grads) = match single {
+            true => ("grad", grads.pop().unwrap_or(JsValue::UNDEFINED)),
+            false => ("grads", grads.into_iter().collect::<Array>().into()),
         };
-        // As TF.js does: the tensors `f` makes are disposed once the
-        // gradients are registered (the tape holds what the backward pass
-        // reads), all but its result.
-        registry::open_scope();
-        let result = device.value_and_grads(run, &tensors, dy.as_ref());
-        let value = returned.take();
-        registry::close_scope(&registry::tensors_in(&value));
-        if let Some(error) = thrown.take() {
-            return Err(error);
-        }
-        let (_, grads) = result.map_err(|e| errors::registration(&e))?;
-        let grads: Array = grads.into_iter().map(registry::wrap_tensor).collect();
-        if !with_value {
-            return Ok(grads.into());
+        if matches!(form, Form::Single | Form::Many) {
+            return Ok(grads);
         }
         let out = Object::new();
         Reflect::set(&out, &"value".into(), &value)?;
-        Reflect::set(&out, &"grads".into(), &grads)?;
+        Reflect::set(&out, &key.into(), &grads)?;
         Ok(out.into())
     };
     let closure = Closure::<dyn Fn(JsValue, JsValue) -> Result<JsValue, JsValue>>::new(call);
     Ok(closure.into_js_value())
+}
+
+/// `f`, which must be a function.
+pub(super) fn function(op: &'static str, f: &JsValue) -> Result<Function, JsValue> {
+    f.dyn_ref::<Function>().cloned().ok_or_else(|| {
+        errors::op_error(
+            op,
+            ErrorClass::Type,
+            format!("f must be a function, got {}", args::describe(f)),
+        )
+    })
+}
+
+/// `varList`: absent, or an array of variables.
+pub(super) fn var_list_arg(
+    op: &'static str,
+    value: &JsValue,
+) -> Result<Option<Vec<Variable>>, JsValue> {
+    if args::absent(value) {
+        return Ok(None);
+    }
+    let Some(list) = value.dyn_ref::<Array>() else {
+        return Err(errors::op_error(
+            op,
+            ErrorClass::Type,
+            format!(
+                "varList must be an array of variables, got {}",
+                args::describe(value)
+            ),
+        ));
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, item)| match registry::find_variable(&item) {
+            Some(v) => Ok(v),
+            None => Err(errors::op_error(
+                op,
+                ErrorClass::Type,
+                format!(
+                    "varList[{i}] must be a variable (device.variable), got {}",
+                    args::describe(&item)
+                ),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// Runs `body`, which calls the user's `f(...arguments)` through the
+/// closure it is given, at most once. Returns what `body` returned and the
+/// value `f` returned (a tensor object, kept); every other tensor `f` made
+/// is disposed afterwards, as TF.js does (the tape holds what the backward
+/// pass reads). What `f` throws is thrown again as is, once the Rust API has
+/// let go; a result of `f` that is no tensor is refused naming `op`. The ops
+/// `body` registers itself (the backward pass, an update) get the user's
+/// call as their site, when `device` records sites.
+pub(super) fn run_user<T>(
+    op: &'static str,
+    f: &Function,
+    arguments: &Array,
+    device: Option<&Device>,
+    body: impl FnOnce(&dyn Fn() -> Result<Tensor, RegistrationError>) -> Result<T, RegistrationError>,
+) -> Result<(T, JsValue), JsValue> {
+    let returned: RefCell<JsValue> = RefCell::new(JsValue::UNDEFINED);
+    let thrown: RefCell<Option<JsValue>> = RefCell::new(None);
+    let call = || -> Result<Tensor, RegistrationError> {
+        let result = f.apply(&JsValue::NULL, arguments).and_then(|value| {
+            let tensor = args::tensor(op, " returned by f", &value)?;
+            returned.replace(value);
+            Ok(tensor)
+        });
+        result.map_err(|error| {
+            thrown.replace(Some(error));
+            RegistrationError::new(op, ErrorClass::Other, "f failed")
+        })
+    };
+    let site = device.and_then(errors::site_if_captured);
+    registry::open_scope();
+    let result = crate::tensor::with_site(site, || body(&call));
+    let value = returned.take();
+    registry::close_scope(&registry::tensors_in(&value));
+    if let Some(error) = thrown.take() {
+        return Err(error);
+    }
+    let result = result.map_err(|e| errors::registration(&e))?;
+    Ok((result, value))
 }

@@ -253,6 +253,47 @@ impl JsDevice {
         })
     }
 
+    /// `variable(initial, { trainable = true, name? })`: a `Variable`, a
+    /// `Tensor` holding a copy of `initial` that `assign` and the
+    /// optimizers replace. Kept until disposed (`tidy` leaves it alone, as
+    /// TF.js does). `name` must be unique among this device's variables.
+    #[wasm_bindgen(unchecked_return_type = "Variable")]
+    pub fn variable(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] initial: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ trainable?: boolean; name?: string }")]
+        options: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "variable";
+        let device = self.device(op)?;
+        let initial = args::tensor(op, " (initial)", &initial)?;
+        let options = Options::read(op, "options", &options, &["trainable", "name"])?;
+        let trainable = options.boolean_or("trainable", true)?;
+        let (name, what) = options.get("name")?;
+        let name = match args::absent(&name) {
+            true => None,
+            false => Some(args::string(op, &what, &name)?),
+        };
+        let site = errors::site_if_captured(&device);
+        crate::tensor::with_site(site, || {
+            device.variable(&initial, trainable, name.as_deref())
+        })
+        .map(registry::wrap_variable)
+        .map_err(|e| errors::registration(&e))
+    }
+
+    /// This device's trainable variables not disposed, oldest first: the
+    /// objects `variable` returned.
+    #[wasm_bindgen(js_name = trainableVariables, unchecked_return_type = "Variable[]")]
+    pub fn trainable_variables(&self) -> Result<js_sys::Array, JsValue> {
+        let device = self.device("trainableVariables")?;
+        Ok(registry::variables()
+            .into_iter()
+            .filter(|(_, v)| v.trainable() && v.device().same(&device))
+            .map(|(object, _)| object)
+            .collect())
+    }
+
     /// Runs everything queued. Resolves when all of it succeeded; rejects
     /// with an `ExecutionError` naming each failure once when any work
     /// flushed since the last `sync()` failed. Tensors kept as expressions

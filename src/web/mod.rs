@@ -19,7 +19,9 @@
 //! - `tensor.rs`: the `Tensor` class and its op families.
 //! - `errors.rs`: JS errors built from the Rust error values, and the
 //!   user's JS frame for reports.
-//! - `autograd.rs`: `grads(f)` and `valueAndGrads(f)`.
+//! - `autograd.rs`: `grad`, `grads`, `valueAndGrad`, `valueAndGrads` and
+//!   `variableGrads`.
+//! - `train.rs`: the optimizers (`train.sgd`, `momentum`, `adam`).
 //! - here: start-up, `panicCount()` and `tidy()`.
 
 use wasm_bindgen::prelude::*;
@@ -32,6 +34,7 @@ mod device;
 mod errors;
 mod registry;
 mod tensor;
+mod train;
 
 #[wasm_bindgen(start)]
 fn start() {
@@ -71,6 +74,56 @@ export function grads(f: (...xs: Tensor[]) => Tensor): (xs: Tensor[], dy?: Tenso
 
 /** `grads`, with `f`'s value: `(xs, dy?) => ({ value, grads })`. */
 export function valueAndGrads(f: (...xs: Tensor[]) => Tensor): (xs: Tensor[], dy?: Tensor) => { value: Tensor; grads: Tensor[] };
+
+/** `grads` of a function of one tensor: `(x, dy?) => Tensor`. */
+export function grad(f: (x: Tensor) => Tensor): (x: Tensor, dy?: Tensor) => Tensor;
+
+/** `grad`, with `f`'s value: `(x, dy?) => ({ value, grad })`. */
+export function valueAndGrad(f: (x: Tensor) => Tensor): (x: Tensor, dy?: Tensor) => { value: Tensor; grad: Tensor };
+
+/**
+ * TF.js's `variableGrads`: the gradients of `f()` (a scalar) with respect to
+ * the trainable variables of `varList` (by default every trainable variable
+ * of every device not lost; they must share one device) that it depends on,
+ * keyed by variable name.
+ */
+export function variableGrads(f: () => Tensor, varList?: Variable[]): { value: Tensor; grads: Record<string, Tensor> };
+
+/** A tensor a program replaces between steps: `device.variable(initial)`. */
+export interface Variable extends Tensor {
+    /** Unique among its device's variables. */
+    readonly name: string;
+    readonly trainable: boolean;
+    /** Its value becomes a copy of `value` (same shape, same device). */
+    assign(value: Tensor): void;
+}
+
+/**
+ * An optimizer. A step fails whole: when any op of its forward pass,
+ * backward pass or update fails, no variable and no optimizer state
+ * changes, and the cost rejects with the failure's chain.
+ */
+export interface Optimizer {
+    /** One step on the gradients of `f()`; the cost when `returnCost`. */
+    minimize(f: () => Tensor, returnCost: true | { returnCost: true; varList?: Variable[] }, varList?: Variable[]): Tensor;
+    minimize(f: () => Tensor, returnCost?: false | { returnCost?: false; varList?: Variable[] }, varList?: Variable[]): null;
+    /** One step on given gradients, keyed by variable name. */
+    applyGradients(grads: Record<string, Tensor> | { name: string; tensor: Tensor }[]): void;
+    /** Settable between steps. */
+    learningRate: number;
+    /** `'sgd'`, `'momentum'` or `'adam'`. */
+    readonly name: string;
+    /** Releases its state (moments); using it afterwards throws. */
+    dispose(): void;
+}
+
+/** TF.js's optimizers. */
+export class train {
+    private constructor();
+    static sgd(learningRate: number): Optimizer;
+    static momentum(learningRate: number, momentum: number, useNesterov?: boolean): Optimizer;
+    static adam(learningRate?: number, beta1?: number, beta2?: number, epsilon?: number): Optimizer;
+}
 
 /** `device.stats()`: the counters of a device's work so far. */
 export interface Stats {

@@ -23,7 +23,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::tensor::with_site;
-use crate::{Device, ErrorClass, RegistrationError, Tensor, TensorId};
+use crate::{Device, ErrorClass, RegistrationError, Tensor, TensorId, Variable};
 
 use super::device::JsDevice;
 use super::errors;
@@ -42,11 +42,27 @@ pub enum Found {
     Foreign,
 }
 
-/// A tensor object's entry: the tensor until it is disposed, and its id
-/// always, for the error that says it was disposed.
+/// A tensor object's entry: what it stands for until it is disposed, and
+/// its id always, for the error that says it was disposed.
 struct Held {
     id: TensorId,
-    tensor: Option<Tensor>,
+    value: Option<Value>,
+}
+
+/// What a tensor object stands for: a tensor, or a variable (whose tensor
+/// is its current value).
+enum Value {
+    Tensor(Tensor),
+    Variable(Variable),
+}
+
+impl Value {
+    fn tensor(&self) -> Tensor {
+        match self {
+            Value::Tensor(t) => t.clone(),
+            Value::Variable(v) => v.value(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -54,6 +70,10 @@ struct Table {
     next: Key,
     tensors: FxHashMap<Key, Held>,
     devices: FxHashMap<Key, Device>,
+    /// The objects of the variables not yet disposed, oldest first: kept
+    /// until disposed, as TF.js keeps its variables (`trainableVariables`
+    /// returns these very objects).
+    variables: Vec<(Key, JsValue)>,
     /// The open `tidy()` scopes, innermost last: the tensor keys each made.
     scopes: Vec<Vec<Key>>,
 }
@@ -90,7 +110,7 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
             key,
             Held {
                 id,
-                tensor: Some(tensor),
+                value: Some(Value::Tensor(tensor)),
             },
         );
         if let Some(scope) = t.scopes.last_mut() {
@@ -104,6 +124,69 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
         ("Tensor", &TENSOR_CLASS_READY),
         "dispose",
     )
+}
+
+/// The object JS gets for a new variable: a `Tensor` object standing for
+/// the variable's current value. Not counted in any `tidy()` scope (TF.js
+/// leaves variables to `dispose()`), and kept until disposed.
+pub fn wrap_variable(variable: Variable) -> JsValue {
+    let id = variable.value().id();
+    let key = table(|t| {
+        let key = t.key();
+        let value = Some(Value::Variable(variable));
+        t.tensors.insert(key, Held { id, value });
+        key
+    });
+    let object = brand(
+        JsValue::from(JsTensor::new(key)),
+        key,
+        ("Tensor", &TENSOR_CLASS_READY),
+        "dispose",
+    );
+    table(|t| t.variables.push((key, object.clone())));
+    object
+}
+
+/// The variable the object with `key` stands for, if it is one and not
+/// disposed.
+pub fn variable(key: Key) -> Option<Variable> {
+    table(|t| match t.tensors.get(&key)?.value.as_ref()? {
+        Value::Variable(v) => Some(v.clone()),
+        Value::Tensor(_) => None,
+    })
+}
+
+/// The variable `value` stands for, if it is a variable's object and not
+/// disposed.
+pub fn find_variable(value: &JsValue) -> Option<Variable> {
+    if !value.is_object() {
+        return None;
+    }
+    let key = BRANDS.with(|b| b.get(value.unchecked_ref())).as_f64()?;
+    variable(key as Key)
+}
+
+/// Disposes the tensor objects among `keys`, leaving variables alone.
+pub fn dispose_tensors(keys: &FxHashSet<Key>) {
+    for &key in keys {
+        if variable(key).is_none() {
+            dispose(key);
+        }
+    }
+}
+
+/// The objects of the variables not disposed, oldest first, with what they
+/// stand for.
+pub fn variables() -> Vec<(JsValue, Variable)> {
+    table(|t| {
+        t.variables
+            .iter()
+            .filter_map(|(key, object)| match t.tensors.get(key)?.value.as_ref()? {
+                Value::Variable(v) => Some((object.clone(), v.clone())),
+                Value::Tensor(_) => None,
+            })
+            .collect()
+    })
 }
 
 /// The object JS gets for a new device.
@@ -243,8 +326,8 @@ pub fn find(value: &JsValue) -> Found {
 pub fn held(key: Key) -> Found {
     table(|t| {
         if let Some(held) = t.tensors.get(&key) {
-            match &held.tensor {
-                Some(tensor) => Found::Tensor(tensor.clone()),
+            match &held.value {
+                Some(value) => Found::Tensor(value.tensor()),
                 None => Found::Disposed(held.id),
             }
         } else if let Some(device) = t.devices.get(&key) {
@@ -261,8 +344,8 @@ pub fn tensors_held(device: &Device) -> usize {
     table(|t| {
         t.tensors
             .values()
-            .filter_map(|held| held.tensor.as_ref())
-            .filter(|tensor| tensor.device().same(device))
+            .filter_map(|held| held.value.as_ref())
+            .filter(|value| value.tensor().device().same(device))
             .count()
     })
 }
@@ -275,7 +358,10 @@ pub fn disposed(op: &'static str, id: TensorId) -> JsValue {
 /// Releases the tensor of the object with `key`; the object stays, and
 /// throws `was disposed` when used.
 pub fn dispose(key: Key) {
-    let released = table(|t| t.tensors.get_mut(&key).and_then(|held| held.tensor.take()));
+    let released = table(|t| {
+        t.variables.retain(|(k, _)| *k != key);
+        t.tensors.get_mut(&key).and_then(|held| held.value.take())
+    });
     drop(released);
 }
 
@@ -287,7 +373,7 @@ pub fn forget(key: Key) {
     let released = TABLE.with(|t| {
         t.try_borrow_mut().ok().map(|mut t| {
             (
-                t.tensors.remove(&key).and_then(|held| held.tensor),
+                t.tensors.remove(&key).and_then(|held| held.value),
                 t.devices.remove(&key),
             )
         })
@@ -315,7 +401,7 @@ pub fn open_scope() {
 /// Closes the innermost scope, disposing what it made except `kept`, which
 /// from then on belongs to the enclosing scope, if any.
 pub fn close_scope(kept: &FxHashSet<Key>) {
-    let released: Vec<Tensor> = table(|t| {
+    let released: Vec<Value> = table(|t| {
         let made = t.scopes.pop().unwrap_or_default();
         let (keep, release): (Vec<Key>, Vec<Key>) =
             made.into_iter().partition(|key| kept.contains(key));
@@ -324,7 +410,7 @@ pub fn close_scope(kept: &FxHashSet<Key>) {
         }
         release
             .iter()
-            .filter_map(|key| t.tensors.get_mut(key).and_then(|held| held.tensor.take()))
+            .filter_map(|key| t.tensors.get_mut(key).and_then(|held| held.value.take()))
             .collect()
     });
     drop(released);

@@ -35,6 +35,25 @@ impl JsTensor {
     }
 }
 
+impl JsTensor {
+    /// The variable this object stands for; `op` names the method for the
+    /// error when it is a plain tensor (or disposed).
+    fn variable(&self, op: &'static str) -> Result<crate::Variable, JsValue> {
+        if let Some(variable) = registry::variable(self.key) {
+            return Ok(variable);
+        }
+        let t = self.tensor(op)?;
+        Err(errors::op_error(
+            op,
+            ErrorClass::Type,
+            format!(
+                "{} is not a variable; make one with device.variable(initial)",
+                t.id()
+            ),
+        ))
+    }
+}
+
 fn not_a_tensor(op: &'static str) -> JsValue {
     errors::op_error(
         op,
@@ -134,6 +153,31 @@ impl JsTensor {
     /// throws. `free()` and `[Symbol.dispose]()` do the same.
     pub fn dispose(&self) {
         registry::dispose(self.key);
+    }
+
+    /// A variable's `assign(value)`: its value becomes a copy of `value`
+    /// (same shape, same device). Typed on `Variable` only; on a plain
+    /// tensor it throws.
+    #[wasm_bindgen(skip_typescript)]
+    pub fn assign(&self, value: JsValue) -> Result<(), JsValue> {
+        let op = "assign";
+        let variable = self.variable(op)?;
+        let value = args::tensor(op, " (value)", &value)?;
+        let site = errors::site_if_captured(&variable.device());
+        crate::tensor::with_site(site, || variable.assign(&value))
+            .map_err(|e| errors::registration(&e))
+    }
+
+    /// A variable's name; `undefined` on a plain tensor.
+    #[wasm_bindgen(getter, skip_typescript)]
+    pub fn name(&self) -> Option<String> {
+        registry::variable(self.key).map(|v| v.name().to_string())
+    }
+
+    /// Whether a variable is trainable; `false` on a plain tensor.
+    #[wasm_bindgen(getter, skip_typescript)]
+    pub fn trainable(&self) -> bool {
+        registry::variable(self.key).is_some_and(|v| v.trainable())
     }
 
     /// Each value limited to `[min, max]`.

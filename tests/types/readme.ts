@@ -1,8 +1,8 @@
 // Typed code a user writes, compiled with `tsc --strict` against the built
 // package's declarations (tests/page/types.test.mjs). The README example,
 // then the API's shapes, then calls that must not compile.
-import init, { Device, grads, tidy, valueAndGrads } from 'webfusion';
-import type { ExecutionError, NestedNumbers, Stats, Tensor, TensorError } from 'webfusion';
+import init, { Device, grad, grads, tidy, train, valueAndGrads, variableGrads } from 'webfusion';
+import type { ExecutionError, NestedNumbers, Optimizer, Stats, Tensor, TensorError, Variable } from 'webfusion';
 
 await init();
 const gpu = await Device.request();
@@ -24,6 +24,29 @@ const kept: { a: typeof t; n: number } = tidy(() => ({ a: t.exp(), n: 3 }));
 const dx: Tensor[] = grads((a: Tensor, b: Tensor) => a.mul(b).sum())([t, t]);
 const { value, grads: dxs } = valueAndGrads((a: Tensor) => a.square().sum())([t]);
 console.log(dx, value.shape, dxs.length);
+
+// Training: the README's example, then the rest of the API.
+const x = gpu.tensor([[0, 0], [0, 1], [1, 0], [1, 1]]);
+const y = gpu.tensor([[0], [1], [1], [0]]);
+const w1 = gpu.variable(gpu.randomNormal([2, 8], { seed: 1 }));
+const w2 = gpu.variable(gpu.randomNormal([8, 1], { seed: 2 }));
+const optimizer = train.adam(0.05);
+for (let i = 0; i < 300; i++) {
+  const cost = optimizer.minimize(() => x.matmul(w1).tanh().matmul(w2).sigmoid().sub(y).square().mean(), true);
+  if (i % 100 === 99) console.log(await cost.data());
+  cost.dispose();
+}
+const named: Variable = gpu.variable(t, { name: 'bias', trainable: false });
+named.assign(t.mul(2));
+const vars: Variable[] = gpu.trainableVariables();
+const sgd: Optimizer = train.sgd(0.1);
+sgd.learningRate = 0.01;
+const none: null = sgd.minimize(() => w1.square().sum());
+const cost: Tensor = sgd.minimize(() => w1.square().sum(), { returnCost: true, varList: vars });
+const { grads: byName } = variableGrads(() => w2.sum());
+sgd.applyGradients(byName);
+const g: Tensor = grad((a: Tensor) => a.exp().sum())(t);
+console.log(named.name, none, cost, g, train.momentum(0.1, 0.9, true).name);
 
 // Errors carry typed fields.
 try {
@@ -55,4 +78,8 @@ t.reshape('2x3');
 const wrong: number[] = await t.data();
 // @ts-expect-error: a root's kind is one of the known kinds
 const kind: TensorError['root']['kind'] = 'meltdown';
+// @ts-expect-error: only a variable has assign
+t.assign(t);
+// @ts-expect-error: minimize's f takes no arguments
+train.sgd(0.1).minimize((a: Tensor) => a.sum());
 console.log(wrong, kind);

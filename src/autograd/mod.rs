@@ -47,6 +47,31 @@ impl Device {
         Ok((value, grads))
     }
 
+    /// `value_and_grads` of a function of one tensor.
+    pub fn value_and_grad(
+        &self,
+        f: impl FnOnce(&Tensor) -> Result<Tensor>,
+        x: &Tensor,
+        dy: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        let (value, mut grads) =
+            self.value_and_grads(|xs| f(&xs[0]), std::slice::from_ref(x), dy)?;
+        let grad = grads
+            .pop()
+            .ok_or_else(|| internal("no gradient came back"))?;
+        Ok((value, grad))
+    }
+
+    /// `grads` of a function of one tensor.
+    pub fn grad(
+        &self,
+        f: impl FnOnce(&Tensor) -> Result<Tensor>,
+        x: &Tensor,
+        dy: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        self.value_and_grad(f, x, dy).map(|(_, grad)| grad)
+    }
+
     /// `value_and_grads`, with `None` for an input the value does not
     /// depend on (TF.js's `variableGrads` leaves those out).
     pub(crate) fn gradients(

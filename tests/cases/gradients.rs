@@ -525,8 +525,20 @@ pub async fn an_mlp_loss_has_the_gradients_of_finite_differences_and_an_unused_i
     };
     assert!(refused.to_string().contains("scalar"), "{refused}");
     let dy = gpu.tensor(&[1.0, -1.0], None).unwrap();
-    let g = gpu.grads(|xs| xs[0].mul(3.0), &[x], Some(&dy)).unwrap();
+    let g = gpu
+        .grads(|xs| xs[0].mul(3.0), std::slice::from_ref(&x), Some(&dy))
+        .unwrap();
     assert_eq!(read(&g[0]).await, vec![3.0, -3.0]);
+    // The forms for one tensor.
+    let g = gpu
+        .grad(|x| x.square()?.sum(None, false), &x, None)
+        .unwrap();
+    assert_eq!(read(&g).await, vec![2.0, 4.0]);
+    let (v, g) = gpu.value_and_grad(|x| x.mul(2.0), &x, Some(&dy)).unwrap();
+    assert_eq!(
+        (read(&v).await, read(&g).await),
+        (vec![2.0, 4.0], vec![2.0, -2.0])
+    );
 }
 
 pub async fn a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients() {
@@ -557,4 +569,256 @@ pub async fn a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients()
     }
     // Everything else reads normally, the input included.
     assert_eq!(read(&x).await, vec![0.5, -0.25]);
+}
+
+/// A random program over smooth ops: each step reads values made before it
+/// (inputs or earlier steps) and makes one more. Replayed on any inputs, so
+/// the same program gives the gradients and the finite differences.
+///
+/// Ops with kinks (`relu`, `abs`, `clamp`, `maximum`/`minimum`, `max`/`min`
+/// reductions, comparisons, `where`) are left out: a finite difference
+/// across a kink measures neither side. Their rules are checked by the
+/// cases above, away from the kinks. `log`, `sqrt`, `rsqrt`, `div`, `pow`
+/// and `exp` are applied to values kept in their domain (`1 + x^2`,
+/// `tanh(x)`).
+#[derive(Debug, Clone)]
+enum Step {
+    Unary(usize, &'static str),
+    Binary(usize, usize, &'static str),
+    Matmul(usize, usize),
+    Reduce(usize, &'static str, isize, bool),
+    Softmax(usize, bool),
+    Transpose(usize),
+    Flatten(usize),
+    Slice(usize),
+    ExpandBroadcast(usize),
+    Cat(usize, usize),
+}
+
+/// A seeded program and its inputs' shapes.
+fn random_program(seed: u64) -> (Vec<Vec<usize>>, Vec<Step>) {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut below = move |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % n as u64) as usize
+    };
+    let (m, n, k) = (2 + below(3), 2 + below(3), 2 + below(2));
+    let inputs = vec![vec![m, n], vec![n], vec![n, k]];
+    let mut shapes = inputs.clone();
+    let mut steps = Vec::new();
+    while steps.len() < 8 {
+        let a = below(shapes.len());
+        let sa = shapes[a].clone();
+        let b = below(shapes.len());
+        let sb = shapes[b].clone();
+        let (step, shape) = match below(10) {
+            0 | 1 => {
+                let ops = [
+                    "tanh", "sigmoid", "sin", "cos", "square", "neg", "gelu", "exp", "log", "sqrt",
+                    "rsqrt",
+                ];
+                (Step::Unary(a, ops[below(ops.len())]), sa)
+            }
+            2 | 3 => {
+                let Some(shape) = broadcast(&sa, &sb) else {
+                    continue;
+                };
+                let ops = ["add", "sub", "mul", "div", "pow"];
+                (Step::Binary(a, b, ops[below(ops.len())]), shape)
+            }
+            4 if sa.len() == 2 && sb.len() == 2 && sa[1] == sb[0] => {
+                (Step::Matmul(a, b), vec![sa[0], sb[1]])
+            }
+            5 if !sa.is_empty() => {
+                let axis = below(sa.len());
+                let keep = below(2) == 0;
+                let op = ["sum", "mean", "logSumExp"][below(3)];
+                let mut shape = sa.clone();
+                match keep {
+                    true => shape[axis] = 1,
+                    false => {
+                        shape.remove(axis);
+                    }
+                }
+                (Step::Reduce(a, op, axis as isize, keep), shape)
+            }
+            6 if !sa.is_empty() => (Step::Softmax(a, below(2) == 0), sa),
+            7 if sa.len() == 2 => (Step::Transpose(a), vec![sa[1], sa[0]]),
+            7 => (Step::Flatten(a), vec![sa.iter().product()]),
+            8 if sa.first().is_some_and(|&d| d > 1) => {
+                let mut shape = sa.clone();
+                shape[0] -= 1;
+                (Step::Slice(a), shape)
+            }
+            8 if sa.len() == 1 => (Step::ExpandBroadcast(a), vec![2, sa[0]]),
+            9 if sa == sb && !sa.is_empty() => {
+                let mut shape = sa.clone();
+                shape[0] *= 2;
+                (Step::Cat(a, b), shape)
+            }
+            _ => continue,
+        };
+        steps.push(step);
+        shapes.push(shape);
+    }
+    (inputs, steps)
+}
+
+/// NumPy's broadcast of two shapes, if they broadcast.
+fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    (0..rank)
+        .map(|i| {
+            let da = if i + a.len() >= rank {
+                a[i + a.len() - rank]
+            } else {
+                1
+            };
+            let db = if i + b.len() >= rank {
+                b[i + b.len() - rank]
+            } else {
+                1
+            };
+            match (da, db) {
+                _ if da == db => Some(da),
+                (1, d) | (d, 1) => Some(d),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Runs `steps` on `xs`; the loss is the weighted sum of the last two values
+/// made (fixed weights), so every step near the end counts.
+fn run_program(steps: &[Step], xs: &[Tensor]) -> Result<Tensor, RegistrationError> {
+    let mut values: Vec<Tensor> = xs.to_vec();
+    let positive = |t: &Tensor| t.square()?.add(1.0);
+    for step in steps {
+        let v = |i: usize| &values[i];
+        let made = match step {
+            Step::Unary(a, op) => match *op {
+                "tanh" => v(*a).tanh(),
+                "sigmoid" => v(*a).sigmoid(),
+                "sin" => v(*a).sin(),
+                "cos" => v(*a).cos(),
+                "square" => v(*a).square(),
+                "neg" => v(*a).neg(),
+                "gelu" => v(*a).gelu(),
+                "exp" => v(*a).tanh()?.exp(),
+                "log" => positive(v(*a))?.log(),
+                "sqrt" => positive(v(*a))?.sqrt(),
+                _ => positive(v(*a))?.rsqrt(),
+            },
+            Step::Binary(a, b, op) => match *op {
+                "add" => v(*a).add(v(*b)),
+                "sub" => v(*a).sub(v(*b)),
+                "mul" => v(*a).mul(v(*b)),
+                "div" => v(*a).div(&positive(v(*b))?),
+                _ => positive(v(*a))?.pow(&v(*b).tanh()?),
+            },
+            Step::Matmul(a, b) => v(*a).matmul(v(*b)),
+            Step::Reduce(a, op, axis, keep) => {
+                let axes = [*axis];
+                match *op {
+                    "sum" => v(*a).sum(Some(&axes), *keep),
+                    "mean" => v(*a).mean(Some(&axes), *keep),
+                    _ => v(*a).log_sum_exp(Some(&axes), *keep),
+                }
+            }
+            Step::Softmax(a, log) => match log {
+                true => v(*a).log_softmax(-1),
+                false => v(*a).softmax(-1),
+            },
+            Step::Transpose(a) => v(*a).transpose(None),
+            Step::Flatten(a) => v(*a).flatten(),
+            Step::Slice(a) => {
+                let t = v(*a);
+                let mut size: Vec<isize> = t.shape().iter().map(|&d| d as isize).collect();
+                size[0] -= 1;
+                let mut begin = vec![0; t.rank()];
+                begin[0] = 1;
+                t.slice(&begin, &size)
+            }
+            Step::ExpandBroadcast(a) => {
+                let t = v(*a).expand_dims(0)?;
+                t.broadcast_to(&[2, t.shape()[1]])
+            }
+            Step::Cat(a, b) => {
+                let d = v(*a).device().clone();
+                d.cat(&[v(*a), v(*b)], 0)
+            }
+        }?;
+        values.push(made);
+    }
+    let term = |i: usize, t: &Tensor| -> Result<Tensor, RegistrationError> {
+        let w: Vec<f32> = (0..t.size())
+            .map(|j| 0.5 + ((j * 7 + i * 3) % 5) as f32 * 0.25)
+            .collect();
+        t.mul(&t.device().tensor(&w, Some(t.shape()))?)?
+            .sum(None, false)
+    };
+    let n = values.len();
+    term(0, &values[n - 1])?.add(&term(1, &values[n - 2])?)
+}
+
+/// Tolerance of the random-program check: |g - fd| <= 2e-2 * max(1, |fd|).
+/// The finite differences here are central, h = 1e-2, of the GPU's own f32
+/// forward pass (checked against the CPU reference by the engine's property
+/// tests): truncation ~h^2 and f32 rounding of the loss over 2h ~1e-5.
+const PROGRAM_TOL: f32 = 2e-2;
+
+pub async fn random_programs_of_smooth_ops_have_the_gradients_of_finite_differences() {
+    let gpu = device().await;
+    let h = 1e-2f32;
+    for seed in 0..24u64 {
+        let (shapes, steps) = random_program(seed);
+        let xs: Vec<Vec<f32>> = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, shape)| {
+                let n = shape.iter().product();
+                values(n, seed * 10 + k as u64, -1.0, 1.0)
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect()
+            })
+            .collect();
+        let upload = |xs: &[Vec<f32>]| -> Vec<Tensor> {
+            xs.iter()
+                .zip(&shapes)
+                .map(|(x, s)| gpu.tensor(x, Some(s)).unwrap())
+                .collect()
+        };
+        let inputs = upload(&xs);
+        let (_, grads) = gpu
+            .value_and_grads(|xs| run_program(&steps, xs), &inputs, None)
+            .unwrap_or_else(|e| panic!("seed {seed}: {steps:?}: {e}"));
+        // Every perturbed forward pass registered before any is read: one
+        // flush computes them all.
+        let mut perturbed = Vec::new();
+        for (k, x) in xs.iter().enumerate() {
+            for j in 0..x.len() {
+                for sign in [1.0f32, -1.0] {
+                    let mut moved = xs.to_vec();
+                    moved[k][j] += sign * h;
+                    perturbed.push(run_program(&steps, &upload(&moved)).unwrap());
+                }
+            }
+        }
+        let mut fd = perturbed.chunks(2);
+        for (k, g) in grads.iter().enumerate() {
+            let got = read(g).await;
+            for (j, &g) in got.iter().enumerate() {
+                let pair = fd.next().unwrap();
+                let (up, down) = (read(&pair[0]).await[0], read(&pair[1]).await[0]);
+                let want = (up - down) / (2.0 * h);
+                assert!(
+                    (g - want).abs() <= PROGRAM_TOL * want.abs().max(1.0),
+                    "seed {seed}, input {k}, element {j}: gradient {g}, finite difference {want}\n{steps:?}"
+                );
+            }
+        }
+    }
 }

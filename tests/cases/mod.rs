@@ -52,6 +52,10 @@ macro_rules! all_cases {
         );
         $run!(
             gradients,
+            random_programs_of_smooth_ops_have_the_gradients_of_finite_differences
+        );
+        $run!(
+            gradients,
             binary_ops_sum_their_gradients_over_broadcast_axes
         );
         $run!(

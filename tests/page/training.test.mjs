@@ -217,3 +217,29 @@ test('a failed step changes no variable, its cost rejects naming the root, and t
   assert.match(r.refused, /lost/);
   assert.ok(r.resumed < r.last, `resumed at ${r.resumed}, last ${r.last}`);
 });
+
+test('a thousand steps inside tidy keep memory, failures and tensors held flat', async () => {
+  const r = await run(async (wf, setup) => {
+    const make = new Function(`return (${setup})`)();
+    const s = await make(wf, { optimizer: 'momentum', lr: 0.1, seed: 3 });
+    let baseline = null;
+    const drift = [];
+    let cost = null;
+    for (let i = 0; i < 1000; i += 1) {
+      cost = wf.tidy(() => s.opt.minimize(s.loss, true));
+      if (i % 100 === 99) {
+        const value = (await cost.data())[0];
+        const st = s.gpu.stats();
+        const now = [st.bytesInUse, st.failuresHeld, st.tensorsHeld];
+        if (baseline === null) baseline = now;
+        else if (now.join() !== baseline.join()) drift.push({ i, now });
+        if (i === 999) return { drift, baseline, value };
+      }
+      cost.dispose();
+    }
+    return null;
+  }, xorSetup.toString());
+  assert.deepEqual(r.drift, [], `flat at ${r.baseline}`);
+  assert.equal(r.baseline[1], 0, 'no failure held');
+  assert.ok(r.value < 0.05, `trained: cost ${r.value}`);
+});

@@ -1,4 +1,5 @@
-// Serves the demo: www/ at the root and the built package at /pkg/.
+// Serves the demo: www/ at the root, the built package at /pkg/ and the
+// plotting library (uPlot, from npm) at /vendor/uplot/.
 // `node scripts/serve.mjs` listens on 127.0.0.1:8080 (PORT overrides);
 // tests import `serve` and pass port 0 for a free one.
 import { createServer } from 'node:http';
@@ -20,7 +21,11 @@ const TYPES = {
 
 /** Serves `mounts` ({ urlPrefix: directory }) on 127.0.0.1:`port`. */
 export function serve({ port = 8080, mounts } = {}) {
-  mounts ??= { '/pkg/': join(repo, 'pkg'), '/': join(repo, 'www') };
+  mounts ??= {
+    '/pkg/': join(repo, 'pkg'),
+    '/vendor/uplot/': join(repo, 'node_modules/uplot/dist'),
+    '/': join(repo, 'www'),
+  };
   const prefixes = Object.keys(mounts).sort((a, b) => b.length - a.length);
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);

@@ -50,7 +50,7 @@ mod train;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
-pub use device::{Device, DeviceOptions, FaultKind, panics_observed};
+pub use device::{Device, DeviceOptions, FaultKind, Profile, ProfiledKernel, panics_observed};
 pub use error::{ErrorClass, RegistrationError, RequestError};
 pub use failure::{
     ExecutionError, FailureId, FailureKind, FailureSummary, Report, Root, Skip, TensorError,

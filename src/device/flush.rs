@@ -155,6 +155,7 @@ impl DeviceState {
                     &mut encoder,
                     seq,
                 );
+                self.profile_block(&run);
                 runs.push(run);
             }
             self.submit(encoder, seq);

@@ -6,7 +6,8 @@
 //! Its files follow a flush's life: `expressions` (what a flush must
 //! compute and write besides the queue), `flush` (plan, decide on the CPU,
 //! lower, submit), `settle` (wait for scopes, replay, land failures),
-//! `commit` (a step's new values, kept only if all were written), `read`
+//! `commit` (a step's new values, kept only if all were written),
+//! `profile` (what a piece of a program launched), `read`
 //! (whether bytes can be trusted, and getting them), `faults` (injected
 //! faults). Invariants kept here:
 //! - A record's `data` says whether its bytes can be trusted: a tensor
@@ -43,11 +44,13 @@ use crate::ir::{OpIr, Queue, TensorId};
 use faults::Fault;
 pub use faults::FaultKind;
 use flush::Submission;
+pub use profile::{Profile, ProfiledKernel};
 
 mod commit;
 mod expressions;
 mod faults;
 mod flush;
+mod profile;
 pub(crate) mod read;
 mod settle;
 use crate::runtime::{Allocation, Gpu, Stats};
@@ -197,6 +200,8 @@ pub(crate) struct DeviceState {
     pub next_submission: u64,
     /// Set once the device is lost; everything on it is then poisoned.
     pub lost: Option<String>,
+    /// The profile being taken, if one is (`profile`).
+    pub profile: Option<profile::Taking>,
     lost_signal: LostSignal,
 }
 
@@ -268,6 +273,7 @@ impl Device {
                     wanted: Vec::new(),
                     next_submission: 1,
                     lost: None,
+                    profile: None,
                     lost_signal,
                 }),
                 dropped: RefCell::new(Vec::new()),

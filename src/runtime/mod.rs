@@ -35,6 +35,9 @@ pub struct Stats {
     pub bytes_allocated: u64,
     /// Bytes of the buffers tensors hold now (pooled buffers not counted).
     pub bytes_in_use: u64,
+    /// The most `bytes_in_use` has been (`Device::profile` measures its
+    /// own from where it starts).
+    pub peak_bytes_in_use: u64,
     /// Bytes kernels have written: every output and scratch buffer a
     /// launch fills (host uploads not counted). What fusion saves shows here.
     pub bytes_written: u64,
@@ -131,6 +134,8 @@ pub struct Gpu {
     compiled_in_scope: Vec<String>,
     /// GPU errors that reached the uncaptured-error handler (`Stats`).
     pub uncaptured: Arc<AtomicU64>,
+    /// While a profile is taken: the text of each kernel launched.
+    pub traced: Option<Vec<String>>,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
@@ -230,6 +235,7 @@ impl Gpu {
             cpu: info.device_type == wgpu::DeviceType::Cpu,
             pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
+            traced: None,
             pool: FxHashMap::default(),
             uncaptured,
             uniforms: Uniforms::default(),
@@ -286,6 +292,7 @@ impl Gpu {
     pub fn allocate(&mut self, bytes: u64, stats: &mut Stats) -> Allocation {
         let bucket = self.bucket(bytes);
         stats.bytes_in_use += bucket;
+        stats.peak_bytes_in_use = stats.peak_bytes_in_use.max(stats.bytes_in_use);
         if let Some(buffer) = self.pool.get_mut(&bucket).and_then(Vec::pop) {
             return Allocation { buffer, bucket };
         }
@@ -328,6 +335,9 @@ impl Gpu {
         buffers: &[&wgpu::Buffer],
         stats: &mut Stats,
     ) {
+        if let Some(traced) = &mut self.traced {
+            traced.push(kernel.wgsl.clone());
+        }
         let device = &self.device;
         let compiled = &mut self.compiled_in_scope;
         let mut compile = |text: &str| {

@@ -177,19 +177,20 @@ impl Optimizer {
         // Every new value, then each one's commit: (old, new) pairs in the
         // order they are replaced below.
         let mut pairs: Vec<(Tensor, Tensor)> = Vec::new();
-        let powers = match self.rule {
-            Rule::Adam { beta1, beta2, .. } => {
-                let [p1, p2] = match &self.powers {
-                    Some(p) => p.clone(),
-                    None => [device.ones(&[])?, device.ones(&[])?],
-                };
-                let next = [p1.mul(beta1)?, p2.mul(beta2)?];
-                pairs.push((p1, next[0].clone()));
-                pairs.push((p2, next[1].clone()));
-                Some(next)
-            }
-            _ => None,
-        };
+        // Adam's step count advances (as powers of the betas), and its bias
+        // corrections `1 - beta^t` are made once for every variable: made
+        // per variable, each would cut that variable's fused update in two.
+        let mut corrections = None;
+        if let Rule::Adam { beta1, beta2, .. } = self.rule {
+            let [p1, p2] = match &self.powers {
+                Some(p) => p.clone(),
+                None => [device.ones(&[])?, device.ones(&[])?],
+            };
+            let next = [p1.mul(beta1)?, p2.mul(beta2)?];
+            corrections = Some([next[0].neg()?.add(1.0)?, next[1].neg()?.add(1.0)?]);
+            pairs.push((p1, next[0].clone()));
+            pairs.push((p2, next[1].clone()));
+        }
         let lr = self.learning_rate;
         let mut updated: Vec<(Variable, Vec<Tensor>)> = Vec::new();
         for (v, g) in grads {
@@ -213,7 +214,7 @@ impl Optimizer {
                     beta2,
                     epsilon,
                 } => {
-                    let [p1, p2] = powers.as_ref().ok_or_else(|| {
+                    let [c1, c2] = corrections.as_ref().ok_or_else(|| {
                         RegistrationError::new(
                             "adam",
                             ErrorClass::Other,
@@ -222,8 +223,8 @@ impl Optimizer {
                     })?;
                     let m = state[0].mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
                     let s = state[1].mul(beta2)?.add(&g.square()?.mul(1.0 - beta2)?)?;
-                    let m_hat = m.div(&p1.neg()?.add(1.0)?)?;
-                    let s_hat = s.div(&p2.neg()?.add(1.0)?)?;
+                    let m_hat = m.div(c1)?;
+                    let s_hat = s.div(c2)?;
                     let step = m_hat.div(&s_hat.sqrt()?.add(epsilon)?)?;
                     (w.sub(&step.mul(lr)?)?, vec![m, s])
                 }
@@ -239,7 +240,7 @@ impl Optimizer {
         let mut committed = committed.into_iter();
         // Nothing is replaced before every commit is registered.
         self.device = Some(device);
-        if powers.is_some() {
+        if corrections.is_some() {
             let p1 = committed.next();
             let p2 = committed.next();
             if let (Some(p1), Some(p2)) = (p1, p2) {

@@ -365,8 +365,42 @@ impl JsDevice {
             .map_err(|e| errors::registration(&e))
     }
 
+    /// `profile(fn)`, TF.js's `tf.profile`: runs `fn` (which may be async)
+    /// and everything it queued, and resolves to what that launched: `{
+    /// kernels, kernelNames, newBytes, peakBytes, result }`, each kernel `{
+    /// name, ops, inputs, outputs, wgsl }` (tensors as `{ id, shape, bytes
+    /// }`). What `fn` throws or rejects with rejects the profile.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Profile>")]
+    pub fn profile(
+        &self,
+        #[wasm_bindgen(js_name = fn, unchecked_param_type = "() => unknown")] f: JsValue,
+    ) -> Result<Promise, JsValue> {
+        let op = "profile";
+        let device = self.device(op)?;
+        let Some(f) = f.dyn_ref::<js_sys::Function>().cloned() else {
+            return Err(errors::op_error(
+                op,
+                ErrorClass::Type,
+                format!("fn must be a function, got {}", args::describe(&f)),
+            ));
+        };
+        device.start_profile();
+        let called = f.call0(&JsValue::UNDEFINED);
+        Ok(wasm_bindgen_futures::future_to_promise(async move {
+            let result = match called {
+                Ok(value) => match value.dyn_into::<Promise>() {
+                    Ok(promise) => wasm_bindgen_futures::JsFuture::from(promise).await,
+                    Err(value) => Ok(value),
+                },
+                Err(error) => Err(error),
+            };
+            let profile = device.end_profile();
+            profile_object(&profile, result?)
+        }))
+    }
+
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesAllocated, bytesInUse, bytesWritten, gpuBuffersCreated,
+    /// bytesAllocated, bytesInUse, peakBytesInUse, bytesWritten, gpuBuffersCreated,
     /// pipelinesCompiled, pipelineCacheHits, failuresHeld, expressionsHeld,
     /// uncapturedErrors, tensorsHeld }`; `bytesWritten` counts what kernels
     /// wrote, `expressionsHeld` the held tensors kept as expressions (their
@@ -387,6 +421,7 @@ impl JsDevice {
             ("buffersAllocated", s.buffers_allocated),
             ("bytesAllocated", s.bytes_allocated),
             ("bytesInUse", s.bytes_in_use),
+            ("peakBytesInUse", s.peak_bytes_in_use),
             ("bytesWritten", s.bytes_written),
             ("gpuBuffersCreated", s.gpu_buffers_created),
             ("pipelinesCompiled", s.pipelines_compiled),
@@ -400,6 +435,58 @@ impl JsDevice {
         }
         Ok(object)
     }
+}
+
+/// A profile as JS gets it (see `profile`).
+fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, JsValue> {
+    let tensors = |list: &[(crate::TensorId, Vec<usize>)]| -> Result<js_sys::Array, JsValue> {
+        list.iter()
+            .map(|(id, shape)| {
+                let t = Object::new();
+                Reflect::set(&t, &"id".into(), &(id.0 as f64).into())?;
+                let dims: js_sys::Array = shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+                Reflect::set(&t, &"shape".into(), &dims)?;
+                let bytes =
+                    crate::ProfiledKernel::bytes(std::slice::from_ref(&(*id, shape.clone())));
+                Reflect::set(&t, &"bytes".into(), &(bytes as f64).into())?;
+                Ok::<JsValue, JsValue>(t.into())
+            })
+            .collect()
+    };
+    let kernels = js_sys::Array::new();
+    let names = js_sys::Array::new();
+    for kernel in &profile.kernels {
+        let k = Object::new();
+        let name = kernel.ops.join("+");
+        names.push(&name.as_str().into());
+        Reflect::set(&k, &"name".into(), &name.into())?;
+        let ops: js_sys::Array = kernel
+            .ops
+            .iter()
+            .map(|o| JsValue::from(o.as_str()))
+            .collect();
+        Reflect::set(&k, &"ops".into(), &ops)?;
+        Reflect::set(&k, &"inputs".into(), &tensors(&kernel.inputs)?.into())?;
+        Reflect::set(&k, &"outputs".into(), &tensors(&kernel.outputs)?.into())?;
+        let wgsl: js_sys::Array = kernel
+            .wgsl
+            .iter()
+            .map(|w| JsValue::from(w.as_str()))
+            .collect();
+        Reflect::set(&k, &"wgsl".into(), &wgsl)?;
+        kernels.push(&k);
+    }
+    let out = Object::new();
+    Reflect::set(&out, &"kernels".into(), &kernels)?;
+    Reflect::set(&out, &"kernelNames".into(), &names)?;
+    Reflect::set(&out, &"newBytes".into(), &(profile.new_bytes as f64).into())?;
+    Reflect::set(
+        &out,
+        &"peakBytes".into(),
+        &(profile.peak_bytes as f64).into(),
+    )?;
+    Reflect::set(&out, &"result".into(), &result)?;
+    Ok(out.into())
 }
 
 /// `kind` by the names Rust gives the fault kinds.

@@ -134,6 +134,8 @@ export interface Stats {
     buffersAllocated: number;
     bytesAllocated: number;
     bytesInUse: number;
+    /** The most `bytesInUse` has been (a `profile` measures its own). */
+    peakBytesInUse: number;
     /** Bytes kernels wrote (uploads not counted). */
     bytesWritten: number;
     /** Every GPU buffer created: storage, uniforms, read staging. */
@@ -147,6 +149,36 @@ export interface Stats {
     uncapturedErrors: number;
     /** Tensor objects of this device JS holds undisposed (TF.js's numTensors). */
     tensorsHeld: number;
+}
+
+/** A tensor a profiled kernel reads or writes. */
+export interface ProfiledTensor {
+    id: number;
+    shape: number[];
+    bytes: number;
+}
+
+/** One kernel a profile saw: the ops fused into it, what it read and wrote, its WGSL. */
+export interface ProfiledKernel {
+    /** Its ops joined by `+` (`matmul+add+relu`). */
+    name: string;
+    ops: string[];
+    inputs: ProfiledTensor[];
+    outputs: ProfiledTensor[];
+    /** One text per launch (a reduction split in two passes has two). */
+    wgsl: string[];
+}
+
+/** What `device.profile(fn)` resolves to (TF.js's `tf.profile`). */
+export interface Profile {
+    kernels: ProfiledKernel[];
+    kernelNames: string[];
+    /** `bytesInUse` at the end less at the start. */
+    newBytes: number;
+    /** The most bytes tensors held at once while it ran. */
+    peakBytes: number;
+    /** What `fn` returned (resolved, if it returned a promise). */
+    result: unknown;
 }
 
 /** What failed first. */

@@ -796,3 +796,29 @@ pub async fn a_repeated_loop_creates_no_gpu_buffer_after_its_first_iteration_uni
         "GPU buffers created after each iteration: {created:?}"
     );
 }
+
+pub async fn a_profile_lists_each_kernel_with_its_fused_ops_tensors_and_wgsl() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, -2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let w = gpu.tensor(&[0.5, 1.0, -1.0, 2.0], Some(&[2, 2])).unwrap();
+    let b = gpu.tensor(&[0.25, -0.25], None).unwrap();
+    gpu.sync().await.unwrap();
+    let (layer, profile) = gpu.profile(|| x.matmul(&w).unwrap().add(&b).unwrap().relu().unwrap());
+    assert_eq!(profile.kernels.len(), 1, "{profile:?}");
+    let kernel = &profile.kernels[0];
+    assert_eq!(kernel.ops, vec!["matmul", "add", "relu"]);
+    let ids: Vec<_> = kernel.inputs.iter().map(|(t, _)| *t).collect();
+    assert_eq!(ids, vec![x.id(), w.id(), b.id()]);
+    assert_eq!(kernel.outputs, vec![(layer.id(), vec![2, 2])]);
+    assert_eq!(kernel.wgsl.len(), 1);
+    assert!(kernel.wgsl[0].contains("fn main"), "{}", kernel.wgsl[0]);
+    assert!(profile.new_bytes >= 16, "{profile:?}");
+    assert!(
+        profile.peak_bytes >= gpu.stats().bytes_in_use,
+        "{profile:?}"
+    );
+    assert_eq!(read(&layer).await, vec![2.75, 0.0, 0.0, 10.75]);
+    // Nothing queued, nothing launched.
+    let ((), empty) = gpu.profile(|| ());
+    assert!(empty.kernels.is_empty());
+}

@@ -16,6 +16,10 @@ pub mod training;
 macro_rules! all_cases {
     ($run:ident) => {
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
+        $run!(
+            engine,
+            a_profile_lists_each_kernel_with_its_fused_ops_tensors_and_wgsl
+        );
         $run!(training, each_optimizer_applies_the_update_rule_of_tf_js);
         $run!(training, an_mlp_learns_xor_with_each_optimizer);
         $run!(

@@ -1,4 +1,6 @@
-// `npm start`'s page, as a person opening it sees it.
+// `npm start`'s page, as a person uses it: it trains the spiral, draws its
+// boundary and curves, stays responsive, and each break button shows the
+// failure's chain while the weights stay as they were and training goes on.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch, urlOf } from './browser.mjs';
@@ -6,21 +8,120 @@ import { serve } from '../../scripts/serve.mjs';
 
 let browser;
 let server;
+let page;
 before(async () => {
   browser = await launch();
   server = await serve({ port: 0 });
+  page = await browser.newPage();
+  // Paused: each test drives the training itself.
+  await page.goto(`${urlOf(server)}?paused`);
+  await page.waitForSelector('body[data-state]', { timeout: 60_000 });
 });
 after(async () => {
   await browser?.close();
   server?.close();
 });
 
-test('the demo page shows the first slice result 22,44,66', async () => {
-  const page = await browser.newPage();
-  await page.goto(urlOf(server));
-  await page.waitForSelector('body[data-state]', { timeout: 60_000 });
-  assert.equal(await page.textContent('#result'), '22,44,66');
-  assert.equal(await page.textContent('#shape'), '[3]');
-  assert.equal(await page.getAttribute('body', 'data-state'), 'done');
-  await page.close();
+/** The counters memory shows in, read between two jobs of the page. */
+const counters = () => page.evaluate(() => window.demo.exclusive(() => {
+  const s = window.demo.state.trainer.gpu.stats();
+  return { bytesInUse: s.bytesInUse, failuresHeld: s.failuresHeld, tensorsHeld: s.tensorsHeld };
+}));
+
+/** How many pixels of `selector`'s canvas differ from its corner's colour. */
+const drawnPixels = (selector) => page.evaluate((selector) => {
+  const canvas = document.querySelector(selector);
+  const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+  let drawn = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (data[i] !== data[0] || data[i + 1] !== data[1] || data[i + 2] !== data[2] || data[i + 3] !== data[3]) drawn += 1;
+  }
+  return drawn / (canvas.width * canvas.height);
+}, selector);
+
+test('the page trains the 3-arm spiral to 95% accuracy within 1500 steps and draws its boundary and curves', async () => {
+  assert.equal(await page.getAttribute('body', 'data-state'), 'ready');
+  let steps = 0;
+  let accuracy = 0;
+  while (steps < 1500 && accuracy < 0.95) {
+    await page.evaluate(() => window.demo.train(100));
+    steps += 100;
+    accuracy = Number(await page.getAttribute('body', 'data-accuracy'));
+  }
+  assert.ok(accuracy >= 0.95, `accuracy ${accuracy} after ${steps} steps`);
+  // The boundary is three colours over the whole plane, the points on top.
+  assert.ok(await drawnPixels('#heatmap') > 0.5, 'the heat map drew');
+  // uPlot draws its series on a canvas of its own.
+  assert.ok(await drawnPixels('#chart canvas') > 0.005, 'the loss chart drew');
+  const stats = await page.evaluate(() => Object.fromEntries(
+    [...document.querySelectorAll('#stats dd')].map((dd) => [dd.id, dd.textContent]),
+  ));
+  assert.equal(stats['stat-failures'], '0');
+  assert.match(stats['stat-kernels'], /^\d+\.\d$/);
+  assert.match(stats['stat-pipelines'], /^\d+$/);
+});
+
+test('while it plays, no task of the page holds its thread past 50 ms, and memory stays flat', async () => {
+  // Warm: the first steps compile the kernels (the library's work, once).
+  await page.evaluate(() => window.demo.train(30));
+  const start = await counters();
+  const longBefore = await page.evaluate(() => window.demo.state.longTasks.length);
+  const stepBefore = await page.evaluate(() => window.demo.state.step);
+  await page.evaluate(() => window.demo.setPlaying(true));
+  await page.waitForTimeout(15_000);
+  await page.evaluate(() => window.demo.setPlaying(false));
+  const end = await counters();
+  const r = await page.evaluate((from) => ({
+    long: window.demo.state.longTasks.slice(from),
+    step: window.demo.state.step,
+  }), longBefore);
+  assert.ok(r.step > stepBefore + 50, `it trained: ${stepBefore} -> ${r.step}`);
+  assert.deepEqual(r.long, [], 'tasks over 50 ms');
+  assert.deepEqual(end, start, 'bytes, failures and tensors held');
+});
+
+for (const [button, kind, op] of [
+  ['#break-fault', 'injected', 'matmul'],
+  ['#break-alloc', 'allocation', 'exp'],
+  ['#break-lost', 'device-lost', 'device'],
+]) {
+  test(`${button} shows the chain from the ${op} root, leaves the weights, and training goes on`, async () => {
+    await page.evaluate(() => { document.getElementById('outcome').dataset.state = ''; });
+    await page.click(button);
+    await page.waitForSelector('#outcome[data-state=done]', { timeout: 120_000 });
+    const o = await page.evaluate(() => ({
+      ...document.getElementById('outcome').dataset,
+      root: document.querySelector('#chain li.root')?.textContent,
+      read: document.querySelector('#chain li.read')?.textContent,
+      rows: [...document.querySelectorAll('#tensors tbody tr')].map((tr) => [tr.className, tr.textContent]),
+    }));
+    assert.equal(o.kind, kind);
+    assert.equal(o.rootOp, op);
+    assert.ok(o.root.startsWith(`${kind}: ${op}`), o.root);
+    assert.match(o.read, /^read of tensor #\d+/);
+    assert.ok(Number(o.lossAfter) < Number(o.lossBefore), `the loss ${o.lossBefore} -> ${o.lossAfter}`);
+    assert.equal((await counters()).failuresHeld, 0, 'the failure went with the tensors that carried it');
+    if (kind === 'device-lost') {
+      assert.equal(o.device, 'new', 'training resumed on a new device');
+    } else {
+      assert.equal(o.unchanged, 'true', 'the weights read after the failed step equal those before');
+      assert.match(o.root, /registered at http:\/\/127\.0\.0\.1:\d+\/model\.js:\d+:\d+/);
+      assert.deepEqual(o.rows[0][0], 'tainted', 'the cost');
+      assert.ok(o.rows.slice(1).every(([cls, text]) => cls === 'normal' && text.includes('unchanged')), JSON.stringify(o.rows));
+    }
+  });
+}
+
+test('profiling one step lists its kernels, fused ones among them, each with its WGSL', async () => {
+  await page.click('#profile');
+  await page.waitForSelector('#ran[data-state=done]');
+  const kernels = await page.evaluate(() => [...document.querySelectorAll('#kernels li')].map((li) => ({
+    ops: Number(li.dataset.ops),
+    phase: li.dataset.phase,
+    wgsl: li.querySelector('pre.wgsl').textContent,
+  })));
+  const fused = kernels.filter((k) => k.ops > 1);
+  assert.ok(fused.length > 0, 'a kernel with more than one op fused');
+  assert.ok(kernels.every((k) => k.wgsl.includes('@compute')), 'each with its WGSL');
+  assert.deepEqual([...new Set(kernels.map((k) => k.phase))], ['forward', 'backward', 'update']);
 });

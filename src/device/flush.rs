@@ -257,11 +257,15 @@ impl DeviceState {
                 })
             });
         if let Some((kind, message)) = refused {
+            let registered_at = match kind {
+                FailureKind::Allocation | FailureKind::IndexRange => self.site_of_largest(&run),
+                _ => run.site(),
+            };
             let root = Root {
                 kind,
                 op: run.name(),
                 message,
-                registered_at: run.site(),
+                registered_at,
             };
             let pending = self.pending_while_inputs_are(&run.steps, seq);
             self.root_failure(root, &live, pending);
@@ -280,6 +284,21 @@ impl DeviceState {
         }
         run.live = live;
         run
+    }
+
+    /// Where the op that made `run`'s largest value was registered: the op
+    /// a refusal for size is about. Fused with the ops after it, a `zeros`
+    /// of 2^36 elements is what asked for the size, not the `add` that
+    /// ends the block.
+    fn site_of_largest(&self, run: &BlockRun) -> Option<String> {
+        let size = |s: &Step| {
+            self.records
+                .get(&s.output)
+                .map_or(0, |r| shape::bytes(&r.shape))
+        };
+        let largest = run.steps.iter().map(size).max()?;
+        let step = run.steps.iter().find(|s| size(s) == largest)?;
+        step.site.as_deref().map(str::to_string)
     }
 
     /// `Some(seq)` when an input of `steps` is still pending. An output failed

@@ -92,14 +92,48 @@ fn fill_report(target: &JsValue, report: &Report) {
     );
 }
 
-/// A failed read as an `Error` named `TensorError`: the first failure's
+/// The class of what a failed read rejects with, exported so JS code can
+/// test `e instanceof TensorError`. A wasm-bindgen class holds no
+/// inheritance, so its prototype is made to inherit `Error.prototype` when
+/// its first object is made (`e instanceof Error` holds too); the object
+/// gets `name`, `message` and `stack` as an `Error` has them. Never
+/// constructed from JS.
+#[wasm_bindgen(js_name = TensorError, skip_typescript)]
+pub struct JsTensorError {
+    _made_here: (),
+}
+
+/// The class of what a failed `sync()` rejects with (see `JsTensorError`).
+#[wasm_bindgen(js_name = ExecutionError, skip_typescript)]
+pub struct JsExecutionError {
+    _made_here: (),
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function make_error(object, name, message) {
+  const proto = Object.getPrototypeOf(object);
+  if (!Error.prototype.isPrototypeOf(proto)) Object.setPrototypeOf(proto, Error.prototype);
+  const stack = new Error(message).stack;
+  const hidden = (value) => ({ value, writable: true, configurable: true, enumerable: false });
+  Object.defineProperty(object, 'name', hidden(name));
+  Object.defineProperty(object, 'message', hidden(message));
+  if (typeof stack === 'string') Object.defineProperty(object, 'stack', hidden(stack.replace(/^Error/, name)));
+  return object;
+}
+"#)]
+extern "C" {
+    /// `object`, an instance of an error class of this module, made an
+    /// `Error` named `name` with `message`.
+    fn make_error(object: JsValue, name: &str, message: &str) -> JsValue;
+}
+
+/// A failed read as a `TensorError` (an `Error`): the first failure's
 /// fields at the top (the common case has one), every failure in
 /// `failures`, and `cause` an `Error` for the root, so consoles print the
 /// chain.
 pub fn tensor(err: &TensorError) -> JsValue {
-    let error = js_sys::Error::new(&err.to_string());
-    error.set_name("TensorError");
-    let error = JsValue::from(error);
+    let made = JsValue::from(JsTensorError { _made_here: () });
+    let error = make_error(made, "TensorError", &err.to_string());
     set(&error, "tensor", err.tensor.0 as f64);
     if let Some(first) = err.first() {
         fill_report(&error, first);
@@ -117,13 +151,12 @@ pub fn tensor(err: &TensorError) -> JsValue {
     error
 }
 
-/// A failed `sync()` as an `Error` named `ExecutionError`, with `failures`:
+/// A failed `sync()` as an `ExecutionError` (an `Error`), with `failures`:
 /// `{ failureId, root, tainted }` per distinct failure (the first 256), and
 /// `omitted`, how many more there were.
 pub fn execution(err: &ExecutionError) -> JsValue {
-    let error = js_sys::Error::new(&err.to_string());
-    error.set_name("ExecutionError");
-    let error = JsValue::from(error);
+    let made = JsValue::from(JsExecutionError { _made_here: () });
+    let error = make_error(made, "ExecutionError", &err.to_string());
     let failures: Array = err
         .failures
         .iter()

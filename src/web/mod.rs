@@ -212,8 +212,13 @@ export interface FailureReport {
     registeredAt: string | null;
 }
 
-/** What a read of a tensor whose bytes were never written rejects with: the first failure's fields, every failure in `failures`. */
-export interface TensorError extends Error, FailureReport {
+/**
+ * What a read of a tensor whose bytes were never written rejects with: the
+ * first failure's fields, every failure in `failures`. An `Error`; test it
+ * with `e instanceof TensorError`.
+ */
+export class TensorError extends Error {
+    private constructor();
     name: 'TensorError';
     /** The id of the tensor read. */
     tensor: number;
@@ -221,9 +226,12 @@ export interface TensorError extends Error, FailureReport {
     /** The line that asked for the read, with `debug.captureStacks`. */
     askedAt: string | null;
 }
+/** The first failure's fields. */
+export interface TensorError extends FailureReport {}
 
 /** What `sync()` rejects with: each failure since the last sync, once. */
-export interface ExecutionError extends Error {
+export class ExecutionError extends Error {
+    private constructor();
     name: 'ExecutionError';
     failures: { failureId: number; root: FailureRoot; tainted: number }[];
     /** Failures past the first 256, counted only. */

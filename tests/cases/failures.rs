@@ -348,6 +348,19 @@ pub async fn captured_stacks_name_the_line_that_registered_the_root_op() {
     assert!(site.contains("failures.rs"), "{site}");
     assert!(error.to_string().contains(&format!("registered at {site}")));
 
+    // Fused with smaller ops after it, the op that asked for the size is
+    // the one named: the `full` of 2^36 elements, not the last op.
+    let line = line!() + 1;
+    let made = gpu.full(&HUGE, 2.0).unwrap();
+    let fused = made.mul(3.0).unwrap().add(1.0).unwrap();
+    let error = read_err(&fused).await;
+    let site = error.first().unwrap().root.registered_at.clone();
+    assert_eq!(
+        site.as_deref().and_then(|s| s.split(':').nth(1)),
+        Some(line.to_string().as_str()),
+        "{error}"
+    );
+
     let plain = device().await;
     let huge = plain.zeros(&HUGE).unwrap().add(1.0).unwrap();
     assert_eq!(

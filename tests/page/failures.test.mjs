@@ -43,24 +43,38 @@ test('the seed scenario rejects only the huge tensor, with the chain, the root a
 });
 
 test('an injected GPU failure rejects its tensor and leaves independent work of the same flush intact', async () => {
-  const result = await run(async ({ Device }) => {
+  const result = await run(async ({ Device, TensorError, ExecutionError }) => {
     const gpu = await Device.request();
     const x = gpu.tensor([[1, 2], [3, 4]]);
     gpu.injectFault({ op: 'matmul', nth: 1, kind: 'internal' });
     const product = x.matmul(x);
     const independent = x.add(10);
     const values = Array.from(await independent.data());
-    const caught = await product.data().then(() => null, (e) => ({ name: e.name, root: e.root, depth: e.depth }));
+    const caught = await product.data().then(() => null, (e) => ({
+      name: e.name,
+      root: e.root,
+      depth: e.depth,
+      classes: [e instanceof TensorError, e instanceof Error, e instanceof ExecutionError],
+      printed: String(e).split('\n')[0],
+      stack: e.stack.split('\n')[0],
+      own: Object.keys(e).includes('message'),
+    }));
+    const synced = await gpu.sync().then(() => null, (e) => [e instanceof ExecutionError, e instanceof Error, e.name]);
     let bad = null;
     try {
       gpu.injectFault({ op: 'matmul', kind: 'meltdown' });
     } catch (e) {
       bad = `${e.name}: ${e.message}`;
     }
-    return { values, caught, bad };
+    return { values, caught, bad, synced };
   });
   assert.deepEqual(result.values, [11, 12, 13, 14]);
   assert.equal(result.caught.name, 'TensorError');
+  assert.deepEqual(result.caught.classes, [true, true, false], 'instanceof TensorError and Error');
+  assert.match(result.caught.printed, /^TensorError: reading tensor #\d+/);
+  assert.match(result.caught.stack, /^TensorError: reading tensor #\d+/);
+  assert.equal(result.caught.own, false, 'message is not enumerable, as on an Error');
+  assert.deepEqual(result.synced, [true, true, 'ExecutionError']);
   assert.equal(result.caught.root.kind, 'injected');
   assert.match(result.caught.root.message, /injected internal fault/);
   assert.equal(result.caught.depth, 0);

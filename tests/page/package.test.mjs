@@ -45,7 +45,7 @@ after(async () => {
   if (checkout) rmSync(checkout, { recursive: true, force: true });
 });
 
-test('the packed package ships the module, its glue, its JS snippet, its types and its license, and nothing else', () => {
+test('the packed package ships the module, its glue, its JS snippets, its types and its license, and nothing else', () => {
   const files = packed.files
     .map((f) => f.path.replace(/^pkg\/snippets\/webfusion-[0-9a-f]+\//, 'pkg/snippets/webfusion-HASH/'))
     .sort();
@@ -54,6 +54,7 @@ test('the packed package ships the module, its glue, its JS snippet, its types a
     'README.md',
     'package.json',
     'pkg/snippets/webfusion-HASH/inline0.js',
+    'pkg/snippets/webfusion-HASH/inline1.js',
     'pkg/webfusion.d.ts',
     'pkg/webfusion.js',
     'pkg/webfusion_bg.wasm',

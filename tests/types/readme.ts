@@ -1,8 +1,8 @@
 // Typed code a user writes, compiled with `tsc --strict` against the built
 // package's declarations (tests/page/types.test.mjs). The README example,
 // then the API's shapes, then calls that must not compile.
-import init, { Device, grad, grads, tidy, train, valueAndGrads, variableGrads } from 'webfusion';
-import type { ExecutionError, NestedNumbers, Optimizer, Stats, Tensor, TensorError, Variable } from 'webfusion';
+import init, { Device, ExecutionError, TensorError, grad, grads, tidy, train, valueAndGrads, variableGrads } from 'webfusion';
+import type { NestedNumbers, Optimizer, Profile, Stats, Tensor, Variable } from 'webfusion';
 
 await init();
 const gpu = await Device.request();
@@ -47,6 +47,23 @@ const { grads: byName } = variableGrads(() => w2.sum());
 sgd.applyGradients(byName);
 const g: Tensor = grad((a: Tensor) => a.exp().sum())(t);
 console.log(named.name, none, cost, g, train.momentum(0.1, 0.9, true).name);
+
+// What one step ran.
+const profile: Profile = await gpu.profile(() => sgd.minimize(() => w1.square().sum(), true));
+const wgsl: string[] = profile.kernels.flatMap((k) => k.wgsl);
+const peak: number = profile.peakBytes + gpu.stats().peakBytesInUse;
+console.log(wgsl.length, peak, profile.kernelNames);
+
+// Errors are classes: instanceof narrows.
+try {
+  await gpu.zeros([2 ** 18, 2 ** 18]).add(1).data();
+} catch (e) {
+  if (e instanceof TensorError) {
+    const op: string = e.root.op;
+    const tensor: number = e.tensor;
+    console.log(op, tensor, e.message);
+  }
+}
 
 // Errors carry typed fields.
 try {

@@ -29,3 +29,13 @@ node_modules/.bin/wasm-opt -O3 \
   pkg/webfusion_bg.wasm -o pkg/webfusion_bg.wasm
 after=$(stat -c %s pkg/webfusion_bg.wasm)
 echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after"
+# What a page downloads, as servers compress it (the README keeps these).
+node -e '
+const zlib = require("zlib");
+const fs = require("fs");
+for (const file of ["pkg/webfusion_bg.wasm", "pkg/webfusion.js"]) {
+  const bytes = fs.readFileSync(file);
+  const gzip = zlib.gzipSync(bytes, { level: 9 }).length;
+  const brotli = zlib.brotliCompressSync(bytes).length;
+  console.log(`[build] ${file}: ${bytes.length} bytes, gzip ${gzip}, brotli ${brotli}`);
+}'

@@ -21,21 +21,31 @@
 //! below it): `runtime` knows nothing of records or failure bookkeeping, `fusion`
 //! nothing of codegen, and `ir` nothing above it.
 //!
-//! ```no_run
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> { pollster::block_on(async {
 //! use webfusion::{Device, DeviceOptions};
+//! # let Ok(gpu) = Device::request(DeviceOptions::default()).await else { return Ok(()) };
+//! # /*
 //! let gpu = Device::request(DeviceOptions::default()).await?;
+//! # */
 //! let t = gpu.tensor(&[1.0, 2.0, 3.0], None)?.mul(2.0)?;
 //! assert_eq!(t.to_vec().await?, vec![2.0, 4.0, 6.0]);
-//! # Ok(())
-//! # }
+//!
+//! // A tensor that cannot exist fails its read, with the chain to the root;
+//! // everything else reads normally.
+//! let huge = gpu.zeros(&[1 << 18, 1 << 18])?.add(1.0)?;
+//! let error = huge.slice(&[0, 0], &[1, 2])?.to_vec().await.unwrap_err();
+//! assert_eq!(error.first().unwrap().root.kind, webfusion::FailureKind::Allocation);
+//! assert_eq!(t.to_vec().await?, vec![2.0, 4.0, 6.0]);
+//! # Ok(()) }) }
 //! ```
 //!
 //! Natively, run futures with any executor (`pollster::block_on` in
-//! `examples/basic.rs`). In the browser under `wasm-bindgen-test`, Chrome
-//! needs WebGPU on: copy this repository's `webdriver.json` (it passes
-//! `--enable-unsafe-webgpu`) next to your `Cargo.toml`, or the device request
-//! fails with `NoAdapter`.
+//! `examples/basic.rs`; `examples/train.rs` trains a model). In the browser
+//! under `wasm-bindgen-test`, Chrome needs WebGPU on: copy this
+//! repository's `webdriver.json` (it passes `--enable-unsafe-webgpu`) next
+//! to your `Cargo.toml`, or the device request fails with `NoAdapter`;
+//! `tests/web.rs` is a harness to copy.
 
 mod autograd;
 mod codegen;

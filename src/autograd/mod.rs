@@ -29,6 +29,20 @@ impl Device {
     /// return a scalar, or, with `dy`, a tensor of `dy`'s shape (the
     /// gradients are then of `sum(f(xs) * dy)`). An input `f` does not use
     /// gets zeros.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> { pollster::block_on(async {
+    /// # use webfusion::{Device, DeviceOptions};
+    /// # let Ok(gpu) = Device::request(DeviceOptions::default()).await else { return Ok(()) };
+    /// let x = gpu.tensor(&[1.0, 2.0], None)?;
+    /// let y = gpu.tensor(&[3.0, 4.0], None)?;
+    /// // f = sum(x * y): df/dx = y, df/dy = x.
+    /// let (value, grads) = gpu.value_and_grads(|v| v[0].mul(&v[1])?.sum(None, false), &[x, y], None)?;
+    /// assert_eq!(value.to_vec().await?, vec![11.0]);
+    /// assert_eq!(grads[0].to_vec().await?, vec![3.0, 4.0]);
+    /// assert_eq!(grads[1].to_vec().await?, vec![1.0, 2.0]);
+    /// # Ok(()) }) }
+    /// ```
     pub fn value_and_grads(
         &self,
         f: impl FnOnce(&[Tensor]) -> Result<Tensor>,

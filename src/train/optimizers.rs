@@ -34,6 +34,28 @@ enum Rule {
 /// Applies gradients to variables. Its state (per variable, and Adam's
 /// step count) lives on the device of the first step it applies; it works
 /// on that device only.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> { pollster::block_on(async {
+/// use webfusion::{Device, DeviceOptions, FaultKind, Optimizer};
+/// # let Ok(gpu) = Device::request(DeviceOptions::default()).await else { return Ok(()) };
+/// # /*
+/// let gpu = Device::request(DeviceOptions::default()).await?;
+/// # */
+/// let w = gpu.variable(&gpu.tensor(&[3.0, -2.0], None)?, true, Some("w"))?;
+/// let mut sgd = Optimizer::sgd(0.25)?;
+/// // loss = sum(w^2): each step halves w.
+/// let loss = || w.value().square()?.sum(None, false);
+/// sgd.minimize(loss, false, None)?;
+/// assert_eq!(w.value().to_vec().await?, vec![1.5, -1.0]);
+///
+/// // A step that fails changes nothing; its cost says why.
+/// gpu.inject_fault("square", 1, FaultKind::Validation)?;
+/// let cost = sgd.minimize(loss, true, None)?.expect("asked for");
+/// assert!(cost.to_vec().await.is_err());
+/// assert_eq!(w.value().to_vec().await?, vec![1.5, -1.0]);
+/// # Ok(()) }) }
+/// ```
 pub struct Optimizer {
     rule: Rule,
     learning_rate: f32,

@@ -1,11 +1,12 @@
 // The README example through bundlers' production builds, as a user ships
-// it: Vite and webpack 5, each with no configuration (minified: class names
-// are renamed, which once broke the tensor check), served as static files
-// and run in headless Chromium.
+// it: the packed package installed in a project, built by Vite and by
+// webpack 5, each with no configuration (minified: class names are
+// renamed, which once broke the tensor check), served as static files and
+// run in headless Chromium.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launch, repo, serveFixture, urlOf } from './browser.mjs';
@@ -40,12 +41,27 @@ try { t.mul(tfjsLike); } catch (e) { foreign = e.name + ': ' + e.message; }
 document.title = JSON.stringify({ values: Array.from(await kept.data()).map(Math.round), failure, sites, refused, foreign });
 `;
 
-/** A project holding APP, with this repository installed as `webfusion`. */
+/**
+ * This repository's package as `npm pack` makes it (from the module the
+ * test run built: packing runs no build here), packed once.
+ */
+let tarball = null;
+function packed() {
+  if (tarball) return tarball;
+  const into = mkdtempSync(join(tmpdir(), 'webfusion-tarball-'));
+  projects.push(into);
+  const out = execFileSync('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', into], { cwd: repo, encoding: 'utf8' });
+  tarball = join(into, JSON.parse(out)[0].filename);
+  return tarball;
+}
+
+/** A project holding APP, with the packed package installed as `webfusion`. */
 function project(name) {
   const dir = mkdtempSync(join(tmpdir(), `webfusion-${name}-`));
   projects.push(dir);
-  mkdirSync(join(dir, 'node_modules'));
-  symlinkSync(repo, join(dir, 'node_modules/webfusion'));
+  const installed = join(dir, 'node_modules/webfusion');
+  mkdirSync(installed, { recursive: true });
+  execFileSync('tar', ['-xzf', packed(), '-C', installed, '--strip-components=1']);
   writeFileSync(join(dir, 'main.js'), APP);
   return dir;
 }

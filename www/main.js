@@ -31,7 +31,7 @@ const state = {
   lastBoundary: -Infinity,
   rate: { at: performance.now(), step: 0, value: null },
   kernelsPerStep: null,
-  /** Milliseconds the page's thread spent registering one step, last batch. */
+  /** Milliseconds the page's thread spent on one step (registering it and flushing), last batch. */
   registrationMs: 0,
   longestTask: 0,
   longTasks: [],
@@ -91,9 +91,12 @@ async function train(count) {
     cost = trainer.step();
     state.step += 1;
   }
-  state.registrationMs = (performance.now() - start) / count;
   try {
-    state.loss = (await cost.data())[0];
+    // The read flushes what the steps queued, on this thread, before it
+    // returns its promise: that is the page's share of the batch.
+    const read = cost.data();
+    state.registrationMs = (performance.now() - start) / count;
+    state.loss = (await read)[0];
   } finally {
     cost.dispose();
   }
@@ -110,7 +113,7 @@ async function batch() {
     await recover(`the device was lost while training: ${state.trainer.gpu.lost}`);
     return;
   }
-  // Registration is what holds the page's thread; the GPU's time is awaited.
+  // Registering and flushing hold the page's thread; the GPU's time is awaited.
   const perStep = Math.max(state.registrationMs, 0.05);
   state.batch = Math.max(1, Math.min(50, Math.floor(FRAME_BUDGET_MS / perStep)));
   if (state.step - state.lastBoundary >= BOUNDARY_EVERY) await observe();

@@ -45,7 +45,7 @@
 //! under `wasm-bindgen-test`, Chrome needs WebGPU on: copy this
 //! repository's `webdriver.json` (it passes `--enable-unsafe-webgpu`) next
 //! to your `Cargo.toml`, or the device request fails with `NoAdapter`;
-//! `tests/web.rs` is a harness to copy.
+//! `tests/downstream.rs` is a browser test to copy, with what it needs.
 
 mod autograd;
 mod codegen;

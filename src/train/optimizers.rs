@@ -155,6 +155,65 @@ impl Optimizer {
         grads: &[(Variable, Tensor)],
         cost: Option<&Tensor>,
     ) -> Result<Option<Tensor>> {
+        let device = self.step_device(grads)?;
+        self.state.retain(|_, (alive, _)| alive.strong_count() > 0);
+
+        // Every new value, with what it replaces: (old, new) pairs, in the
+        // order they are replaced below.
+        let mut pairs: Vec<(Tensor, Tensor)> = Vec::new();
+        // Adam's step count advances (as powers of the betas), and its bias
+        // corrections `1 - beta^t` are made once for every variable: made
+        // per variable, each would cut that variable's fused update in two.
+        let mut corrections = None;
+        if let Rule::Adam { beta1, beta2, .. } = self.rule {
+            let [p1, p2] = match &self.powers {
+                Some(p) => p.clone(),
+                None => [device.ones(&[])?, device.ones(&[])?],
+            };
+            let next = [p1.mul(beta1)?, p2.mul(beta2)?];
+            corrections = Some([next[0].neg()?.add(1.0)?, next[1].neg()?.add(1.0)?]);
+            pairs.push((p1, next[0].clone()));
+            pairs.push((p2, next[1].clone()));
+        }
+        // Each variable, and how many of the pairs are its (value and state).
+        let mut updated: Vec<(Variable, usize)> = Vec::new();
+        for (v, g) in grads {
+            let w = v.value();
+            let state = match self.state.get(&v.id()) {
+                Some((_, state)) => state.clone(),
+                None => self.fresh_state(&w)?,
+            };
+            let (new_w, new_state) = self.update(&w, g, &state, corrections.as_ref())?;
+            updated.push((v.clone(), 1 + new_state.len()));
+            pairs.push((w, new_w));
+            pairs.extend(state.into_iter().zip(new_state));
+        }
+
+        let (committed, cost) = commit(&pairs, cost)?;
+        // Nothing is replaced before every commit is registered.
+        self.device = Some(device);
+        let mut committed = committed.into_iter();
+        if corrections.is_some()
+            && let (Some(p1), Some(p2)) = (committed.next(), committed.next())
+        {
+            self.powers = Some([p1, p2]);
+        }
+        for (v, count) in updated {
+            // This variable's commits: its value, then its state.
+            let mut mine = committed.by_ref().take(count);
+            if let Some(w) = mine.next() {
+                v.set(w);
+            }
+            self.state
+                .insert(v.id(), (Rc::downgrade(&v.slot), mine.collect()));
+        }
+        Ok(cost)
+    }
+
+    /// The device a step on `grads` runs on, once the gradients are checked
+    /// against their variables (shape, device, one each) and the
+    /// optimizer's state (one device).
+    fn step_device(&self, grads: &[(Variable, Tensor)]) -> Result<Device> {
         let op = "applyGradients";
         let vars: Vec<Variable> = grads.iter().map(|(v, _)| v.clone()).collect();
         let device = one_device(op, &vars)?;
@@ -194,89 +253,50 @@ impl Optimizer {
                 ));
             }
         }
-        self.state.retain(|_, (alive, _)| alive.strong_count() > 0);
+        Ok(device)
+    }
 
-        // Every new value, then each one's commit: (old, new) pairs in the
-        // order they are replaced below.
-        let mut pairs: Vec<(Tensor, Tensor)> = Vec::new();
-        // Adam's step count advances (as powers of the betas), and its bias
-        // corrections `1 - beta^t` are made once for every variable: made
-        // per variable, each would cut that variable's fused update in two.
-        let mut corrections = None;
-        if let Rule::Adam { beta1, beta2, .. } = self.rule {
-            let [p1, p2] = match &self.powers {
-                Some(p) => p.clone(),
-                None => [device.ones(&[])?, device.ones(&[])?],
-            };
-            let next = [p1.mul(beta1)?, p2.mul(beta2)?];
-            corrections = Some([next[0].neg()?.add(1.0)?, next[1].neg()?.add(1.0)?]);
-            pairs.push((p1, next[0].clone()));
-            pairs.push((p2, next[1].clone()));
-        }
+    /// A variable's new value and state, from its value `w`, its gradient
+    /// `g` and its state (Adam's bias corrections made once per step).
+    fn update(
+        &self,
+        w: &Tensor,
+        g: &Tensor,
+        state: &[Tensor],
+        corrections: Option<&[Tensor; 2]>,
+    ) -> Result<(Tensor, Vec<Tensor>)> {
         let lr = self.learning_rate;
-        let mut updated: Vec<(Variable, Vec<Tensor>)> = Vec::new();
-        for (v, g) in grads {
-            let w = v.value();
-            let state = match self.state.get(&v.id()) {
-                Some((_, state)) => state.clone(),
-                None => self.fresh_state(&w)?,
-            };
-            let (new_w, new_state) = match self.rule {
-                Rule::Sgd => (w.sub(&g.mul(lr)?)?, Vec::new()),
-                Rule::Momentum { momentum, nesterov } => {
-                    let a = state[0].mul(momentum)?.add(g)?;
-                    let step = match nesterov {
-                        true => g.add(&a.mul(momentum)?)?,
-                        false => a.clone(),
-                    };
-                    (w.sub(&step.mul(lr)?)?, vec![a])
-                }
-                Rule::Adam {
-                    beta1,
-                    beta2,
-                    epsilon,
-                } => {
-                    let [c1, c2] = corrections.as_ref().ok_or_else(|| {
-                        RegistrationError::new(
-                            "adam",
-                            ErrorClass::Other,
-                            "internal: Adam's step count is missing",
-                        )
-                    })?;
-                    let m = state[0].mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
-                    let s = state[1].mul(beta2)?.add(&g.square()?.mul(1.0 - beta2)?)?;
-                    let m_hat = m.div(c1)?;
-                    let s_hat = s.div(c2)?;
-                    let step = m_hat.div(&s_hat.sqrt()?.add(epsilon)?)?;
-                    (w.sub(&step.mul(lr)?)?, vec![m, s])
-                }
-            };
-            pairs.push((w, new_w));
-            for (old, new) in state.iter().zip(&new_state) {
-                pairs.push((old.clone(), new.clone()));
+        let missing = || {
+            RegistrationError::new(
+                "applyGradients",
+                ErrorClass::Other,
+                "internal: the optimizer's state is missing",
+            )
+        };
+        Ok(match self.rule {
+            Rule::Sgd => (w.sub(&g.mul(lr)?)?, Vec::new()),
+            Rule::Momentum { momentum, nesterov } => {
+                let a = state.first().ok_or_else(missing)?.mul(momentum)?.add(g)?;
+                let step = match nesterov {
+                    true => g.add(&a.mul(momentum)?)?,
+                    false => a.clone(),
+                };
+                (w.sub(&step.mul(lr)?)?, vec![a])
             }
-            updated.push((v.clone(), new_state));
-        }
-
-        let (committed, cost) = commit(&pairs, cost)?;
-        let mut committed = committed.into_iter();
-        // Nothing is replaced before every commit is registered.
-        self.device = Some(device);
-        if corrections.is_some() {
-            let p1 = committed.next();
-            let p2 = committed.next();
-            if let (Some(p1), Some(p2)) = (p1, p2) {
-                self.powers = Some([p1, p2]);
+            Rule::Adam {
+                beta1,
+                beta2,
+                epsilon,
+            } => {
+                let ([m, s], Some([c1, c2])) = (state, corrections) else {
+                    return Err(missing());
+                };
+                let m = m.mul(beta1)?.add(&g.mul(1.0 - beta1)?)?;
+                let s = s.mul(beta2)?.add(&g.square()?.mul(1.0 - beta2)?)?;
+                let step = m.div(c1)?.div(&s.div(c2)?.sqrt()?.add(epsilon)?)?;
+                (w.sub(&step.mul(lr)?)?, vec![m, s])
             }
-        }
-        for (v, state) in updated {
-            if let Some(w) = committed.next() {
-                v.set(w);
-            }
-            let state: Vec<Tensor> = state.iter().filter_map(|_| committed.next()).collect();
-            self.state.insert(v.id(), (Rc::downgrade(&v.slot), state));
-        }
-        Ok(cost)
+        })
     }
 
     /// The state a variable starts with: zeros of its shape, one per

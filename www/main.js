@@ -23,7 +23,8 @@ const state = {
   config: null,
   playing: false,
   step: 0,
-  batch: 5,
+  // One step first: its flush compiles every kernel of a step, the batch grows after.
+  batch: 1,
   loss: null,
   /** The weights last read, with the step they are from: restored after a lost device. */
   saved: null,

@@ -3,6 +3,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 mod cases;
+mod common;
 
 macro_rules! native {
     ($module:ident, $name:ident) => {

@@ -224,7 +224,7 @@ function fillFaultTargets() {
   select.replaceChildren(...Object.keys(targets).map((label) => new Option(label, label)));
 }
 
-/** `[{ name, tensor }]` of the variables: what the explorer reads back. */
+/** `[{ name, id }]` of the variables: what the explorer reads back. */
 const variableRows = () => state.trainer.vars.map((v) => ({ name: v.name, id: v.id }));
 
 /**

@@ -147,6 +147,7 @@ impl DeviceState {
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
             for block in &blocks {
                 let run = self.prepare(&ops, block, seq);
+                self.profile_start_block();
                 self.encode(
                     &ops,
                     block,

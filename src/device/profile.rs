@@ -9,7 +9,6 @@
 use super::flush::BlockRun;
 use super::{Device, DeviceState};
 use crate::ir::TensorId;
-use crate::ir::shape;
 
 /// What a profiled piece of a program launched.
 #[derive(Debug, Clone, Default)]
@@ -34,13 +33,6 @@ pub struct ProfiledKernel {
     /// The WGSL of each kernel it launched (two for a reduction split in
     /// two passes).
     pub wgsl: Vec<String>,
-}
-
-impl ProfiledKernel {
-    /// Bytes of tensors of `shapes` (f32).
-    pub fn bytes(shapes: &[(TensorId, Vec<usize>)]) -> u64 {
-        shapes.iter().map(|(_, s)| shape::bytes(s)).sum()
-    }
 }
 
 /// A profile being taken, and the bytes in use when it started.
@@ -83,10 +75,15 @@ impl Device {
             let Some(taking) = state.profile.take() else {
                 return Profile::default();
             };
-            let now = state.stats.bytes_in_use;
+            // In i128: a difference of two u64 counts, never truncated.
+            let change = i128::from(state.stats.bytes_in_use) - i128::from(taking.bytes_at_start);
             Profile {
                 kernels: taking.kernels,
-                new_bytes: now as i64 - taking.bytes_at_start as i64,
+                new_bytes: i64::try_from(change).unwrap_or(if change < 0 {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                }),
                 peak_bytes: state.stats.peak_bytes_in_use,
             }
         })
@@ -94,6 +91,15 @@ impl Device {
 }
 
 impl DeviceState {
+    /// Forgets launches traced outside a block the flush encodes (a
+    /// replay's, while settling): `profile_block` then takes exactly the
+    /// block's own.
+    pub(super) fn profile_start_block(&mut self) {
+        if let Some(traced) = &mut self.gpu.traced {
+            traced.clear();
+        }
+    }
+
     /// Records the block just encoded, if a profile is taken and it
     /// launched kernels.
     pub(super) fn profile_block(&mut self, run: &BlockRun) {

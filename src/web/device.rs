@@ -437,6 +437,11 @@ impl JsDevice {
     }
 }
 
+/// `list` as a JS array of strings.
+fn strings(list: &[String]) -> js_sys::Array {
+    list.iter().map(|s| JsValue::from(s.as_str())).collect()
+}
+
 /// A profile as JS gets it (see `profile`).
 fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, JsValue> {
     let tensors = |list: &[(crate::TensorId, Vec<usize>)]| -> Result<js_sys::Array, JsValue> {
@@ -446,8 +451,7 @@ fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, 
                 Reflect::set(&t, &"id".into(), &(id.0 as f64).into())?;
                 let dims: js_sys::Array = shape.iter().map(|&d| JsValue::from(d as f64)).collect();
                 Reflect::set(&t, &"shape".into(), &dims)?;
-                let bytes =
-                    crate::ProfiledKernel::bytes(std::slice::from_ref(&(*id, shape.clone())));
+                let bytes = crate::ir::shape::bytes(shape);
                 Reflect::set(&t, &"bytes".into(), &(bytes as f64).into())?;
                 Ok::<JsValue, JsValue>(t.into())
             })
@@ -460,20 +464,10 @@ fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, 
         let name = kernel.ops.join("+");
         names.push(&name.as_str().into());
         Reflect::set(&k, &"name".into(), &name.into())?;
-        let ops: js_sys::Array = kernel
-            .ops
-            .iter()
-            .map(|o| JsValue::from(o.as_str()))
-            .collect();
-        Reflect::set(&k, &"ops".into(), &ops)?;
+        Reflect::set(&k, &"ops".into(), &strings(&kernel.ops))?;
         Reflect::set(&k, &"inputs".into(), &tensors(&kernel.inputs)?.into())?;
         Reflect::set(&k, &"outputs".into(), &tensors(&kernel.outputs)?.into())?;
-        let wgsl: js_sys::Array = kernel
-            .wgsl
-            .iter()
-            .map(|w| JsValue::from(w.as_str()))
-            .collect();
-        Reflect::set(&k, &"wgsl".into(), &wgsl)?;
+        Reflect::set(&k, &"wgsl".into(), &strings(&kernel.wgsl))?;
         kernels.push(&k);
     }
     let out = Object::new();

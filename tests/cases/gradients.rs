@@ -12,6 +12,8 @@
 use webfusion::{Device, RegistrationError, Tensor};
 
 use super::engine::{device, read};
+use crate::common::graphs::broadcastable;
+use crate::common::reference::broadcast_shapes;
 
 type GpuFn = dyn Fn(&[Tensor]) -> Result<Tensor, RegistrationError>;
 type CpuFn = dyn Fn(&[Vec<f64>]) -> Vec<f64>;
@@ -622,9 +624,10 @@ fn random_program(seed: u64) -> (Vec<Vec<usize>>, Vec<Step>) {
                 (Step::Unary(a, ops[below(ops.len())]), sa)
             }
             2 | 3 => {
-                let Some(shape) = broadcast(&sa, &sb) else {
+                if !broadcastable(&sa, &sb) {
                     continue;
-                };
+                }
+                let shape = broadcast_shapes(&sa, &sb);
                 let ops = ["add", "sub", "mul", "div", "pow"];
                 (Step::Binary(a, b, ops[below(ops.len())]), shape)
             }
@@ -664,30 +667,6 @@ fn random_program(seed: u64) -> (Vec<Vec<usize>>, Vec<Step>) {
         shapes.push(shape);
     }
     (inputs, steps)
-}
-
-/// NumPy's broadcast of two shapes, if they broadcast.
-fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let rank = a.len().max(b.len());
-    (0..rank)
-        .map(|i| {
-            let da = if i + a.len() >= rank {
-                a[i + a.len() - rank]
-            } else {
-                1
-            };
-            let db = if i + b.len() >= rank {
-                b[i + b.len() - rank]
-            } else {
-                1
-            };
-            match (da, db) {
-                _ if da == db => Some(da),
-                (1, d) | (d, 1) => Some(d),
-                _ => None,
-            }
-        })
-        .collect()
 }
 
 /// Runs `steps` on `xs`; the loss is the weighted sum of the last two values

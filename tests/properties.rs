@@ -13,9 +13,24 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use webfusion::{Device, DeviceOptions, Tensor};
 
-fn device() -> Device {
-    pollster::block_on(Device::request(DeviceOptions::default()))
+fn device_with(host_max_elements: usize) -> Device {
+    let options = DeviceOptions {
+        host_max_elements,
+        ..DeviceOptions::default()
+    };
+    pollster::block_on(Device::request(options))
         .expect("a native GPU adapter (install mesa-vulkan-drivers)")
+}
+
+/// Each check runs twice: on a device that runs every block as a kernel,
+/// and on one with the default `host_max_elements`, which runs the small
+/// elementwise blocks of these graphs on the host (uploading what a kernel
+/// then reads). Both must match the reference.
+fn devices() -> [Device; 2] {
+    [
+        device_with(0),
+        device_with(DeviceOptions::default().host_max_elements),
+    ]
 }
 
 fn read(t: &Tensor) -> Vec<f32> {
@@ -68,30 +83,32 @@ fn run_seeds(gpu: &Device, seeds: impl IntoIterator<Item = u64>) {
 
 #[test]
 fn random_op_graphs_match_the_cpu_reference() {
-    let gpu = device();
-    let mut config = Config {
-        failure_persistence: None,
-        // A neighbouring seed is an unrelated graph: shrinking would only
-        // hide the seed that failed.
-        max_shrink_iters: 0,
-        ..Config::default()
-    };
-    if std::env::var("PROPTEST_CASES").is_err() {
-        config.cases = 64;
-    }
-    let mut runner = TestRunner::new(config);
-    let result = runner.run(&any::<u64>(), |seed| {
-        pollster::block_on(check_graph(&gpu, seed)).map_err(TestCaseError::fail)
-    });
-    if let Err(e) = result {
-        panic!("{e}");
+    for gpu in devices() {
+        let mut config = Config {
+            failure_persistence: None,
+            // A neighbouring seed is an unrelated graph: shrinking would only
+            // hide the seed that failed.
+            max_shrink_iters: 0,
+            ..Config::default()
+        };
+        if std::env::var("PROPTEST_CASES").is_err() {
+            config.cases = 64;
+        }
+        let mut runner = TestRunner::new(config);
+        let result = runner.run(&any::<u64>(), |seed| {
+            pollster::block_on(check_graph(&gpu, seed)).map_err(TestCaseError::fail)
+        });
+        if let Err(e) = result {
+            panic!("{e}");
+        }
     }
 }
 
 #[test]
 fn random_op_graphs_for_fixed_seeds_match_the_cpu_reference() {
-    let gpu = device();
-    run_seeds(&gpu, 0..48);
+    for gpu in devices() {
+        run_seeds(&gpu, 0..48);
+    }
 }
 
 /// Graphs with an injected fault (and, in some, a branch past the buffer
@@ -112,12 +129,25 @@ fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_
         },
         Err(_) => (0..256).collect(),
     };
-    let mut gpu = device();
     let (mut failing, mut injected, mut refused, mut reads, mut rejected) = (0, 0, 0, 0, 0);
     let mut failed = Vec::new();
-    for &seed in &seeds {
+    let host_max = DeviceOptions::default().host_max_elements;
+    // Every seed on a device of kernels only, then on one that runs small
+    // blocks on the host: failures there come only from kernels, and the
+    // host values a failing kernel reads must upload and read alike.
+    let runs = [0, host_max]
+        .into_iter()
+        .flat_map(|h| seeds.iter().map(move |&s| (h, s)));
+    let mut gpu = device_with(0);
+    let (mut on, mut on_host) = (0, 0);
+    for (host_max_elements, seed) in runs {
+        if host_max_elements != on {
+            (gpu, on) = (device_with(host_max_elements), host_max_elements);
+        }
+        let host_before = gpu.stats().host_ops;
         match pollster::block_on(check_graph_with_faults(&gpu, seed)) {
             Ok(run) => {
+                on_host += gpu.stats().host_ops - host_before;
                 failing += usize::from(!run.injected.is_empty() || run.refused);
                 injected += run.injected.len();
                 refused += usize::from(run.refused);
@@ -125,16 +155,17 @@ fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_
                 rejected += run.rejected;
             }
             Err(e) => {
-                failed.push((seed, e));
+                failed.push((seed, format!("(hostMaxElements {on}) {e}")));
                 // A fault that did not fire would go off in the next seed.
-                gpu = device();
+                gpu = device_with(on);
             }
         }
     }
     eprintln!(
-        "{} seeds passed ({failing} with a failure: {injected} injected faults, {refused} \
-         refused allocations); {reads} reads checked, {rejected} rejected; {} seed(s) failed",
-        seeds.len() - failed.len(),
+        "{} runs passed ({failing} with a failure: {injected} injected faults, {refused} \
+         refused allocations); {reads} reads checked, {rejected} rejected; {on_host} ops ran on \
+         the host; {} run(s) failed",
+        2 * seeds.len() - failed.len(),
         failed.len()
     );
     if let Some((_, first)) = failed.first() {
@@ -148,10 +179,11 @@ fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_
             each.join("\n  ")
         );
     }
+    assert!(on_host > 0, "no op of any graph ran on the host");
     assert!(
-        failing >= seeds.len() * 9 / 10,
-        "only {failing} of {} seeds made something fail",
-        seeds.len()
+        failing >= 2 * seeds.len() * 9 / 10,
+        "only {failing} of {} runs made something fail",
+        2 * seeds.len()
     );
     assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
 }
@@ -197,226 +229,234 @@ fn the_reference_interpreter_agrees_with_hand_computed_values() {
 
 #[test]
 fn binary_ops_broadcast_both_operands_like_numpy() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[2, 1, 3], 1);
-    let (b, rb) = input(&gpu, &[4, 1], 2);
-    check_op("add", &a.add(&b).unwrap(), ra.val.add(&rb.val), ARITH);
-    check_op("sub", &a.sub(&b).unwrap(), ra.val.sub(&rb.val), ARITH);
-    check_op("mul", &a.mul(&b).unwrap(), ra.val.mul(&rb.val), ARITH);
-    check_op(
-        "maximum",
-        &a.maximum(&b).unwrap(),
-        ra.val.maximum(&rb.val),
-        EXACT,
-    );
-    check_op(
-        "minimum",
-        &a.minimum(&b).unwrap(),
-        ra.val.minimum(&rb.val),
-        EXACT,
-    );
-    let (pos, rpos) = input_in(&gpu, &[4, 1], 3, 0.5, 3.0);
-    check_op("div", &a.div(&pos).unwrap(), ra.val.div(&rpos.val), ARITH);
-    check_op(
-        "pow",
-        &pos.pow(&a).unwrap(),
-        rpos.val.pow(&ra.val),
-        TRANSCENDENTAL,
-    );
-    // The lower-rank operand on the left.
-    check_op("sub", &b.sub(&a).unwrap(), rb.val.sub(&ra.val), ARITH);
-    assert_eq!(a.add(&b).unwrap().shape(), &[2, 4, 3]);
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[2, 1, 3], 1);
+        let (b, rb) = input(&gpu, &[4, 1], 2);
+        check_op("add", &a.add(&b).unwrap(), ra.val.add(&rb.val), ARITH);
+        check_op("sub", &a.sub(&b).unwrap(), ra.val.sub(&rb.val), ARITH);
+        check_op("mul", &a.mul(&b).unwrap(), ra.val.mul(&rb.val), ARITH);
+        check_op(
+            "maximum",
+            &a.maximum(&b).unwrap(),
+            ra.val.maximum(&rb.val),
+            EXACT,
+        );
+        check_op(
+            "minimum",
+            &a.minimum(&b).unwrap(),
+            ra.val.minimum(&rb.val),
+            EXACT,
+        );
+        let (pos, rpos) = input_in(&gpu, &[4, 1], 3, 0.5, 3.0);
+        check_op("div", &a.div(&pos).unwrap(), ra.val.div(&rpos.val), ARITH);
+        check_op(
+            "pow",
+            &pos.pow(&a).unwrap(),
+            rpos.val.pow(&ra.val),
+            TRANSCENDENTAL,
+        );
+        // The lower-rank operand on the left.
+        check_op("sub", &b.sub(&a).unwrap(), rb.val.sub(&ra.val), ARITH);
+        assert_eq!(a.add(&b).unwrap().shape(), &[2, 4, 3]);
+    }
 }
 
 #[test]
 fn binary_ops_with_a_scalar_operand_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[3, 5], 4);
-    let r = &ra.val;
-    check_op("add", &a.add(1.5).unwrap(), r.add(1.5), ARITH);
-    check_op("sub", &a.sub(-0.25).unwrap(), r.sub(-0.25), ARITH);
-    check_op("mul", &a.mul(3.0).unwrap(), r.mul(3.0), ARITH);
-    check_op("div", &a.div(-4.0).unwrap(), r.div(-4.0), ARITH);
-    check_op("maximum", &a.maximum(0.1).unwrap(), r.maximum(0.1), EXACT);
-    check_op("minimum", &a.minimum(0.1).unwrap(), r.minimum(0.1), EXACT);
-    let p = a.abs().unwrap().add(0.5).unwrap();
-    let rp = r.abs().add(0.5);
-    for e in [2.0, 3.0, 0.5, -1.0, -0.5, 0.0] {
-        check_op(
-            &format!("pow {e}"),
-            &p.pow(e).unwrap(),
-            rp.pow(e),
-            TRANSCENDENTAL,
-        );
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[3, 5], 4);
+        let r = &ra.val;
+        check_op("add", &a.add(1.5).unwrap(), r.add(1.5), ARITH);
+        check_op("sub", &a.sub(-0.25).unwrap(), r.sub(-0.25), ARITH);
+        check_op("mul", &a.mul(3.0).unwrap(), r.mul(3.0), ARITH);
+        check_op("div", &a.div(-4.0).unwrap(), r.div(-4.0), ARITH);
+        check_op("maximum", &a.maximum(0.1).unwrap(), r.maximum(0.1), EXACT);
+        check_op("minimum", &a.minimum(0.1).unwrap(), r.minimum(0.1), EXACT);
+        let p = a.abs().unwrap().add(0.5).unwrap();
+        let rp = r.abs().add(0.5);
+        for e in [2.0, 3.0, 0.5, -1.0, -0.5, 0.0] {
+            check_op(
+                &format!("pow {e}"),
+                &p.pow(e).unwrap(),
+                rp.pow(e),
+                TRANSCENDENTAL,
+            );
+        }
     }
 }
 
 #[test]
 fn pow_of_a_negative_base_follows_numpy() {
-    let gpu = device();
-    let base = gpu.tensor(&[-2.0, -3.0, -0.5, 2.0], None).unwrap();
-    let rb = Ref::tensor(&[-2.0, -3.0, -0.5, 2.0], None);
-    check_op(
-        "pow 2",
-        &base.pow(2.0).unwrap(),
-        rb.pow(2.0),
-        TRANSCENDENTAL,
-    );
-    check_op(
-        "pow 3",
-        &base.pow(3.0).unwrap(),
-        rb.pow(3.0),
-        TRANSCENDENTAL,
-    );
-    check_op(
-        "pow -1",
-        &base.pow(-1.0).unwrap(),
-        rb.pow(-1.0),
-        TRANSCENDENTAL,
-    );
-    let got = read(&base.pow(0.5).unwrap());
-    assert!(
-        got[..3].iter().all(|v| v.is_nan()),
-        "a negative base to a fractional power is NaN, got {got:?}"
-    );
+    for gpu in devices() {
+        let base = gpu.tensor(&[-2.0, -3.0, -0.5, 2.0], None).unwrap();
+        let rb = Ref::tensor(&[-2.0, -3.0, -0.5, 2.0], None);
+        check_op(
+            "pow 2",
+            &base.pow(2.0).unwrap(),
+            rb.pow(2.0),
+            TRANSCENDENTAL,
+        );
+        check_op(
+            "pow 3",
+            &base.pow(3.0).unwrap(),
+            rb.pow(3.0),
+            TRANSCENDENTAL,
+        );
+        check_op(
+            "pow -1",
+            &base.pow(-1.0).unwrap(),
+            rb.pow(-1.0),
+            TRANSCENDENTAL,
+        );
+        let got = read(&base.pow(0.5).unwrap());
+        assert!(
+            got[..3].iter().all(|v| v.is_nan()),
+            "a negative base to a fractional power is NaN, got {got:?}"
+        );
+    }
 }
 
 #[test]
 fn comparisons_give_one_where_true_and_zero_where_false_including_ties() {
-    let gpu = device();
-    let xs = [-1.0, 0.0, 0.5, 2.0, 2.0, -3.0];
-    let ys = [0.0, 0.0, 1.0, 2.0, 1.0, -3.0];
-    let (x, y) = (
-        gpu.tensor(&xs, None).unwrap(),
-        gpu.tensor(&ys, None).unwrap(),
-    );
-    let (rx, ry) = (Ref::tensor(&xs, None), Ref::tensor(&ys, None));
-    check_op("equal", &x.equal(&y).unwrap(), rx.equal(&ry), EXACT);
-    check_op("greater", &x.greater(&y).unwrap(), rx.greater(&ry), EXACT);
-    check_op(
-        "greater_equal",
-        &x.greater_equal(&y).unwrap(),
-        rx.greater_equal(&ry),
-        EXACT,
-    );
-    check_op("less", &x.less(&y).unwrap(), rx.less(&ry), EXACT);
-    check_op(
-        "less_equal",
-        &x.less_equal(&y).unwrap(),
-        rx.less_equal(&ry),
-        EXACT,
-    );
-    check_op("equal 2", &x.equal(2.0).unwrap(), rx.equal(2.0), EXACT);
-    check_op(
-        "greater 0",
-        &x.greater(0.0).unwrap(),
-        rx.greater(0.0),
-        EXACT,
-    );
-    assert_eq!(
-        read(&x.less_equal(&y).unwrap()),
-        vec![1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
-    );
+    for gpu in devices() {
+        let xs = [-1.0, 0.0, 0.5, 2.0, 2.0, -3.0];
+        let ys = [0.0, 0.0, 1.0, 2.0, 1.0, -3.0];
+        let (x, y) = (
+            gpu.tensor(&xs, None).unwrap(),
+            gpu.tensor(&ys, None).unwrap(),
+        );
+        let (rx, ry) = (Ref::tensor(&xs, None), Ref::tensor(&ys, None));
+        check_op("equal", &x.equal(&y).unwrap(), rx.equal(&ry), EXACT);
+        check_op("greater", &x.greater(&y).unwrap(), rx.greater(&ry), EXACT);
+        check_op(
+            "greater_equal",
+            &x.greater_equal(&y).unwrap(),
+            rx.greater_equal(&ry),
+            EXACT,
+        );
+        check_op("less", &x.less(&y).unwrap(), rx.less(&ry), EXACT);
+        check_op(
+            "less_equal",
+            &x.less_equal(&y).unwrap(),
+            rx.less_equal(&ry),
+            EXACT,
+        );
+        check_op("equal 2", &x.equal(2.0).unwrap(), rx.equal(2.0), EXACT);
+        check_op(
+            "greater 0",
+            &x.greater(0.0).unwrap(),
+            rx.greater(0.0),
+            EXACT,
+        );
+        assert_eq!(
+            read(&x.less_equal(&y).unwrap()),
+            vec![1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+        );
+    }
 }
 
 #[test]
 fn unary_ops_match_the_reference_on_their_domains() {
-    let gpu = device();
-    let (a, ra) = input_in(&gpu, &[4, 33], 5, -3.0, 3.0);
-    let (p, rp) = input_in(&gpu, &[4, 33], 6, 0.05, 9.0);
-    let r = &ra.val;
-    check_op("neg", &a.neg().unwrap(), r.neg(), EXACT);
-    check_op("abs", &a.abs().unwrap(), r.abs(), EXACT);
-    check_op("relu", &a.relu().unwrap(), r.relu(), EXACT);
-    check_op("square", &a.square().unwrap(), r.square(), ARITH);
-    check_op("exp", &a.exp().unwrap(), r.exp(), TRANSCENDENTAL);
-    check_op("log", &p.log().unwrap(), rp.val.log(), TRANSCENDENTAL);
-    check_op("sqrt", &p.sqrt().unwrap(), rp.val.sqrt(), TRANSCENDENTAL);
-    check_op("rsqrt", &p.rsqrt().unwrap(), rp.val.rsqrt(), TRANSCENDENTAL);
-    check_op("gelu", &a.gelu().unwrap(), r.gelu(), TRANSCENDENTAL);
-    check_op(
-        "sigmoid",
-        &a.sigmoid().unwrap(),
-        r.sigmoid(),
-        TRANSCENDENTAL,
-    );
-    check_op("tanh", &a.tanh().unwrap(), r.tanh(), TRANSCENDENTAL);
-    check_op("sin", &a.sin().unwrap(), r.sin(), common::graphs::SIN_COS);
-    check_op("cos", &a.cos().unwrap(), r.cos(), common::graphs::SIN_COS);
+    for gpu in devices() {
+        let (a, ra) = input_in(&gpu, &[4, 33], 5, -3.0, 3.0);
+        let (p, rp) = input_in(&gpu, &[4, 33], 6, 0.05, 9.0);
+        let r = &ra.val;
+        check_op("neg", &a.neg().unwrap(), r.neg(), EXACT);
+        check_op("abs", &a.abs().unwrap(), r.abs(), EXACT);
+        check_op("relu", &a.relu().unwrap(), r.relu(), EXACT);
+        check_op("square", &a.square().unwrap(), r.square(), ARITH);
+        check_op("exp", &a.exp().unwrap(), r.exp(), TRANSCENDENTAL);
+        check_op("log", &p.log().unwrap(), rp.val.log(), TRANSCENDENTAL);
+        check_op("sqrt", &p.sqrt().unwrap(), rp.val.sqrt(), TRANSCENDENTAL);
+        check_op("rsqrt", &p.rsqrt().unwrap(), rp.val.rsqrt(), TRANSCENDENTAL);
+        check_op("gelu", &a.gelu().unwrap(), r.gelu(), TRANSCENDENTAL);
+        check_op(
+            "sigmoid",
+            &a.sigmoid().unwrap(),
+            r.sigmoid(),
+            TRANSCENDENTAL,
+        );
+        check_op("tanh", &a.tanh().unwrap(), r.tanh(), TRANSCENDENTAL);
+        check_op("sin", &a.sin().unwrap(), r.sin(), common::graphs::SIN_COS);
+        check_op("cos", &a.cos().unwrap(), r.cos(), common::graphs::SIN_COS);
+    }
 }
 
 #[test]
 fn tanh_sigmoid_and_gelu_stay_finite_for_large_inputs() {
-    let gpu = device();
-    let xs = [-90.0, -50.0, -20.0, 20.0, 50.0, 90.0];
-    let x = gpu.tensor(&xs, None).unwrap();
-    let r = Ref::tensor(&xs, None);
-    check_op("tanh", &x.tanh().unwrap(), r.tanh(), TRANSCENDENTAL);
-    check_op(
-        "sigmoid",
-        &x.sigmoid().unwrap(),
-        r.sigmoid(),
-        TRANSCENDENTAL,
-    );
-    check_op("gelu", &x.gelu().unwrap(), r.gelu(), TRANSCENDENTAL);
+    for gpu in devices() {
+        let xs = [-90.0, -50.0, -20.0, 20.0, 50.0, 90.0];
+        let x = gpu.tensor(&xs, None).unwrap();
+        let r = Ref::tensor(&xs, None);
+        check_op("tanh", &x.tanh().unwrap(), r.tanh(), TRANSCENDENTAL);
+        check_op(
+            "sigmoid",
+            &x.sigmoid().unwrap(),
+            r.sigmoid(),
+            TRANSCENDENTAL,
+        );
+        check_op("gelu", &x.gelu().unwrap(), r.gelu(), TRANSCENDENTAL);
+    }
 }
 
 #[test]
 fn clamp_limits_values_to_the_given_range() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[50], 7);
-    check_op(
-        "clamp",
-        &a.clamp(-0.5, 1.0).unwrap(),
-        ra.val.clamp(-0.5, 1.0),
-        EXACT,
-    );
-    let got = read(&a.clamp(-0.5, 1.0).unwrap());
-    assert!(got.iter().all(|v| (-0.5..=1.0).contains(v)));
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[50], 7);
+        check_op(
+            "clamp",
+            &a.clamp(-0.5, 1.0).unwrap(),
+            ra.val.clamp(-0.5, 1.0),
+            EXACT,
+        );
+        let got = read(&a.clamp(-0.5, 1.0).unwrap());
+        assert!(got.iter().all(|v| (-0.5..=1.0).contains(v)));
+    }
 }
 
 #[test]
 fn a_chain_of_elementwise_ops_on_views_matches_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[3, 4, 5], 8);
-    let (b, rb) = input(&gpu, &[5, 4], 9);
-    let t = a
-        .transpose(Some(&[0, 2, 1]))
-        .unwrap()
-        .slice(&[1, 0, 1], &[-1, 5, 3])
-        .unwrap()
-        .mul(&b.slice(&[0, 1], &[5, 3]).unwrap())
-        .unwrap()
-        .add(0.5)
-        .unwrap()
-        .tanh()
-        .unwrap();
-    let r = ra
-        .view(|v| v.transpose(Some(&[0, 2, 1])).slice(&[1, 0, 1], &[-1, 5, 3]))
-        .binary(
-            &rb.view(|v| v.slice(&[0, 1], &[5, 3])),
-            ra.val
-                .transpose(Some(&[0, 2, 1]))
-                .slice(&[1, 0, 1], &[-1, 5, 3])
-                .mul(&rb.val.slice(&[0, 1], &[5, 3])),
-            |x, y| x * y,
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[3, 4, 5], 8);
+        let (b, rb) = input(&gpu, &[5, 4], 9);
+        let t = a
+            .transpose(Some(&[0, 2, 1]))
+            .unwrap()
+            .slice(&[1, 0, 1], &[-1, 5, 3])
+            .unwrap()
+            .mul(&b.slice(&[0, 1], &[5, 3]).unwrap())
+            .unwrap()
+            .add(0.5)
+            .unwrap()
+            .tanh()
+            .unwrap();
+        let r = ra
+            .view(|v| v.transpose(Some(&[0, 2, 1])).slice(&[1, 0, 1], &[-1, 5, 3]))
+            .binary(
+                &rb.view(|v| v.slice(&[0, 1], &[5, 3])),
+                ra.val
+                    .transpose(Some(&[0, 2, 1]))
+                    .slice(&[1, 0, 1], &[-1, 5, 3])
+                    .mul(&rb.val.slice(&[0, 1], &[5, 3])),
+                |x, y| x * y,
+                common::graphs::Rule::Corners,
+                ARITH,
+            );
+        let r = r.binary(
+            &Tracked::exact(Ref::scalar(0.5)),
+            r.val.add(0.5),
+            |x, y| x + y,
             common::graphs::Rule::Corners,
             ARITH,
         );
-    let r = r.binary(
-        &Tracked::exact(Ref::scalar(0.5)),
-        r.val.add(0.5),
-        |x, y| x + y,
-        common::graphs::Rule::Corners,
-        ARITH,
-    );
-    let r = r.unary(
-        r.val.tanh(),
-        f64::tanh,
-        common::graphs::Rule::Corners,
-        TRANSCENDENTAL,
-    );
-    check("chain", &t, &r);
+        let r = r.unary(
+            r.val.tanh(),
+            f64::tanh,
+            common::graphs::Rule::Corners,
+            TRANSCENDENTAL,
+        );
+        check("chain", &t, &r);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -424,138 +464,144 @@ fn a_chain_of_elementwise_ops_on_views_matches_the_reference() {
 
 #[test]
 fn sum_mean_max_and_min_over_one_several_and_all_axes_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[3, 4, 5, 2], 10);
-    let axes_cases: [Option<&[isize]>; 7] = [
-        None,
-        Some(&[0]),
-        Some(&[-1]),
-        Some(&[1, 3]),
-        Some(&[-2, 0]),
-        Some(&[0, 1, 2]),
-        Some(&[3, 2, 1, 0]),
-    ];
-    for axes in axes_cases {
-        for keep in [false, true] {
-            let what = |op: &str| format!("{op}({axes:?}, keep_dims={keep})");
-            check(
-                &what("sum"),
-                &a.sum(axes, keep).unwrap(),
-                &ra.sum(axes, keep),
-            );
-            check(
-                &what("mean"),
-                &a.mean(axes, keep).unwrap(),
-                &ra.mean(axes, keep),
-            );
-            check(
-                &what("max"),
-                &a.max(axes, keep).unwrap(),
-                &ra.max(axes, keep),
-            );
-            check(
-                &what("min"),
-                &a.min(axes, keep).unwrap(),
-                &ra.min(axes, keep),
-            );
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[3, 4, 5, 2], 10);
+        let axes_cases: [Option<&[isize]>; 7] = [
+            None,
+            Some(&[0]),
+            Some(&[-1]),
+            Some(&[1, 3]),
+            Some(&[-2, 0]),
+            Some(&[0, 1, 2]),
+            Some(&[3, 2, 1, 0]),
+        ];
+        for axes in axes_cases {
+            for keep in [false, true] {
+                let what = |op: &str| format!("{op}({axes:?}, keep_dims={keep})");
+                check(
+                    &what("sum"),
+                    &a.sum(axes, keep).unwrap(),
+                    &ra.sum(axes, keep),
+                );
+                check(
+                    &what("mean"),
+                    &a.mean(axes, keep).unwrap(),
+                    &ra.mean(axes, keep),
+                );
+                check(
+                    &what("max"),
+                    &a.max(axes, keep).unwrap(),
+                    &ra.max(axes, keep),
+                );
+                check(
+                    &what("min"),
+                    &a.min(axes, keep).unwrap(),
+                    &ra.min(axes, keep),
+                );
+            }
         }
     }
 }
 
 #[test]
 fn reductions_over_long_axes_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[3, 100_003], 11);
-    for axes in [None, Some(&[1isize][..]), Some(&[0isize][..])] {
-        check("sum", &a.sum(axes, false).unwrap(), &ra.sum(axes, false));
-        check("mean", &a.mean(axes, true).unwrap(), &ra.mean(axes, true));
-        check("max", &a.max(axes, false).unwrap(), &ra.max(axes, false));
-        check("min", &a.min(axes, false).unwrap(), &ra.min(axes, false));
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[3, 100_003], 11);
+        for axes in [None, Some(&[1isize][..]), Some(&[0isize][..])] {
+            check("sum", &a.sum(axes, false).unwrap(), &ra.sum(axes, false));
+            check("mean", &a.mean(axes, true).unwrap(), &ra.mean(axes, true));
+            check("max", &a.max(axes, false).unwrap(), &ra.max(axes, false));
+            check("min", &a.min(axes, false).unwrap(), &ra.min(axes, false));
+        }
     }
 }
 
 #[test]
 fn a_reduction_of_fused_elementwise_ops_matches_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[6, 7], 12);
-    let (b, rb) = input(&gpu, &[7], 13);
-    let t = a
-        .mul(&b)
-        .unwrap()
-        .add(1.0)
-        .unwrap()
-        .sum(Some(&[1]), false)
-        .unwrap();
-    let prod = ra.binary(
-        &rb,
-        ra.val.mul(&rb.val),
-        |x, y| x * y,
-        common::graphs::Rule::Corners,
-        ARITH,
-    );
-    let plus = prod.binary(
-        &Tracked::exact(Ref::scalar(1.0)),
-        prod.val.add(1.0),
-        |x, y| x + y,
-        common::graphs::Rule::Corners,
-        ARITH,
-    );
-    check("sum of mul+add", &t, &plus.sum(Some(&[1]), false));
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[6, 7], 12);
+        let (b, rb) = input(&gpu, &[7], 13);
+        let t = a
+            .mul(&b)
+            .unwrap()
+            .add(1.0)
+            .unwrap()
+            .sum(Some(&[1]), false)
+            .unwrap();
+        let prod = ra.binary(
+            &rb,
+            ra.val.mul(&rb.val),
+            |x, y| x * y,
+            common::graphs::Rule::Corners,
+            ARITH,
+        );
+        let plus = prod.binary(
+            &Tracked::exact(Ref::scalar(1.0)),
+            prod.val.add(1.0),
+            |x, y| x + y,
+            common::graphs::Rule::Corners,
+            ARITH,
+        );
+        check("sum of mul+add", &t, &plus.sum(Some(&[1]), false));
+    }
 }
 
 #[test]
 fn argmax_picks_the_first_of_tied_maxima() {
-    let gpu = device();
-    let xs = [
-        1.0, 5.0, 5.0, 0.0, 7.0, 7.0, 7.0, -1.0, -2.0, -2.0, -3.0, -2.0,
-    ];
-    let t = gpu.tensor(&xs, Some(&[3, 4])).unwrap();
-    let r = Ref::tensor(&xs, Some(&[3, 4]));
-    assert_eq!(read(&t.argmax(1).unwrap()), vec![1.0, 0.0, 0.0]);
-    check_op("argmax -1", &t.argmax(-1).unwrap(), r.argmax(-1), EXACT);
-    check_op("argmax 0", &t.argmax(0).unwrap(), r.argmax(0), EXACT);
-    let (a, ra) = input(&gpu, &[4, 9, 3], 14);
-    for axis in [0, 1, 2, -1, -3] {
-        check_op(
-            &format!("argmax {axis}"),
-            &a.argmax(axis).unwrap(),
-            ra.val.argmax(axis),
-            EXACT,
-        );
+    for gpu in devices() {
+        let xs = [
+            1.0, 5.0, 5.0, 0.0, 7.0, 7.0, 7.0, -1.0, -2.0, -2.0, -3.0, -2.0,
+        ];
+        let t = gpu.tensor(&xs, Some(&[3, 4])).unwrap();
+        let r = Ref::tensor(&xs, Some(&[3, 4]));
+        assert_eq!(read(&t.argmax(1).unwrap()), vec![1.0, 0.0, 0.0]);
+        check_op("argmax -1", &t.argmax(-1).unwrap(), r.argmax(-1), EXACT);
+        check_op("argmax 0", &t.argmax(0).unwrap(), r.argmax(0), EXACT);
+        let (a, ra) = input(&gpu, &[4, 9, 3], 14);
+        for axis in [0, 1, 2, -1, -3] {
+            check_op(
+                &format!("argmax {axis}"),
+                &a.argmax(axis).unwrap(),
+                ra.val.argmax(axis),
+                EXACT,
+            );
+        }
     }
 }
 
 #[test]
 fn softmax_and_log_softmax_match_the_reference_along_every_axis() {
-    let gpu = device();
-    let (a, ra) = input_in(&gpu, &[3, 4, 5], 15, -8.0, 8.0);
-    for axis in [0, 1, 2, -1, -2] {
+    for gpu in devices() {
+        let (a, ra) = input_in(&gpu, &[3, 4, 5], 15, -8.0, 8.0);
+        for axis in [0, 1, 2, -1, -2] {
+            check(
+                &format!("softmax {axis}"),
+                &a.softmax(axis).unwrap(),
+                &ra.softmax(axis),
+            );
+            check(
+                &format!("log_softmax {axis}"),
+                &a.log_softmax(axis).unwrap(),
+                &ra.log_softmax(axis),
+            );
+        }
+        let (long, rl) = input_in(&gpu, &[2, 3000], 16, -20.0, 20.0);
+        check("softmax long", &long.softmax(-1).unwrap(), &rl.softmax(-1));
         check(
-            &format!("softmax {axis}"),
-            &a.softmax(axis).unwrap(),
-            &ra.softmax(axis),
-        );
-        check(
-            &format!("log_softmax {axis}"),
-            &a.log_softmax(axis).unwrap(),
-            &ra.log_softmax(axis),
+            "log_softmax long",
+            &long.log_softmax(1).unwrap(),
+            &rl.log_softmax(1),
         );
     }
-    let (long, rl) = input_in(&gpu, &[2, 3000], 16, -20.0, 20.0);
-    check("softmax long", &long.softmax(-1).unwrap(), &rl.softmax(-1));
-    check(
-        "log_softmax long",
-        &long.log_softmax(1).unwrap(),
-        &rl.log_softmax(1),
-    );
 }
 
 #[test]
 fn softmax_rows_sum_to_one() {
-    let gpu = device();
-    let (a, _) = input_in(&gpu, &[5, 17], 17, -30.0, 30.0);
-    let sums = read(&a.softmax(1).unwrap().sum(Some(&[1]), false).unwrap());
-    assert!(sums.iter().all(|s| (s - 1.0).abs() < 1e-4), "{sums:?}");
+    for gpu in devices() {
+        let (a, _) = input_in(&gpu, &[5, 17], 17, -30.0, 30.0);
+        let sums = read(&a.softmax(1).unwrap().sum(Some(&[1]), false).unwrap());
+        assert!(sums.iter().all(|s| (s - 1.0).abs() < 1e-4), "{sums:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -563,105 +609,110 @@ fn softmax_rows_sum_to_one() {
 
 #[test]
 fn matmul_of_two_matrices_matches_the_reference() {
-    let gpu = device();
-    for (i, &(m, k, n)) in [(1, 1, 1), (2, 3, 4), (7, 1, 5), (33, 17, 65), (64, 129, 70)]
-        .iter()
-        .enumerate()
-    {
-        let (a, ra) = input(&gpu, &[m, k], 20 + i as u64);
-        let (b, rb) = input(&gpu, &[k, n], 40 + i as u64);
-        check(
-            &format!("matmul {m}x{k}x{n}"),
-            &a.matmul(&b).unwrap(),
-            &ra.matmul(&rb),
-        );
+    for gpu in devices() {
+        for (i, &(m, k, n)) in [(1, 1, 1), (2, 3, 4), (7, 1, 5), (33, 17, 65), (64, 129, 70)]
+            .iter()
+            .enumerate()
+        {
+            let (a, ra) = input(&gpu, &[m, k], 20 + i as u64);
+            let (b, rb) = input(&gpu, &[k, n], 40 + i as u64);
+            check(
+                &format!("matmul {m}x{k}x{n}"),
+                &a.matmul(&b).unwrap(),
+                &ra.matmul(&rb),
+            );
+        }
     }
 }
 
 #[test]
 fn matmul_with_broadcast_batch_dims_matches_the_reference() {
-    let gpu = device();
-    let cases: [(&[usize], &[usize]); 5] = [
-        (&[2, 1, 3, 4], &[5, 4, 2]),
-        (&[3, 4], &[6, 4, 5]),
-        (&[6, 3, 4], &[4, 5]),
-        (&[2, 3, 1, 7], &[1, 1, 7, 2]),
-        (&[1, 5, 2, 3], &[4, 1, 3, 3]),
-    ];
-    for (i, (sa, sb)) in cases.iter().enumerate() {
-        let (a, ra) = input(&gpu, sa, 60 + i as u64);
-        let (b, rb) = input(&gpu, sb, 70 + i as u64);
-        let what = format!("matmul {sa:?} @ {sb:?}");
-        check(&what, &a.matmul(&b).unwrap(), &ra.matmul(&rb));
+    for gpu in devices() {
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[2, 1, 3, 4], &[5, 4, 2]),
+            (&[3, 4], &[6, 4, 5]),
+            (&[6, 3, 4], &[4, 5]),
+            (&[2, 3, 1, 7], &[1, 1, 7, 2]),
+            (&[1, 5, 2, 3], &[4, 1, 3, 3]),
+        ];
+        for (i, (sa, sb)) in cases.iter().enumerate() {
+            let (a, ra) = input(&gpu, sa, 60 + i as u64);
+            let (b, rb) = input(&gpu, sb, 70 + i as u64);
+            let what = format!("matmul {sa:?} @ {sb:?}");
+            check(&what, &a.matmul(&b).unwrap(), &ra.matmul(&rb));
+        }
     }
 }
 
 #[test]
 fn matmul_with_a_bias_and_activation_epilogue_matches_the_reference() {
-    let gpu = device();
-    let (x, rx) = input(&gpu, &[8, 12], 80);
-    let (w, rw) = input(&gpu, &[12, 6], 81);
-    let (bias, rbias) = input(&gpu, &[6], 82);
-    let t = x.matmul(&w).unwrap().add(&bias).unwrap().relu().unwrap();
-    let mm = rx.matmul(&rw);
-    let plus = mm.binary(
-        &rbias,
-        mm.val.add(&rbias.val),
-        |a, b| a + b,
-        common::graphs::Rule::Corners,
-        ARITH,
-    );
-    let out = plus.unary(
-        plus.val.relu(),
-        |v| v.max(0.0),
-        common::graphs::Rule::Corners,
-        EXACT,
-    );
-    check("relu(x @ w + b)", &t, &out);
+    for gpu in devices() {
+        let (x, rx) = input(&gpu, &[8, 12], 80);
+        let (w, rw) = input(&gpu, &[12, 6], 81);
+        let (bias, rbias) = input(&gpu, &[6], 82);
+        let t = x.matmul(&w).unwrap().add(&bias).unwrap().relu().unwrap();
+        let mm = rx.matmul(&rw);
+        let plus = mm.binary(
+            &rbias,
+            mm.val.add(&rbias.val),
+            |a, b| a + b,
+            common::graphs::Rule::Corners,
+            ARITH,
+        );
+        let out = plus.unary(
+            plus.val.relu(),
+            |v| v.max(0.0),
+            common::graphs::Rule::Corners,
+            EXACT,
+        );
+        check("relu(x @ w + b)", &t, &out);
+    }
 }
 
 #[test]
 fn matmul_of_transposed_views_matches_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[5, 3], 83);
-    let (b, rb) = input(&gpu, &[4, 5], 84);
-    let t = a
-        .transpose(None)
-        .unwrap()
-        .matmul(&b.transpose(None).unwrap())
-        .unwrap();
-    let r = ra
-        .view(|v| v.transpose(None))
-        .matmul(&rb.view(|v| v.transpose(None)));
-    check("aT @ bT", &t, &r);
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[5, 3], 83);
+        let (b, rb) = input(&gpu, &[4, 5], 84);
+        let t = a
+            .transpose(None)
+            .unwrap()
+            .matmul(&b.transpose(None).unwrap())
+            .unwrap();
+        let r = ra
+            .view(|v| v.transpose(None))
+            .matmul(&rb.view(|v| v.transpose(None)));
+        check("aT @ bT", &t, &r);
+    }
 }
 
 #[test]
 fn transpose_with_and_without_a_permutation_matches_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[2, 3, 4, 5], 90);
-    let r = &ra.val;
-    check_op(
-        "reverse",
-        &a.transpose(None).unwrap(),
-        r.transpose(None),
-        EXACT,
-    );
-    for perm in [[0, 1, 2, 3], [3, 1, 0, 2], [1, 0, 3, 2], [2, 3, 1, 0]] {
-        let what = format!("transpose {perm:?}");
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[2, 3, 4, 5], 90);
+        let r = &ra.val;
         check_op(
-            &what,
-            &a.transpose(Some(&perm)).unwrap(),
-            r.transpose(Some(&perm)),
+            "reverse",
+            &a.transpose(None).unwrap(),
+            r.transpose(None),
             EXACT,
         );
+        for perm in [[0, 1, 2, 3], [3, 1, 0, 2], [1, 0, 3, 2], [2, 3, 1, 0]] {
+            let what = format!("transpose {perm:?}");
+            check_op(
+                &what,
+                &a.transpose(Some(&perm)).unwrap(),
+                r.transpose(Some(&perm)),
+                EXACT,
+            );
+        }
+        let twice = a
+            .transpose(Some(&[3, 1, 0, 2]))
+            .unwrap()
+            .transpose(Some(&[2, 1, 3, 0]))
+            .unwrap();
+        check_op("transpose twice", &twice, r.clone(), EXACT);
     }
-    let twice = a
-        .transpose(Some(&[3, 1, 0, 2]))
-        .unwrap()
-        .transpose(Some(&[2, 1, 3, 0]))
-        .unwrap();
-    check_op("transpose twice", &twice, r.clone(), EXACT);
 }
 
 // ---------------------------------------------------------------------------
@@ -669,182 +720,186 @@ fn transpose_with_and_without_a_permutation_matches_the_reference() {
 
 #[test]
 fn slice_reshape_and_flatten_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[4, 5, 6], 91);
-    let r = &ra.val;
-    check_op(
-        "slice",
-        &a.slice(&[1, 2, 0], &[2, -1, 3]).unwrap(),
-        r.slice(&[1, 2, 0], &[2, -1, 3]),
-        EXACT,
-    );
-    check_op(
-        "slice all",
-        &a.slice(&[0, 0, 0], &[-1, -1, -1]).unwrap(),
-        r.clone(),
-        EXACT,
-    );
-    check_op(
-        "reshape",
-        &a.reshape(&[6, -1, 2]).unwrap(),
-        r.reshape(&[6, -1, 2]),
-        EXACT,
-    );
-    check_op(
-        "reshape 1d",
-        &a.reshape(&[-1]).unwrap(),
-        r.reshape(&[-1]),
-        EXACT,
-    );
-    check_op("flatten", &a.flatten().unwrap(), r.flatten(), EXACT);
-    let sliced_then_reshaped = a
-        .slice(&[0, 1, 2], &[4, 3, 2])
-        .unwrap()
-        .reshape(&[2, 12])
-        .unwrap();
-    check_op(
-        "slice then reshape",
-        &sliced_then_reshaped,
-        r.slice(&[0, 1, 2], &[4, 3, 2]).reshape(&[2, 12]),
-        EXACT,
-    );
-    let transposed_then_flattened = a.transpose(None).unwrap().flatten().unwrap();
-    check_op(
-        "transpose then flatten",
-        &transposed_then_flattened,
-        r.transpose(None).flatten(),
-        EXACT,
-    );
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[4, 5, 6], 91);
+        let r = &ra.val;
+        check_op(
+            "slice",
+            &a.slice(&[1, 2, 0], &[2, -1, 3]).unwrap(),
+            r.slice(&[1, 2, 0], &[2, -1, 3]),
+            EXACT,
+        );
+        check_op(
+            "slice all",
+            &a.slice(&[0, 0, 0], &[-1, -1, -1]).unwrap(),
+            r.clone(),
+            EXACT,
+        );
+        check_op(
+            "reshape",
+            &a.reshape(&[6, -1, 2]).unwrap(),
+            r.reshape(&[6, -1, 2]),
+            EXACT,
+        );
+        check_op(
+            "reshape 1d",
+            &a.reshape(&[-1]).unwrap(),
+            r.reshape(&[-1]),
+            EXACT,
+        );
+        check_op("flatten", &a.flatten().unwrap(), r.flatten(), EXACT);
+        let sliced_then_reshaped = a
+            .slice(&[0, 1, 2], &[4, 3, 2])
+            .unwrap()
+            .reshape(&[2, 12])
+            .unwrap();
+        check_op(
+            "slice then reshape",
+            &sliced_then_reshaped,
+            r.slice(&[0, 1, 2], &[4, 3, 2]).reshape(&[2, 12]),
+            EXACT,
+        );
+        let transposed_then_flattened = a.transpose(None).unwrap().flatten().unwrap();
+        check_op(
+            "transpose then flatten",
+            &transposed_then_flattened,
+            r.transpose(None).flatten(),
+            EXACT,
+        );
+    }
 }
 
 #[test]
 fn broadcast_to_expand_dims_and_squeeze_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[3, 1, 2], 92);
-    let r = &ra.val;
-    check_op(
-        "broadcast_to",
-        &a.broadcast_to(&[4, 3, 5, 2]).unwrap(),
-        r.broadcast_to(&[4, 3, 5, 2]),
-        EXACT,
-    );
-    check_op(
-        "expand_dims 0",
-        &a.expand_dims(0).unwrap(),
-        r.expand_dims(0),
-        EXACT,
-    );
-    check_op(
-        "expand_dims -1",
-        &a.expand_dims(-1).unwrap(),
-        r.expand_dims(-1),
-        EXACT,
-    );
-    check_op(
-        "expand_dims 2",
-        &a.expand_dims(2).unwrap(),
-        r.expand_dims(2),
-        EXACT,
-    );
-    check_op(
-        "squeeze all",
-        &a.squeeze(None).unwrap(),
-        r.squeeze(None),
-        EXACT,
-    );
-    check_op(
-        "squeeze -2",
-        &a.squeeze(Some(&[-2])).unwrap(),
-        r.squeeze(Some(&[-2])),
-        EXACT,
-    );
-    assert_eq!(a.expand_dims(-1).unwrap().shape(), &[3, 1, 2, 1]);
-    let b = a.broadcast_to(&[3, 4, 2]).unwrap().add(1.0).unwrap();
-    check_op(
-        "broadcast then add",
-        &b,
-        r.broadcast_to(&[3, 4, 2]).add(1.0),
-        ARITH,
-    );
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[3, 1, 2], 92);
+        let r = &ra.val;
+        check_op(
+            "broadcast_to",
+            &a.broadcast_to(&[4, 3, 5, 2]).unwrap(),
+            r.broadcast_to(&[4, 3, 5, 2]),
+            EXACT,
+        );
+        check_op(
+            "expand_dims 0",
+            &a.expand_dims(0).unwrap(),
+            r.expand_dims(0),
+            EXACT,
+        );
+        check_op(
+            "expand_dims -1",
+            &a.expand_dims(-1).unwrap(),
+            r.expand_dims(-1),
+            EXACT,
+        );
+        check_op(
+            "expand_dims 2",
+            &a.expand_dims(2).unwrap(),
+            r.expand_dims(2),
+            EXACT,
+        );
+        check_op(
+            "squeeze all",
+            &a.squeeze(None).unwrap(),
+            r.squeeze(None),
+            EXACT,
+        );
+        check_op(
+            "squeeze -2",
+            &a.squeeze(Some(&[-2])).unwrap(),
+            r.squeeze(Some(&[-2])),
+            EXACT,
+        );
+        assert_eq!(a.expand_dims(-1).unwrap().shape(), &[3, 1, 2, 1]);
+        let b = a.broadcast_to(&[3, 4, 2]).unwrap().add(1.0).unwrap();
+        check_op(
+            "broadcast then add",
+            &b,
+            r.broadcast_to(&[3, 4, 2]).add(1.0),
+            ARITH,
+        );
+    }
 }
 
 #[test]
 fn cat_and_stack_along_positive_and_negative_axes_match_the_reference() {
-    let gpu = device();
-    let (a, ra) = input(&gpu, &[2, 3, 4], 93);
-    let (b, rb) = input(&gpu, &[2, 5, 4], 94);
-    let (c, rc) = input(&gpu, &[2, 3, 4], 95);
-    let (a, b, c) = (&a, &b, &c);
-    let (ra, rb, rc) = (&ra.val, &rb.val, &rc.val);
-    check_op(
-        "cat 1",
-        &gpu.cat(&[a, b], 1).unwrap(),
-        Ref::cat(&[ra, rb], 1),
-        EXACT,
-    );
-    check_op(
-        "cat -2",
-        &gpu.cat(&[b, a, b], -2).unwrap(),
-        Ref::cat(&[rb, ra, rb], -2),
-        EXACT,
-    );
-    check_op(
-        "cat 0",
-        &gpu.cat(&[a, c], 0).unwrap(),
-        Ref::cat(&[ra, rc], 0),
-        EXACT,
-    );
-    check_op(
-        "cat -1",
-        &gpu.cat(&[a, c, a], -1).unwrap(),
-        Ref::cat(&[ra, rc, ra], -1),
-        EXACT,
-    );
-    for axis in [0, 1, 2, 3, -1, -4] {
-        let what = format!("stack {axis}");
+    for gpu in devices() {
+        let (a, ra) = input(&gpu, &[2, 3, 4], 93);
+        let (b, rb) = input(&gpu, &[2, 5, 4], 94);
+        let (c, rc) = input(&gpu, &[2, 3, 4], 95);
+        let (a, b, c) = (&a, &b, &c);
+        let (ra, rb, rc) = (&ra.val, &rb.val, &rc.val);
         check_op(
-            &what,
-            &gpu.stack(&[a, c], axis).unwrap(),
-            Ref::stack(&[ra, rc], axis),
+            "cat 1",
+            &gpu.cat(&[a, b], 1).unwrap(),
+            Ref::cat(&[ra, rb], 1),
             EXACT,
         );
+        check_op(
+            "cat -2",
+            &gpu.cat(&[b, a, b], -2).unwrap(),
+            Ref::cat(&[rb, ra, rb], -2),
+            EXACT,
+        );
+        check_op(
+            "cat 0",
+            &gpu.cat(&[a, c], 0).unwrap(),
+            Ref::cat(&[ra, rc], 0),
+            EXACT,
+        );
+        check_op(
+            "cat -1",
+            &gpu.cat(&[a, c, a], -1).unwrap(),
+            Ref::cat(&[ra, rc, ra], -1),
+            EXACT,
+        );
+        for axis in [0, 1, 2, 3, -1, -4] {
+            let what = format!("stack {axis}");
+            check_op(
+                &what,
+                &gpu.stack(&[a, c], axis).unwrap(),
+                Ref::stack(&[ra, rc], axis),
+                EXACT,
+            );
+        }
+        let mixed = gpu
+            .cat(
+                &[
+                    &a.mul(2.0).unwrap(),
+                    &a.transpose(Some(&[0, 1, 2])).unwrap(),
+                ],
+                0,
+            )
+            .unwrap();
+        check_op(
+            "cat of computed",
+            &mixed,
+            Ref::cat(&[&ra.mul(2.0), ra], 0),
+            ARITH,
+        );
     }
-    let mixed = gpu
-        .cat(
-            &[
-                &a.mul(2.0).unwrap(),
-                &a.transpose(Some(&[0, 1, 2])).unwrap(),
-            ],
-            0,
-        )
-        .unwrap();
-    check_op(
-        "cat of computed",
-        &mixed,
-        Ref::cat(&[&ra.mul(2.0), ra], 0),
-        ARITH,
-    );
 }
 
 #[test]
 fn where_broadcasts_its_condition_and_both_branches() {
-    let gpu = device();
-    let cond_values = [1.0, 0.0, 0.5, 0.0, -1.0, 0.0];
-    let cond = gpu.tensor(&cond_values, Some(&[2, 3, 1])).unwrap();
-    let rcond = Ref::tensor(&cond_values, Some(&[2, 3, 1]));
-    let (a, ra) = input(&gpu, &[4], 96);
-    let (b, rb) = input(&gpu, &[3, 1], 97);
-    let t = gpu.where_(&cond, &a, &b).unwrap();
-    assert_eq!(t.shape(), &[2, 3, 4]);
-    check_op("where", &t, Ref::where_(&rcond, &ra.val, &rb.val), EXACT);
-    let scalar = gpu.tensor(&[9.0], Some(&[])).unwrap();
-    let t = gpu.where_(&a.greater(0.0).unwrap(), &a, &scalar).unwrap();
-    check_op(
-        "where(a > 0, a, 9)",
-        &t,
-        Ref::where_(&ra.val.greater(0.0), &ra.val, &Ref::scalar(9.0)),
-        EXACT,
-    );
+    for gpu in devices() {
+        let cond_values = [1.0, 0.0, 0.5, 0.0, -1.0, 0.0];
+        let cond = gpu.tensor(&cond_values, Some(&[2, 3, 1])).unwrap();
+        let rcond = Ref::tensor(&cond_values, Some(&[2, 3, 1]));
+        let (a, ra) = input(&gpu, &[4], 96);
+        let (b, rb) = input(&gpu, &[3, 1], 97);
+        let t = gpu.where_(&cond, &a, &b).unwrap();
+        assert_eq!(t.shape(), &[2, 3, 4]);
+        check_op("where", &t, Ref::where_(&rcond, &ra.val, &rb.val), EXACT);
+        let scalar = gpu.tensor(&[9.0], Some(&[])).unwrap();
+        let t = gpu.where_(&a.greater(0.0).unwrap(), &a, &scalar).unwrap();
+        check_op(
+            "where(a > 0, a, 9)",
+            &t,
+            Ref::where_(&ra.val.greater(0.0), &ra.val, &Ref::scalar(9.0)),
+            EXACT,
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -852,79 +907,82 @@ fn where_broadcasts_its_condition_and_both_branches() {
 
 #[test]
 fn full_zeros_ones_and_arange_create_the_reference_values() {
-    let gpu = device();
-    check_op(
-        "full",
-        &gpu.full(&[2, 3], -1.25).unwrap(),
-        Ref::full(&[2, 3], -1.25),
-        EXACT,
-    );
-    check_op("zeros", &gpu.zeros(&[4]).unwrap(), Ref::zeros(&[4]), EXACT);
-    check_op(
-        "ones",
-        &gpu.ones(&[1, 2, 3]).unwrap(),
-        Ref::ones(&[1, 2, 3]),
-        EXACT,
-    );
-    check_op(
-        "tensor",
-        &gpu.tensor(&[1.0, 2.0], None).unwrap(),
-        Ref::tensor(&[1.0, 2.0], None),
-        EXACT,
-    );
-    for (start, stop, step) in [
-        (0.0, 5.0, 1.0),
-        (0.0, 1.0, 0.25),
-        (3.0, -2.0, -1.0),
-        (-1.0, 2.5, 0.5),
-        (0.0, 7.0, 2.0),
-        (0.0, 0.0, 1.0),
-        (5.0, 0.0, 1.0),
-        (1.0, 1000.0, 3.0),
-    ] {
-        let what = format!("arange({start}, {stop}, {step})");
+    for gpu in devices() {
         check_op(
-            &what,
-            &gpu.arange(start, stop, step).unwrap(),
-            Ref::arange(start, stop, step),
-            ARITH,
+            "full",
+            &gpu.full(&[2, 3], -1.25).unwrap(),
+            Ref::full(&[2, 3], -1.25),
+            EXACT,
         );
+        check_op("zeros", &gpu.zeros(&[4]).unwrap(), Ref::zeros(&[4]), EXACT);
+        check_op(
+            "ones",
+            &gpu.ones(&[1, 2, 3]).unwrap(),
+            Ref::ones(&[1, 2, 3]),
+            EXACT,
+        );
+        check_op(
+            "tensor",
+            &gpu.tensor(&[1.0, 2.0], None).unwrap(),
+            Ref::tensor(&[1.0, 2.0], None),
+            EXACT,
+        );
+        for (start, stop, step) in [
+            (0.0, 5.0, 1.0),
+            (0.0, 1.0, 0.25),
+            (3.0, -2.0, -1.0),
+            (-1.0, 2.5, 0.5),
+            (0.0, 7.0, 2.0),
+            (0.0, 0.0, 1.0),
+            (5.0, 0.0, 1.0),
+            (1.0, 1000.0, 3.0),
+        ] {
+            let what = format!("arange({start}, {stop}, {step})");
+            check_op(
+                &what,
+                &gpu.arange(start, stop, step).unwrap(),
+                Ref::arange(start, stop, step),
+                ARITH,
+            );
+        }
     }
 }
 
 #[test]
 fn random_uniform_stays_in_its_range_and_its_seed_reproduces_it() {
-    let gpu = device();
-    let a = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 7).unwrap());
-    let again = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 7).unwrap());
-    let other = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 8).unwrap());
-    assert!(
-        a.iter().all(|v| (-0.5..=2.0).contains(v)),
-        "a value outside [-0.5, 2]"
-    );
-    assert_eq!(a, again, "the same seed gives the same values");
-    assert_ne!(a, other, "another seed gives other values");
-    let mean = a.iter().map(|&v| v as f64).sum::<f64>() / a.len() as f64;
-    assert!((mean - 0.75).abs() < 0.05, "mean {mean}");
-    let low = a.iter().filter(|&&v| v < 0.75).count() as f64 / a.len() as f64;
-    assert!(
-        (low - 0.5).abs() < 0.03,
-        "fraction below the midpoint {low}"
-    );
+    for gpu in devices() {
+        let a = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 7).unwrap());
+        let again = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 7).unwrap());
+        let other = read(&gpu.random_uniform(&[256, 256], -0.5, 2.0, 8).unwrap());
+        assert!(
+            a.iter().all(|v| (-0.5..=2.0).contains(v)),
+            "a value outside [-0.5, 2]"
+        );
+        assert_eq!(a, again, "the same seed gives the same values");
+        assert_ne!(a, other, "another seed gives other values");
+        let mean = a.iter().map(|&v| v as f64).sum::<f64>() / a.len() as f64;
+        assert!((mean - 0.75).abs() < 0.05, "mean {mean}");
+        let low = a.iter().filter(|&&v| v < 0.75).count() as f64 / a.len() as f64;
+        assert!(
+            (low - 0.5).abs() < 0.03,
+            "fraction below the midpoint {low}"
+        );
+    }
 }
 
 #[test]
 fn random_normal_has_the_requested_mean_and_standard_deviation() {
-    let gpu = device();
-    let v = read(&gpu.random_normal(&[1 << 16], 0.5, 2.0, 3).unwrap());
-    assert!(v.iter().all(|x| x.is_finite()));
-    let n = v.len() as f64;
-    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
-    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
-    assert!((mean - 0.5).abs() < 0.05, "mean {mean}");
-    assert!((var.sqrt() - 2.0).abs() < 0.05, "std {}", var.sqrt());
-    let within_one_std = v.iter().filter(|&&x| (x as f64 - 0.5).abs() < 2.0).count() as f64 / n;
-    assert!((within_one_std - 0.6827).abs() < 0.02, "{within_one_std}");
+    for gpu in devices() {
+        let v = read(&gpu.random_normal(&[1 << 16], 0.5, 2.0, 3).unwrap());
+        assert!(v.iter().all(|x| x.is_finite()));
+        let n = v.len() as f64;
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+        assert!((mean - 0.5).abs() < 0.05, "mean {mean}");
+        assert!((var.sqrt() - 2.0).abs() < 0.05, "std {}", var.sqrt());
+        let within_one_std = v.iter().filter(|&&x| (x as f64 - 0.5).abs() < 2.0).count() as f64 / n;
+        assert!((within_one_std - 0.6827).abs() < 0.02, "{within_one_std}");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -932,174 +990,177 @@ fn random_normal_has_the_requested_mean_and_standard_deviation() {
 
 #[test]
 fn ops_on_tensors_with_a_zero_sized_dim_give_empty_or_zero_results() {
-    let gpu = device();
-    let e = gpu.zeros(&[3, 0, 2]).unwrap();
-    let re = Ref::zeros(&[3, 0, 2]);
-    check_op("add", &e.add(1.0).unwrap(), re.add(1.0), ARITH);
-    check_op("exp", &e.exp().unwrap(), re.exp(), EXACT);
-    check_op(
-        "sum axis 1",
-        &e.sum(Some(&[1]), false).unwrap(),
-        re.sum(Some(&[1]), false),
-        EXACT,
-    );
-    check_op(
-        "sum all",
-        &e.sum(None, false).unwrap(),
-        Ref::scalar(0.0),
-        EXACT,
-    );
-    check_op(
-        "sum keep",
-        &e.sum(Some(&[0, 1]), true).unwrap(),
-        Ref::zeros(&[1, 1, 2]),
-        EXACT,
-    );
-    check_op(
-        "max axis 2",
-        &e.max(Some(&[2]), false).unwrap(),
-        re.max(Some(&[2]), false),
-        EXACT,
-    );
-    check_op(
-        "transpose",
-        &e.transpose(None).unwrap(),
-        re.transpose(None),
-        EXACT,
-    );
-    check_op(
-        "reshape",
-        &e.reshape(&[0, 5]).unwrap(),
-        re.reshape(&[0, 5]),
-        EXACT,
-    );
-    check_op("softmax", &e.softmax(1).unwrap(), re.softmax(1), EXACT);
-    let (x, rx) = input(&gpu, &[3, 2, 2], 100);
-    check_op(
-        "cat with empty",
-        &gpu.cat(&[&e, &x], 1).unwrap(),
-        Ref::cat(&[&re, &rx.val], 1),
-        EXACT,
-    );
-    let (a, ra) = input(&gpu, &[2, 0], 101);
-    let (b, rb) = input(&gpu, &[0, 3], 102);
-    check_op(
-        "matmul k=0",
-        &a.matmul(&b).unwrap(),
-        ra.val.matmul(&rb.val),
-        EXACT,
-    );
-    check_op(
-        "matmul m=0",
-        &b.matmul(&gpu.ones(&[3, 4]).unwrap()).unwrap(),
-        Ref::zeros(&[0, 4]),
-        EXACT,
-    );
-    check_op(
-        "broadcast empty",
-        &e.add(&x.slice(&[0, 0, 0], &[1, 1, 2]).unwrap()).unwrap(),
-        Ref::zeros(&[3, 0, 2]),
-        EXACT,
-    );
-    assert_eq!(e.size(), 0);
-    assert_eq!(read(&e), Vec::<f32>::new());
+    for gpu in devices() {
+        let e = gpu.zeros(&[3, 0, 2]).unwrap();
+        let re = Ref::zeros(&[3, 0, 2]);
+        check_op("add", &e.add(1.0).unwrap(), re.add(1.0), ARITH);
+        check_op("exp", &e.exp().unwrap(), re.exp(), EXACT);
+        check_op(
+            "sum axis 1",
+            &e.sum(Some(&[1]), false).unwrap(),
+            re.sum(Some(&[1]), false),
+            EXACT,
+        );
+        check_op(
+            "sum all",
+            &e.sum(None, false).unwrap(),
+            Ref::scalar(0.0),
+            EXACT,
+        );
+        check_op(
+            "sum keep",
+            &e.sum(Some(&[0, 1]), true).unwrap(),
+            Ref::zeros(&[1, 1, 2]),
+            EXACT,
+        );
+        check_op(
+            "max axis 2",
+            &e.max(Some(&[2]), false).unwrap(),
+            re.max(Some(&[2]), false),
+            EXACT,
+        );
+        check_op(
+            "transpose",
+            &e.transpose(None).unwrap(),
+            re.transpose(None),
+            EXACT,
+        );
+        check_op(
+            "reshape",
+            &e.reshape(&[0, 5]).unwrap(),
+            re.reshape(&[0, 5]),
+            EXACT,
+        );
+        check_op("softmax", &e.softmax(1).unwrap(), re.softmax(1), EXACT);
+        let (x, rx) = input(&gpu, &[3, 2, 2], 100);
+        check_op(
+            "cat with empty",
+            &gpu.cat(&[&e, &x], 1).unwrap(),
+            Ref::cat(&[&re, &rx.val], 1),
+            EXACT,
+        );
+        let (a, ra) = input(&gpu, &[2, 0], 101);
+        let (b, rb) = input(&gpu, &[0, 3], 102);
+        check_op(
+            "matmul k=0",
+            &a.matmul(&b).unwrap(),
+            ra.val.matmul(&rb.val),
+            EXACT,
+        );
+        check_op(
+            "matmul m=0",
+            &b.matmul(&gpu.ones(&[3, 4]).unwrap()).unwrap(),
+            Ref::zeros(&[0, 4]),
+            EXACT,
+        );
+        check_op(
+            "broadcast empty",
+            &e.add(&x.slice(&[0, 0, 0], &[1, 1, 2]).unwrap()).unwrap(),
+            Ref::zeros(&[3, 0, 2]),
+            EXACT,
+        );
+        assert_eq!(e.size(), 0);
+        assert_eq!(read(&e), Vec::<f32>::new());
+    }
 }
 
 #[test]
 fn ops_on_scalar_tensors_match_the_reference() {
-    let gpu = device();
-    let s = gpu.tensor(&[2.5], Some(&[])).unwrap();
-    let rs = Ref::new(vec![2.5], &[]);
-    assert_eq!(s.shape(), &[] as &[usize]);
-    assert_eq!(s.rank(), 0);
-    assert_eq!(s.size(), 1);
-    check_op("add", &s.add(1.0).unwrap(), rs.add(1.0), ARITH);
-    check_op("exp", &s.exp().unwrap(), rs.exp(), TRANSCENDENTAL);
-    let (v, rv) = input(&gpu, &[3, 2], 103);
-    check_op(
-        "scalar * tensor",
-        &s.mul(&v).unwrap(),
-        rs.mul(&rv.val),
-        ARITH,
-    );
-    check_op(
-        "tensor - scalar",
-        &v.sub(&s).unwrap(),
-        rv.val.sub(&rs),
-        ARITH,
-    );
-    check_op("sum", &s.sum(None, false).unwrap(), rs.clone(), ARITH);
-    check_op("mean keep", &s.mean(None, true).unwrap(), rs.clone(), ARITH);
-    check_op("max", &s.max(None, false).unwrap(), rs.clone(), EXACT);
-    check_op(
-        "expand_dims",
-        &s.expand_dims(0).unwrap(),
-        rs.expand_dims(0),
-        EXACT,
-    );
-    check_op(
-        "reshape",
-        &s.reshape(&[1, 1]).unwrap(),
-        rs.reshape(&[1, 1]),
-        EXACT,
-    );
-    check_op(
-        "broadcast_to",
-        &s.broadcast_to(&[2, 2]).unwrap(),
-        rs.broadcast_to(&[2, 2]),
-        EXACT,
-    );
-    check_op("transpose", &s.transpose(None).unwrap(), rs.clone(), EXACT);
-    check_op(
-        "flatten",
-        &s.flatten().unwrap(),
-        Ref::new(vec![2.5], &[1]),
-        EXACT,
-    );
-    check_op(
-        "stack",
-        &gpu.stack(&[&s, &s.neg().unwrap()], 0).unwrap(),
-        Ref::tensor(&[2.5, -2.5], None),
-        EXACT,
-    );
-    let all = v.sum(None, false).unwrap();
-    assert_eq!(all.shape(), &[] as &[usize]);
-    check("sum of a matrix", &all, &rv.sum(None, false));
-    let one = gpu.tensor(&[4.0], Some(&[1, 1, 1])).unwrap();
-    check_op(
-        "squeeze to a scalar",
-        &one.squeeze(None).unwrap(),
-        Ref::scalar(4.0),
-        EXACT,
-    );
-    check_op(
-        "full of []",
-        &gpu.full(&[], 3.0).unwrap(),
-        Ref::scalar(3.0),
-        EXACT,
-    );
+    for gpu in devices() {
+        let s = gpu.tensor(&[2.5], Some(&[])).unwrap();
+        let rs = Ref::new(vec![2.5], &[]);
+        assert_eq!(s.shape(), &[] as &[usize]);
+        assert_eq!(s.rank(), 0);
+        assert_eq!(s.size(), 1);
+        check_op("add", &s.add(1.0).unwrap(), rs.add(1.0), ARITH);
+        check_op("exp", &s.exp().unwrap(), rs.exp(), TRANSCENDENTAL);
+        let (v, rv) = input(&gpu, &[3, 2], 103);
+        check_op(
+            "scalar * tensor",
+            &s.mul(&v).unwrap(),
+            rs.mul(&rv.val),
+            ARITH,
+        );
+        check_op(
+            "tensor - scalar",
+            &v.sub(&s).unwrap(),
+            rv.val.sub(&rs),
+            ARITH,
+        );
+        check_op("sum", &s.sum(None, false).unwrap(), rs.clone(), ARITH);
+        check_op("mean keep", &s.mean(None, true).unwrap(), rs.clone(), ARITH);
+        check_op("max", &s.max(None, false).unwrap(), rs.clone(), EXACT);
+        check_op(
+            "expand_dims",
+            &s.expand_dims(0).unwrap(),
+            rs.expand_dims(0),
+            EXACT,
+        );
+        check_op(
+            "reshape",
+            &s.reshape(&[1, 1]).unwrap(),
+            rs.reshape(&[1, 1]),
+            EXACT,
+        );
+        check_op(
+            "broadcast_to",
+            &s.broadcast_to(&[2, 2]).unwrap(),
+            rs.broadcast_to(&[2, 2]),
+            EXACT,
+        );
+        check_op("transpose", &s.transpose(None).unwrap(), rs.clone(), EXACT);
+        check_op(
+            "flatten",
+            &s.flatten().unwrap(),
+            Ref::new(vec![2.5], &[1]),
+            EXACT,
+        );
+        check_op(
+            "stack",
+            &gpu.stack(&[&s, &s.neg().unwrap()], 0).unwrap(),
+            Ref::tensor(&[2.5, -2.5], None),
+            EXACT,
+        );
+        let all = v.sum(None, false).unwrap();
+        assert_eq!(all.shape(), &[] as &[usize]);
+        check("sum of a matrix", &all, &rv.sum(None, false));
+        let one = gpu.tensor(&[4.0], Some(&[1, 1, 1])).unwrap();
+        check_op(
+            "squeeze to a scalar",
+            &one.squeeze(None).unwrap(),
+            Ref::scalar(4.0),
+            EXACT,
+        );
+        check_op(
+            "full of []",
+            &gpu.full(&[], 3.0).unwrap(),
+            Ref::scalar(3.0),
+            EXACT,
+        );
+    }
 }
 
 #[test]
 fn a_tensor_of_two_to_the_25_elements_adds_and_sums_correctly() {
-    let gpu = device();
-    let n = 1usize << 25;
-    let t = gpu.full(&[n], 1.5).unwrap().add(1.0).unwrap();
-    let total = t.sum(None, false).unwrap();
-    let biggest = t.max(None, false).unwrap();
-    let v = read(&t);
-    assert_eq!(v.len(), n);
-    for i in [0, 1, 12_345, n / 2, n - 257, n - 1] {
-        assert_eq!(v[i], 2.5, "element {i}");
+    for gpu in devices() {
+        let n = 1usize << 25;
+        let t = gpu.full(&[n], 1.5).unwrap().add(1.0).unwrap();
+        let total = t.sum(None, false).unwrap();
+        let biggest = t.max(None, false).unwrap();
+        let v = read(&t);
+        assert_eq!(v.len(), n);
+        for i in [0, 1, 12_345, n / 2, n - 257, n - 1] {
+            assert_eq!(v[i], 2.5, "element {i}");
+        }
+        assert!(v.iter().all(|&x| x == 2.5), "every element is 2.5");
+        let s = read(&total)[0] as f64;
+        let want = 2.5 * n as f64;
+        assert!(
+            (s - want).abs() <= 1e-4 * want,
+            "sum of 2^25 values of 2.5: expected {want}, got {s}"
+        );
+        assert_eq!(read(&biggest), vec![2.5]);
     }
-    assert!(v.iter().all(|&x| x == 2.5), "every element is 2.5");
-    let s = read(&total)[0] as f64;
-    let want = 2.5 * n as f64;
-    assert!(
-        (s - want).abs() <= 1e-4 * want,
-        "sum of 2^25 values of 2.5: expected {want}, got {s}"
-    );
-    assert_eq!(read(&biggest), vec![2.5]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1107,39 +1168,42 @@ fn a_tensor_of_two_to_the_25_elements_adds_and_sums_correctly() {
 
 #[test]
 fn a_fused_sum_of_twelve_distinct_inputs_matches_the_reference() {
-    let gpu = device();
-    let inputs: Vec<(Tensor, Tracked)> = (0..12).map(|i| input(&gpu, &[3, 5], 200 + i)).collect();
-    let mut t = inputs[0].0.clone();
-    let mut r = inputs[0].1.clone();
-    for (x, rx) in &inputs[1..] {
-        t = t.add(x).unwrap();
-        let val = r.val.add(&rx.val);
-        r = r.binary(rx, val, |a, b| a + b, common::graphs::Rule::Corners, ARITH);
+    for gpu in devices() {
+        let inputs: Vec<(Tensor, Tracked)> =
+            (0..12).map(|i| input(&gpu, &[3, 5], 200 + i)).collect();
+        let mut t = inputs[0].0.clone();
+        let mut r = inputs[0].1.clone();
+        for (x, rx) in &inputs[1..] {
+            t = t.add(x).unwrap();
+            let val = r.val.add(&rx.val);
+            r = r.binary(rx, val, |a, b| a + b, common::graphs::Rule::Corners, ARITH);
+        }
+        check("x0 + x1 + ... + x11", &t, &r);
     }
-    check("x0 + x1 + ... + x11", &t, &r);
 }
 
 #[test]
 fn cat_and_stack_of_twelve_tensors_match_the_reference() {
-    let gpu = device();
-    let inputs: Vec<(Tensor, Tracked)> = (0..12)
-        .map(|i| input(&gpu, &[2, 1 + i as usize % 3], 300 + i))
-        .collect();
-    let gs: Vec<&Tensor> = inputs.iter().map(|(g, _)| g).collect();
-    let rs: Vec<&Ref> = inputs.iter().map(|(_, r)| &r.val).collect();
-    check_op(
-        "cat of 12",
-        &gpu.cat(&gs, 1).unwrap(),
-        Ref::cat(&rs, 1),
-        EXACT,
-    );
-    let same: Vec<(Tensor, Tracked)> = (0..12).map(|i| input(&gpu, &[2, 3], 400 + i)).collect();
-    let gs: Vec<&Tensor> = same.iter().map(|(g, _)| g).collect();
-    let rs: Vec<&Ref> = same.iter().map(|(_, r)| &r.val).collect();
-    check_op(
-        "stack of 12",
-        &gpu.stack(&gs, -1).unwrap(),
-        Ref::stack(&rs, -1),
-        EXACT,
-    );
+    for gpu in devices() {
+        let inputs: Vec<(Tensor, Tracked)> = (0..12)
+            .map(|i| input(&gpu, &[2, 1 + i as usize % 3], 300 + i))
+            .collect();
+        let gs: Vec<&Tensor> = inputs.iter().map(|(g, _)| g).collect();
+        let rs: Vec<&Ref> = inputs.iter().map(|(_, r)| &r.val).collect();
+        check_op(
+            "cat of 12",
+            &gpu.cat(&gs, 1).unwrap(),
+            Ref::cat(&rs, 1),
+            EXACT,
+        );
+        let same: Vec<(Tensor, Tracked)> = (0..12).map(|i| input(&gpu, &[2, 3], 400 + i)).collect();
+        let gs: Vec<&Tensor> = same.iter().map(|(g, _)| g).collect();
+        let rs: Vec<&Ref> = same.iter().map(|(_, r)| &r.val).collect();
+        check_op(
+            "stack of 12",
+            &gpu.stack(&gs, -1).unwrap(),
+            Ref::stack(&rs, -1),
+            EXACT,
+        );
+    }
 }

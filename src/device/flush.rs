@@ -31,6 +31,7 @@ use crate::ir::layout::Layout;
 use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::Scope;
+use crate::runtime::host;
 use crate::runtime::lower::{Lowering, Written};
 
 /// The largest element index a kernel can form: kernels index with `u32`.
@@ -212,6 +213,11 @@ impl DeviceState {
             parts: Vec::new(),
             commit: false,
         };
+        if self.runs_on_host(ops, block, &run.steps) {
+            self.run_on_host(ops, block, &run);
+            return run;
+        }
+        self.upload_host_inputs(&run.steps);
         if let Block::Single(i) = block
             && let OpKind::Commit { .. } = ops[*i].kind
         {
@@ -285,6 +291,136 @@ impl DeviceState {
         }
         run.live = live;
         run
+    }
+
+    /// Whether `block` runs on the host (`runtime::host`) rather than as a
+    /// kernel: an upload or seeded random values, a view of a value the host
+    /// holds, or an elementwise block without an anchor whose inputs the
+    /// host holds, each of at most
+    /// `host_max_elements` elements. Never a block with an op a pending
+    /// injected fault names: a fault is asked of a kernel, and counting
+    /// blocks run here toward its `nth` would move it.
+    ///
+    /// Nothing else needs deciding for such a block: its inputs carry no
+    /// failure and are never pending (only uploads and other host blocks
+    /// make host values), and it is far inside every limit.
+    fn runs_on_host(&self, ops: &[OpIr], block: &Block, steps: &[Step]) -> bool {
+        let small = |shape: &[usize]| (1..=self.host_max_elements).contains(&shape::numel(shape));
+        let on_host = |t: &TensorId| {
+            matches!(
+                self.records.get(t).map(|r| &r.data),
+                Some(Data::Host { .. })
+            )
+        };
+        let eligible = match block {
+            Block::Single(i) => {
+                let op = &ops[*i];
+                small(&op.shape)
+                    && match op.kind {
+                        OpKind::Upload(_) | OpKind::Random { .. } => true,
+                        OpKind::View(_) => op.inputs.iter().all(on_host),
+                        _ => false,
+                    }
+            }
+            Block::Elementwise(b) => {
+                b.anchor.is_none() && small(&b.shape) && b.inputs.iter().all(on_host)
+            }
+            Block::Reduction { .. } => false,
+        };
+        eligible
+            && !self
+                .faults
+                .iter()
+                .any(|f| steps.iter().any(|s| s.op == f.op))
+    }
+
+    /// Computes a block `runs_on_host` chose: its outputs become host
+    /// values. A block the host cannot compute (a broken invariant) fails as
+    /// `internal` on its outputs.
+    fn run_on_host(&mut self, ops: &[OpIr], block: &Block, run: &BlockRun) {
+        let computed = match block {
+            Block::Single(i) => match &ops[*i].kind {
+                OpKind::Upload(values) => Ok(vec![(ops[*i].output, values.clone())]),
+                OpKind::Random { dist, seed } => {
+                    let values = host::random(*dist, *seed, shape::numel(&ops[*i].shape));
+                    Ok(vec![(ops[*i].output, Rc::from(values))])
+                }
+                OpKind::View(view) => {
+                    let op = &ops[*i];
+                    match self.records.get(&op.inputs[0]) {
+                        Some(r) => match &r.data {
+                            Data::Host { values, .. } => {
+                                host::view(values, &r.shape, view, &op.shape)
+                                    .map(|values| vec![(op.output, Rc::from(values))])
+                            }
+                            _ => Err(format!("{} is not on the host", op.inputs[0])),
+                        },
+                        None => Err(format!("{} has no record", op.inputs[0])),
+                    }
+                }
+                other => Err(format!("`{}` is not made on the host", other.name())),
+            },
+            Block::Elementwise(b) => {
+                let records = &self.records;
+                host::elementwise(b, ops, &|t| match records.get(&t) {
+                    Some(r) => match &r.data {
+                        Data::Host { values, .. } => Some((values.clone(), r.shape.clone())),
+                        _ => None,
+                    },
+                    None => None,
+                })
+            }
+            Block::Reduction { .. } => Err("a reduction does not run on the host".to_string()),
+        };
+        match computed {
+            Ok(values) => {
+                self.stats.host_ops += run.steps.len() as u64;
+                for (t, values) in values {
+                    self.set_data(
+                        t,
+                        Data::Host {
+                            values,
+                            uploaded: None,
+                        },
+                        None,
+                    );
+                }
+            }
+            Err(why) => {
+                debug_assert!(false, "the host refused a block it was given: {why}");
+                let root = Root {
+                    kind: FailureKind::Internal,
+                    op: run.name(),
+                    message: why,
+                    registered_at: run.site(),
+                };
+                self.root_failure(root, &run.outputs, None);
+            }
+        }
+    }
+
+    /// Uploads each input of `steps` the host holds and has not uploaded,
+    /// for a kernel to read.
+    fn upload_host_inputs(&mut self, steps: &[Step]) {
+        for &t in steps.iter().flat_map(|s| &s.inputs) {
+            let Some(record) = self.records.get_mut(&t) else {
+                continue;
+            };
+            let Data::Host {
+                values,
+                uploaded: uploaded @ None,
+            } = &mut record.data
+            else {
+                continue;
+            };
+            let allocation = self
+                .gpu
+                .allocate(shape::bytes(&record.shape), &mut self.stats);
+            self.gpu
+                .queue
+                .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(values));
+            *uploaded = Some(allocation);
+        }
     }
 
     /// Where the op that made `run`'s largest value was registered: the op
@@ -569,10 +705,17 @@ pub(crate) fn access(
     let record = records.get(&id)?;
     let (buffer, layout) = match &record.data {
         Data::Unwritten | Data::Failed(_) | Data::Expr(_) => return None,
+        Data::Host { uploaded: None, .. } => return None,
         Data::Empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
-        Data::Owned(a) => (a.buffer.clone(), Layout::contiguous(&record.shape)),
+        Data::Owned(a)
+        | Data::Host {
+            uploaded: Some(a), ..
+        } => (a.buffer.clone(), Layout::contiguous(&record.shape)),
         Data::View { base, layout } => match &records.get(base)?.data {
-            Data::Owned(a) => (a.buffer.clone(), layout.clone()),
+            Data::Owned(a)
+            | Data::Host {
+                uploaded: Some(a), ..
+            } => (a.buffer.clone(), layout.clone()),
             _ => return None,
         },
     };

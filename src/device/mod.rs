@@ -71,7 +71,19 @@ pub struct DeviceOptions {
     /// costs (a GPU error is then not caught, and independent work submitted
     /// with it is lost).
     pub error_scopes: bool,
+    /// The most elements an elementwise block may have to run on the host
+    /// when the host holds all its inputs (values given by the program, or
+    /// made by another such block), as TF.js forwards small tensors to its
+    /// CPU backend; 0 runs every block as a kernel. What it saves is the
+    /// GPU's fixed costs: a new pipeline, a launch, a read's round trip
+    /// (see `runtime::host`).
+    pub host_max_elements: usize,
 }
+
+/// The default `host_max_elements`. Past a few thousand elements a fused
+/// kernel beats the CPU even on a software adapter; below it the fixed
+/// costs of a launch and a read dominate.
+pub const HOST_MAX_ELEMENTS: usize = 1024;
 
 impl Default for DeviceOptions {
     fn default() -> Self {
@@ -79,6 +91,7 @@ impl Default for DeviceOptions {
             capacity: 1024,
             capture_stacks: false,
             error_scopes: true,
+            host_max_elements: HOST_MAX_ELEMENTS,
         }
     }
 }
@@ -116,6 +129,15 @@ pub(crate) enum Data {
     /// Its bytes were never written: the failures that stopped them. The
     /// record is a carrier of each (see `FailureGraph::tag`).
     Failed(Vec<Taint>),
+    /// Values the host holds, row-major: an upload, or what a block run on
+    /// the host made (`runtime::host`). No GPU memory until a kernel reads
+    /// it: the flush that launches the first such kernel uploads it, and
+    /// the host keeps its values, so later host work still reads them and
+    /// later kernels the same upload.
+    Host {
+        values: Rc<[f32]>,
+        uploaded: Option<Allocation>,
+    },
     /// Held, but nobody has needed its bytes: its value is `op` (elementwise)
     /// applied to its inputs, which it holds as a queued op does (counted
     /// among their dependents). Any later kernel that reads it computes it
@@ -173,6 +195,7 @@ pub(crate) struct DeviceState {
     pub capacity: usize,
     pub capture_stacks: bool,
     pub error_scopes: bool,
+    pub host_max_elements: usize,
     pub label: String,
     /// Flushed work whose error scopes have not all resolved, oldest first.
     pub submissions: VecDeque<Submission>,
@@ -261,6 +284,7 @@ impl Device {
                     capacity: options.capacity.max(1),
                     capture_stacks: options.capture_stacks,
                     error_scopes: options.error_scopes,
+                    host_max_elements: options.host_max_elements,
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
                     late_taints: FxHashMap::default(),
@@ -476,7 +500,11 @@ impl DeviceState {
                     self.graph.untag(taint.failure);
                 }
             }
-            Data::Unwritten | Data::Empty => {}
+            Data::Host {
+                uploaded: Some(allocation),
+                ..
+            } => self.gpu.release(allocation, &mut self.stats),
+            Data::Unwritten | Data::Empty | Data::Host { .. } => {}
         }
     }
 

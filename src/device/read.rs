@@ -21,6 +21,8 @@ pub enum ReadStep {
     Failed(Vec<Report>),
     /// The bytes are on their way.
     Go(PendingRead),
+    /// The host holds the values: no GPU work to wait for.
+    Ready(Vec<f32>),
     /// The bytes are strided: read this row-major copy instead (queued and
     /// flushed; its record is held, and the reader releases it).
     Via(TensorId),
@@ -53,6 +55,9 @@ impl DeviceState {
                 .filter_map(|t| self.graph.report(t.failure, id, t.depth))
                 .collect();
             return ReadStep::Failed(reports);
+        }
+        if let Data::Host { values, .. } = &record.data {
+            return ReadStep::Ready(values.to_vec());
         }
         let Some((buffer, access)) = self.access(id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);

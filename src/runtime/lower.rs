@@ -15,7 +15,7 @@ use crate::codegen::{self, Access, Fused, Kernel, REDUCE_CHUNK, Stage};
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{Distribution, OpIr, OpKind, ReduceOp, TensorId};
+use crate::ir::{OpIr, OpKind, ReduceOp, TensorId};
 use crate::runtime::{Allocation, Gpu, Stats};
 
 /// What a block's output is once its commands are recorded.
@@ -183,7 +183,7 @@ impl Lowering<'_> {
         match &op.kind {
             OpKind::Upload(values) => Ok(self.upload(&op.shape, values)),
             OpKind::Random { dist, seed } => {
-                Ok(self.upload(&op.shape, &random(*dist, *seed, numel)))
+                Ok(self.upload(&op.shape, &super::host::random(*dist, *seed, numel)))
             }
             OpKind::View(view) => {
                 let input = &accesses[0];
@@ -393,80 +393,5 @@ fn refuse_broken(kernel: &Kernel) -> Result<(), String> {
     match &kernel.broken {
         Some(why) => Err(format!("its kernel was not generated: {why}")),
         None => Ok(()),
-    }
-}
-
-/// `n` seeded values of `dist`, made with a counter-based generator
-/// (splitmix64 of seed and position) and `libm`'s portable math, so the bits
-/// are the same natively and in wasm, on every device.
-fn random(dist: Distribution, seed: u64, n: usize) -> Vec<f32> {
-    let bits = |i: u64| {
-        let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    // A uniform double in [0, 1) from the top 53 bits.
-    let unit = |i: u64| (bits(i) >> 11) as f64 / (1u64 << 53) as f64;
-    (0..n as u64)
-        .map(|i| match dist {
-            Distribution::Uniform { min, max } => {
-                let v = min as f64 + (max as f64 - min as f64) * unit(i);
-                // Rounding to f32 can land on `max`; keep the interval half-open.
-                let v = v as f32;
-                if v >= max && max > min {
-                    libm::nextafterf(max, min)
-                } else {
-                    v
-                }
-            }
-            Distribution::Normal { mean, std } => {
-                // Box-Muller on two independent uniforms of this position.
-                let u1 = 1.0 - unit(2 * i + (1 << 62));
-                let u2 = unit(2 * i + 1 + (1 << 62));
-                let z =
-                    libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(2.0 * std::f64::consts::PI * u2);
-                (mean as f64 + std as f64 * z) as f32
-            }
-        })
-        .collect()
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_same_seed_gives_the_same_values_and_another_seed_others() {
-        let dist = Distribution::Uniform {
-            min: -1.0,
-            max: 1.0,
-        };
-        assert_eq!(random(dist, 7, 100), random(dist, 7, 100));
-        assert_ne!(random(dist, 7, 100), random(dist, 8, 100));
-        assert!(
-            random(dist, 7, 1000)
-                .iter()
-                .all(|v| (-1.0..1.0).contains(v))
-        );
-    }
-
-    #[test]
-    fn normal_values_have_the_asked_mean_and_spread() {
-        let values = random(
-            Distribution::Normal {
-                mean: 3.0,
-                std: 2.0,
-            },
-            1,
-            20_000,
-        );
-        let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
-        let var = values
-            .iter()
-            .map(|&v| (v as f64 - mean).powi(2))
-            .sum::<f64>()
-            / values.len() as f64;
-        assert!((mean - 3.0).abs() < 0.05, "{mean}");
-        assert!((var.sqrt() - 2.0).abs() < 0.05, "{}", var.sqrt());
     }
 }

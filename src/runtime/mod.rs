@@ -4,6 +4,7 @@
 //! reads, and keeps no bookkeeping of tensors or failures (that is the
 //! device's), so what it is asked to do was already checked.
 
+pub mod host;
 pub mod lower;
 
 use rustc_hash::FxHashMap;
@@ -41,6 +42,9 @@ pub struct Stats {
     /// Bytes kernels have written: every output and scratch buffer a
     /// launch fills (host uploads not counted). What fusion saves shows here.
     pub bytes_written: u64,
+    /// Ops run on the host instead of in a kernel: small elementwise blocks
+    /// on values the host holds (`DeviceOptions::host_max_elements`).
+    pub host_ops: u64,
     /// Every GPU buffer created: tensors' storage, the kernels' uniform
     /// arenas and reads' staging buffers. Flat once a loop has warmed up.
     pub gpu_buffers_created: u64,

@@ -271,6 +271,7 @@ impl Tensor {
                     self.device().with_state(|state| state.reread(target))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
+                ReadStep::Ready(values) => return Ok(values),
                 ReadStep::Go(pending) => {
                     let values = pending.await;
                     drop(copy);

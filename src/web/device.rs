@@ -44,19 +44,28 @@ impl Drop for JsDevice {
 
 #[wasm_bindgen(js_class = Device)]
 impl JsDevice {
-    /// `Device.request({ capacity?, debug?: { captureStacks?, errorScopes? } })`
-    /// opens a GPU device. Options are checked at once (a bad one throws);
+    /// `Device.request({ capacity?, hostMaxElements?, debug?: { captureStacks?,
+    /// errorScopes? } })` opens a GPU device. `hostMaxElements` (default
+    /// 1024, 0 for never) is the largest elementwise work on values the
+    /// page gave that runs in wasm rather than as a kernel, as TF.js
+    /// forwards small tensors to its CPU backend. Options are checked at
+    /// once (a bad one throws);
     /// the `Promise` rejects with an `Error` saying what is missing when
     /// WebGPU or an adapter is not available.
     #[wasm_bindgen(unchecked_return_type = "Promise<Device>")]
     pub fn request(
         #[wasm_bindgen(
-            unchecked_optional_param_type = "{ capacity?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }"
+            unchecked_optional_param_type = "{ capacity?: number; hostMaxElements?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }"
         )]
         options: JsValue,
     ) -> Result<Promise, JsValue> {
         let op = "Device.request";
-        let options = Options::read(op, "options", &options, &["capacity", "debug"])?;
+        let options = Options::read(
+            op,
+            "options",
+            &options,
+            &["capacity", "hostMaxElements", "debug"],
+        )?;
         let debug = options.nested("debug", &["captureStacks", "errorScopes"])?;
         let defaults = DeviceOptions::default();
         let opts = DeviceOptions {
@@ -68,6 +77,12 @@ impl JsDevice {
             )? as usize,
             capture_stacks: debug.boolean_or("captureStacks", defaults.capture_stacks)?,
             error_scopes: debug.boolean_or("errorScopes", defaults.error_scopes)?,
+            host_max_elements: options.integer_or(
+                "hostMaxElements",
+                0.0,
+                usize::MAX as f64,
+                defaults.host_max_elements as f64,
+            )? as usize,
         };
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match Device::request(opts).await {
@@ -401,9 +416,10 @@ impl JsDevice {
 
     /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
     /// bytesAllocated, bytesInUse, peakBytesInUse, bytesWritten, gpuBuffersCreated,
-    /// pipelinesCompiled, pipelineCacheHits, failuresHeld, expressionsHeld,
-    /// uncapturedErrors, tensorsHeld }`; `bytesWritten` counts what kernels
-    /// wrote, `expressionsHeld` the held tensors kept as expressions (their
+    /// hostOps, pipelinesCompiled, pipelineCacheHits, failuresHeld,
+    /// expressionsHeld, uncapturedErrors, tensorsHeld }`; `bytesWritten`
+    /// counts what kernels wrote, `hostOps` the ops run in wasm instead of a
+    /// kernel, `expressionsHeld` the held tensors kept as expressions (their
     /// bytes never written),
     /// `gpuBuffersCreated` every GPU buffer (uniforms and read staging too),
     /// `tensorsHeld` the Tensor objects of this device JS holds undisposed
@@ -423,6 +439,7 @@ impl JsDevice {
             ("bytesInUse", s.bytes_in_use),
             ("peakBytesInUse", s.peak_bytes_in_use),
             ("bytesWritten", s.bytes_written),
+            ("hostOps", s.host_ops),
             ("gpuBuffersCreated", s.gpu_buffers_created),
             ("pipelinesCompiled", s.pipelines_compiled),
             ("pipelineCacheHits", s.pipeline_cache_hits),

@@ -138,6 +138,9 @@ export interface Stats {
     peakBytesInUse: number;
     /** Bytes kernels wrote (uploads not counted). */
     bytesWritten: number;
+    /** Ops run in wasm instead of a kernel: small elementwise work on values
+     * the page gave (`Device.request({ hostMaxElements })`). */
+    hostOps: number;
     /** Every GPU buffer created: storage, uniforms, read staging. */
     gpuBuffersCreated: number;
     pipelinesCompiled: number;

@@ -9,6 +9,17 @@ pub async fn device() -> Device {
     device_with(DeviceOptions::default()).await
 }
 
+/// A device that runs every block as a kernel, for tests of what the
+/// kernels are (how many, what they allocate and compile) on tensors small
+/// enough that a default device would run them on the host.
+pub async fn kernels_only() -> Device {
+    device_with(DeviceOptions {
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await
+}
+
 pub async fn device_with(options: DeviceOptions) -> Device {
     Device::request(options)
         .await
@@ -54,7 +65,7 @@ pub async fn the_first_slice_adds_and_scales_on_the_gpu() {
 }
 
 pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[0.5, -1.0, 2.0, 0.25], None).unwrap();
     gpu.sync().await.expect("no failure");
     let before = gpu.stats();
@@ -93,7 +104,7 @@ pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one
 }
 
 pub async fn an_intermediate_read_after_the_result_is_computed_inline_by_one_more_kernel() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
     gpu.sync().await.expect("no failure");
     let before = gpu.stats();
@@ -158,7 +169,7 @@ pub async fn a_block_at_another_place_in_a_later_flush_reuses_its_pipeline() {
 }
 
 pub async fn a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
     read(&x).await;
     let mut compiled = Vec::new();
@@ -198,7 +209,7 @@ pub async fn the_queue_flushes_by_itself_at_its_capacity() {
 }
 
 pub async fn disposed_tensors_return_their_memory_to_the_pool() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let start = gpu.stats().bytes_in_use;
     {
         let a = gpu.ones(&[1000]).unwrap();
@@ -468,7 +479,7 @@ pub async fn ops_on_tensors_of_different_devices_are_refused_at_registration() {
 }
 
 pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_binding_limit() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let inputs: Vec<Tensor> = (0..10)
         .map(|i| {
             gpu.full(&[3], i as f32)
@@ -669,7 +680,7 @@ pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
 }
 
 pub async fn an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.random_uniform(&[32, 24], -1.0, 1.0, 1).unwrap();
     let w = gpu.random_uniform(&[24, 16], -1.0, 1.0, 2).unwrap();
     let b = gpu.random_uniform(&[16], -1.0, 1.0, 3).unwrap();
@@ -695,7 +706,7 @@ pub async fn an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_e
 }
 
 pub async fn a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let a = gpu.random_uniform(&[24, 32], -1.0, 1.0, 4).unwrap();
     let b = gpu.random_uniform(&[24, 16], -1.0, 1.0, 5).unwrap();
     gpu.sync().await.expect("no failure");
@@ -715,7 +726,7 @@ pub async fn a_transposed_matmul_operand_is_read_in_place_and_allocates_nothing(
 }
 
 pub async fn a_reduction_of_an_elementwise_chain_is_one_kernel() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu
         .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[2, 3]))
         .unwrap();

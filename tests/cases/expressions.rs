@@ -5,7 +5,7 @@
 
 use webfusion::{FailureKind, Tensor};
 
-use super::engine::{close_within, device, read, read_err};
+use super::engine::{close_within, device, kernels_only, read, read_err};
 
 /// The 16-op chain of the engine tests, applied `n` times over: op `i`.
 fn step(y: &Tensor, x: &Tensor, i: usize) -> Tensor {
@@ -49,7 +49,7 @@ fn steps_on_cpu(x: &[f32], n: usize) -> Vec<Vec<f32>> {
 
 pub async fn a_16_op_chain_with_every_intermediate_held_launches_one_kernel_and_allocates_one_buffer()
  {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let data = [0.5, -1.0, 2.0, 0.25];
     let x = gpu.tensor(&data, None).unwrap();
     gpu.sync().await.expect("upload");
@@ -80,7 +80,7 @@ pub async fn a_16_op_chain_with_every_intermediate_held_launches_one_kernel_and_
 
 pub async fn a_thousand_held_ops_on_one_tensor_launch_one_kernel_per_iteration_and_create_no_buffer_after_the_first()
  {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let data: Vec<f32> = (0..16).map(|i| i as f32 / 8.0 - 1.0).collect();
     let mut created = Vec::new();
     for iteration in 0..3 {
@@ -229,7 +229,7 @@ pub async fn a_momentum_loop_without_tidy_computes_the_same_ops_every_step() {
 }
 
 pub async fn a_chain_of_ten_thousand_held_ops_is_cut_into_kernels_the_device_compiles() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let data = [0.5, -1.0, 2.0, 0.25];
     let x = gpu.tensor(&data, None).unwrap();
     gpu.sync().await.expect("upload");
@@ -248,7 +248,7 @@ pub async fn a_long_repeating_chain_of_clamps_wheres_and_tensor_operands_matches
     // Written once as a loop (each period: clamp with two scalars, a
     // product with a tensor, a `where`, an add of a scalar), its scalars
     // different every period.
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let xs = [0.5f32, -0.25, 2.0, -3.0, 0.0, 1.5];
     let conds = [1.0f32, 0.0, 1.0, 0.0, 1.0, 1.0];
     let x = gpu.tensor(&xs, None).unwrap();

@@ -5,7 +5,7 @@
 
 use webfusion::{DeviceOptions, FailureKind, FaultKind};
 
-use super::engine::{device, device_with, read, read_err};
+use super::engine::{device, device_with, kernels_only, read, read_err};
 
 const HUGE: [usize; 2] = [1 << 18, 1 << 18];
 
@@ -252,7 +252,7 @@ pub async fn two_failures_reaching_one_tensor_are_each_reported_once() {
 }
 
 pub async fn disposing_every_tainted_tensor_releases_every_failure_and_every_byte() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let start = gpu.stats();
     {
         let huge = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();

@@ -6,7 +6,7 @@
 
 use webfusion::{Device, FailureKind, FaultKind, Tensor};
 
-use super::engine::{close_within, device, read, read_err};
+use super::engine::{close_within, device, kernels_only, read, read_err};
 
 /// Nothing reached wgpu's uncaptured-error handler: every GPU call was
 /// checked first or ran inside an error scope.
@@ -391,7 +391,7 @@ pub async fn ops_queued_when_a_device_is_lost_carry_the_loss_not_an_older_failur
 }
 
 pub async fn an_intermediate_read_twice_by_one_op_still_fuses_into_the_reduction() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], None).unwrap();
     gpu.sync().await.expect("upload");
     let before = gpu.stats();

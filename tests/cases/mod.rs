@@ -8,6 +8,7 @@ pub mod expressions;
 pub mod failures;
 pub mod gradients;
 pub mod honesty;
+pub mod host;
 pub mod onnx;
 pub mod training;
 
@@ -15,6 +16,23 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(
+            host,
+            a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline
+        );
+        $run!(
+            host,
+            a_value_the_host_made_is_uploaded_once_when_a_kernel_reads_it
+        );
+        $run!(
+            host,
+            a_fault_injected_into_a_small_block_fails_its_kernel_and_the_rest_runs_on_the_host
+        );
+        $run!(host, the_host_computes_every_elementwise_op_as_the_kernels_do);
+        $run!(
+            host,
+            a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_lost
+        );
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);
         $run!(
             engine,

@@ -1,0 +1,233 @@
+//! Small elementwise work on values the host holds runs on the host
+//! (`DeviceOptions::host_max_elements`), and what a kernel then reads is
+//! uploaded: the same values, the same failures, no GPU cost for work that
+//! never needed the GPU.
+
+use webfusion::{Device, FailureKind, FaultKind, Tensor};
+
+use super::engine::{close_within, device, kernels_only, read, read_err};
+
+/// The W6 loop: 1000 ops on `x`, every intermediate kept.
+fn thousand_ops(x: Tensor) -> Vec<Tensor> {
+    let mut kept = vec![x];
+    for i in 0..1000 {
+        let y = kept.last().unwrap();
+        let next = match i % 4 {
+            0 => y.add(0.01),
+            1 => y.mul(0.999),
+            2 => y.sub(0.005),
+            _ => y.maximum(-2.0),
+        };
+        kept.push(next.unwrap());
+    }
+    kept
+}
+
+pub async fn a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline()
+ {
+    let gpu = device().await;
+    let data: Vec<f32> = (0..16).map(|i| i as f32 / 8.0 - 1.0).collect();
+    let want: Vec<f32> = data
+        .iter()
+        .map(|&v| {
+            (0..1000).fold(v, |y, i| match i % 4 {
+                0 => y + 0.01,
+                1 => y * 0.999,
+                2 => y - 0.005,
+                _ => y.max(-2.0),
+            })
+        })
+        .collect();
+    for iteration in 0..2 {
+        let before = gpu.stats();
+        let kept = thousand_ops(gpu.tensor(&data, None).unwrap());
+        let got = read(kept.last().unwrap()).await;
+        close_within(&got, &want, 1e-4);
+        // An intermediate kept as an expression is computed again, on the
+        // host too.
+        let half = read(&kept[500]).await;
+        assert!(
+            (half[0] - kept_value(data[0], 500)).abs() < 1e-4,
+            "{half:?}"
+        );
+        let after = gpu.stats();
+        assert_eq!(
+            after.kernels_launched, before.kernels_launched,
+            "iteration {iteration}"
+        );
+        assert_eq!(after.gpu_buffers_created, before.gpu_buffers_created);
+        assert_eq!(after.pipelines_compiled, 0);
+        assert_eq!(
+            after.bytes_in_use, 0,
+            "the host's values take no GPU memory"
+        );
+        // The upload, the 1000 ops, then the 500 of the intermediate.
+        assert_eq!(after.host_ops - before.host_ops, 1 + 1000 + 500);
+        drop(kept);
+        assert_eq!(gpu.stats().expressions_held, 0);
+    }
+}
+
+/// `v` after the first `n` ops of the W6 loop.
+fn kept_value(v: f32, n: usize) -> f32 {
+    (0..n).fold(v, |y, i| match i % 4 {
+        0 => y + 0.01,
+        1 => y * 0.999,
+        2 => y - 0.005,
+        _ => y.max(-2.0),
+    })
+}
+
+pub async fn a_value_the_host_made_is_uploaded_once_when_a_kernel_reads_it() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let y = x.mul(2.0).unwrap();
+    assert_eq!(read(&y).await, vec![2.0, 4.0, 6.0, 8.0]);
+    let start = gpu.stats();
+    assert_eq!(start.kernels_launched, 0);
+    assert_eq!(start.bytes_in_use, 0);
+    // A matmul is a kernel: it reads `y`, which is uploaded for it.
+    let p = y.matmul(&y).unwrap();
+    assert_eq!(read(&p).await, vec![28.0, 40.0, 60.0, 88.0]);
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - start.kernels_launched, 1);
+    assert_eq!(after.bytes_in_use, 2 * 16, "y uploaded, and the product");
+    // A second kernel reads the copy already in GPU memory.
+    let q = y.matmul(&p).unwrap().add(&y).unwrap();
+    assert_eq!(read(&q).await, vec![298.0, 436.0, 654.0, 952.0]);
+    let last = gpu.stats();
+    assert_eq!(last.kernels_launched - after.kernels_launched, 1);
+    assert_eq!(
+        last.buffers_allocated - after.buffers_allocated,
+        1,
+        "q's only"
+    );
+    drop((p, q));
+    assert_eq!(gpu.stats().bytes_in_use, 16, "y's upload stays with y");
+}
+
+pub async fn a_fault_injected_into_a_small_block_fails_its_kernel_and_the_rest_runs_on_the_host() {
+    let gpu = device().await;
+    gpu.inject_fault("exp", 1, FaultKind::Validation).unwrap();
+    let x = gpu.tensor(&[0.0, 1.0, 2.0], None).unwrap();
+    let e = x.exp().unwrap().add(1.0).unwrap();
+    let s = x.mul(3.0).unwrap();
+    let error = read_err(&e).await;
+    let root = &error.failures[0].root;
+    assert_eq!(root.kind, FailureKind::Injected);
+    assert_eq!(root.op, "exp");
+    assert_eq!(read(&s).await, vec![0.0, 3.0, 6.0]);
+    let stats = gpu.stats();
+    assert_eq!(
+        stats.kernels_launched, 2,
+        "the faulted block, launched, then replayed alone"
+    );
+    assert_eq!(stats.host_ops, 2, "the upload and the mul");
+    // The fault is used up: the same block runs on the host now, reading
+    // the values the host kept after uploading them for the kernel.
+    let again = x.exp().unwrap();
+    close_within(
+        &read(&again).await,
+        &[1.0, 1.0f32.exp(), 2.0f32.exp()],
+        1e-6,
+    );
+    assert_eq!(gpu.stats().kernels_launched, 2);
+    assert_eq!(gpu.stats().host_ops, 3);
+    drop((e, x, s, again));
+    assert_eq!(gpu.stats().failures_held, 0);
+}
+
+/// Every elementwise op on values that reach its edges (a negative base,
+/// infinities, ±0, huge arguments to tanh and exp), on both devices.
+fn every_elementwise_op(x: &Tensor, y: &Tensor) -> Vec<(&'static str, Tensor)> {
+    let mut out: Vec<(&'static str, Tensor)> = vec![
+        ("neg", x.neg().unwrap()),
+        ("abs", x.abs().unwrap()),
+        ("exp", x.exp().unwrap()),
+        ("log", x.log().unwrap()),
+        ("sqrt", x.sqrt().unwrap()),
+        ("rsqrt", x.rsqrt().unwrap()),
+        ("square", x.square().unwrap()),
+        ("relu", x.relu().unwrap()),
+        ("gelu", x.gelu().unwrap()),
+        ("sigmoid", x.sigmoid().unwrap()),
+        ("tanh", x.tanh().unwrap()),
+        // WGSL bounds their error on [-pi, pi] only.
+        ("sin", x.clamp(-3.0, 3.0).unwrap().sin().unwrap()),
+        ("cos", x.clamp(-3.0, 3.0).unwrap().cos().unwrap()),
+        ("add", x.add(y).unwrap()),
+        ("sub", x.sub(y).unwrap()),
+        ("mul", x.mul(y).unwrap()),
+        ("div", x.div(y).unwrap()),
+        ("pow", x.pow(y).unwrap()),
+        ("maximum", x.maximum(y).unwrap()),
+        ("minimum", x.minimum(y).unwrap()),
+        ("equal", x.equal(y).unwrap()),
+        ("greater", x.greater(y).unwrap()),
+        ("greaterEqual", x.greater_equal(y).unwrap()),
+        ("less", x.less(y).unwrap()),
+        ("lessEqual", x.less_equal(y).unwrap()),
+        ("clamp", x.clamp(-1.5, 2.5).unwrap()),
+        ("pow scalar", x.pow(3.0).unwrap()),
+    ];
+    let gpu = x.device();
+    let positive = x.greater(0.0).unwrap();
+    out.push(("where", gpu.where_(&positive, x, y).unwrap()));
+    let arange = gpu
+        .arange(-2.0, 6.0, 0.5)
+        .unwrap()
+        .reshape(&[4, 4])
+        .unwrap();
+    out.push(("arange", arange.add(x).unwrap()));
+    out.push(("full", gpu.full(&[4, 4], 0.25).unwrap().mul(x).unwrap()));
+    out
+}
+
+async fn elementwise_values(gpu: &Device) -> Vec<(&'static str, Vec<f32>)> {
+    let x = [
+        -3.0, -2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 20.0, -20.0, 88.0, -1e30, 1e30, 7.0,
+    ];
+    let y = [
+        2.0, 0.5, -3.0, 2.0, 0.0, -1.0, 0.5, 1.0, 3.0, -2.0, 0.25, 20.0, 2.0, 1e30, -1.5, 7.0,
+    ];
+    let x = gpu.tensor(&x, Some(&[4, 4])).unwrap();
+    let y = gpu.tensor(&y, Some(&[4, 4])).unwrap();
+    let mut values = Vec::new();
+    for (name, t) in every_elementwise_op(&x, &y) {
+        values.push((name, read(&t).await));
+    }
+    values
+}
+
+pub async fn the_host_computes_every_elementwise_op_as_the_kernels_do() {
+    let (host, kernels) = (device().await, kernels_only().await);
+    let on_host = elementwise_values(&host).await;
+    let on_gpu = elementwise_values(&kernels).await;
+    assert_eq!(kernels.stats().host_ops, 0);
+    let stats = host.stats();
+    assert!(stats.host_ops >= on_host.len() as u64, "{stats:?}");
+    assert_eq!(stats.kernels_launched, 0, "{stats:?}");
+    for ((name, h), (_, g)) in on_host.iter().zip(&on_gpu) {
+        for (i, (a, b)) in h.iter().zip(g).enumerate() {
+            let same = (a.is_nan() && b.is_nan())
+                || a == b
+                || (a - b).abs() <= 2e-6 * a.abs().max(b.abs()).max(1.0);
+            assert!(
+                same,
+                "{name} at {i}: host {a}, kernel {b}\nhost {h:?}\nkernel {g:?}"
+            );
+        }
+    }
+}
+
+pub async fn a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_lost() {
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let y = x.add(1.0).unwrap();
+    assert_eq!(read(&y).await, vec![2.0, 3.0]);
+    gpu.destroy();
+    for t in [&x, &y] {
+        let error = read_err(t).await;
+        assert_eq!(error.failures[0].root.kind, FailureKind::DeviceLost);
+    }
+}

@@ -138,15 +138,18 @@ pub async fn a_fault_injected_into_a_small_block_fails_its_kernel_and_the_rest_r
 }
 
 /// Every elementwise op on values that reach its edges (a negative base,
-/// infinities, ±0, huge arguments to tanh and exp), on both devices.
+/// ±0, huge arguments to tanh, exp and gelu), on both devices. Each op
+/// stays on the domain WGSL defines it on: the log of a negative number,
+/// say, is NaN on the host and lavapipe but `log(|x|)` on SwiftShader.
 fn every_elementwise_op(x: &Tensor, y: &Tensor) -> Vec<(&'static str, Tensor)> {
+    let positive = x.abs().unwrap().add(0.5).unwrap();
     let mut out: Vec<(&'static str, Tensor)> = vec![
         ("neg", x.neg().unwrap()),
         ("abs", x.abs().unwrap()),
         ("exp", x.exp().unwrap()),
-        ("log", x.log().unwrap()),
-        ("sqrt", x.sqrt().unwrap()),
-        ("rsqrt", x.rsqrt().unwrap()),
+        ("log", positive.log().unwrap()),
+        ("sqrt", positive.sqrt().unwrap()),
+        ("rsqrt", positive.rsqrt().unwrap()),
         ("square", x.square().unwrap()),
         ("relu", x.relu().unwrap()),
         ("gelu", x.gelu().unwrap()),
@@ -207,17 +210,25 @@ pub async fn the_host_computes_every_elementwise_op_as_the_kernels_do() {
     let stats = host.stats();
     assert!(stats.host_ops >= on_host.len() as u64, "{stats:?}");
     assert_eq!(stats.kernels_launched, 0, "{stats:?}");
+    // Within the kernels' own accuracy: WGSL allows `exp` 3 + 2|x| ulp,
+    // and `sin` and `cos` an absolute 2^-11 (SwiftShader uses about half of
+    // it); a value the GPU flushed to zero as a denormal differs by 1e-45.
+    let mut differ = Vec::new();
     for ((name, h), (_, g)) in on_host.iter().zip(&on_gpu) {
+        let absolute = match *name {
+            "sin" | "cos" => 1.0 / 2048.0,
+            _ => 1e-6,
+        };
         for (i, (a, b)) in h.iter().zip(g).enumerate() {
             let same = (a.is_nan() && b.is_nan())
                 || a == b
-                || (a - b).abs() <= 2e-6 * a.abs().max(b.abs()).max(1.0);
-            assert!(
-                same,
-                "{name} at {i}: host {a}, kernel {b}\nhost {h:?}\nkernel {g:?}"
-            );
+                || (a - b).abs() <= absolute + 5e-5 * a.abs().max(b.abs());
+            if !same {
+                differ.push(format!("{name} at {i}: host {a}, kernel {b}"));
+            }
         }
     }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
 pub async fn a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_lost() {

@@ -234,7 +234,8 @@ test('invalid registrations throw the conventional JS error naming the op and th
 
 test('tidy disposes what its function created except what it returns, so the chain fuses', async () => {
   const { result } = await inPage(browser, server, async ({ Device, tidy }) => {
-    const gpu = await Device.request();
+    // Every block a kernel, to count them (these tensors would run in wasm).
+    const gpu = await Device.request({ hostMaxElements: 0 });
     const x = gpu.tensor([1, 2, 3, 4]);
     await x.data();
     let inner = null;
@@ -473,12 +474,16 @@ test('Device.request refuses bad options synchronously, naming Device.request an
       flagType: caught(() => Device.request({ debug: { captureStacks: 'yes' } })),
       scopesType: caught(() => Device.request({ debug: { errorScopes: 0 } })),
       debugUnknown: caught(() => Device.request({ debug: { captureStack: true } })),
+      hostNegative: caught(() => Device.request({ hostMaxElements: -1 })),
+      hostFraction: caught(() => Device.request({ hostMaxElements: 0.5 })),
+      hostType: caught(() => Device.request({ hostMaxElements: true })),
       works: Array.from(await (await Device.request({ capacity: 4, debug: { captureStacks: true } })).ones([2]).data()),
+      kernelsOnly: Array.from(await (await Device.request({ hostMaxElements: 0 })).ones([2]).data()),
     };
   }, CAUGHT);
   assert.deepEqual(result, {
     notObject: 'TypeError: Device.request: options must be an object, got 5',
-    unknown: "TypeError: Device.request: options has no option 'capacty' (it takes capacity, debug)",
+    unknown: "TypeError: Device.request: options has no option 'capacty' (it takes capacity, hostMaxElements, debug)",
     capacityZero: 'RangeError: Device.request: capacity must be an integer from 1 to 4294967295, got 0',
     capacityFraction: 'RangeError: Device.request: capacity must be an integer from 1 to 4294967295, got 2.5',
     capacityType: 'TypeError: Device.request: capacity must be a number, got the string "8"',
@@ -486,7 +491,11 @@ test('Device.request refuses bad options synchronously, naming Device.request an
     flagType: 'TypeError: Device.request: debug.captureStacks must be a boolean, got the string "yes"',
     scopesType: 'TypeError: Device.request: debug.errorScopes must be a boolean, got 0',
     debugUnknown: "TypeError: Device.request: debug has no option 'captureStack' (it takes captureStacks, errorScopes)",
+    hostNegative: 'RangeError: Device.request: hostMaxElements must be an integer from 0 to 4294967295, got -1',
+    hostFraction: 'RangeError: Device.request: hostMaxElements must be an integer from 0 to 4294967295, got 0.5',
+    hostType: 'TypeError: Device.request: hostMaxElements must be a number, got true',
     works: [1, 1],
+    kernelsOnly: [1, 1],
   });
 });
 

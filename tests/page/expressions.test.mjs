@@ -8,9 +8,13 @@ import { sharedPage } from './shared-page.mjs';
 
 const { run } = sharedPage();
 
+// What the kernels are, on tensors small enough that a default device would
+// run them in wasm: these devices run every block as a kernel.
+const KERNELS_ONLY = { hostMaxElements: 0 };
+
 test('a 16-op chain kept in an array launches one kernel and allocates one buffer, and an intermediate read afterwards is computed inline', async () => {
-  const result = await run(async ({ Device }) => {
-    const gpu = await Device.request();
+  const result = await run(async ({ Device }, options) => {
+    const gpu = await Device.request(options);
     const x = gpu.tensor([0.5, -1, 2, 0.25]);
     await x.data();
     const before = gpu.stats();
@@ -35,7 +39,7 @@ test('a 16-op chain kept in an array launches one kernel and allocates one buffe
       expressionsAtEnd: end.expressionsHeld - before.expressionsHeld,
       bytesBack: end.bytesInUse === before.bytesInUse,
     };
-  });
+  }, KERNELS_ONLY);
   const want = [[0.5, -1, 2, 0.25]];
   for (let i = 0; i < 16; i += 1) {
     want.push(want[i].map((v, k) => [v * 0.9, Math.tanh(v), v + want[0][k], 1 / (1 + Math.exp(-v))][i % 4]));
@@ -53,8 +57,8 @@ test('a 16-op chain kept in an array launches one kernel and allocates one buffe
 });
 
 test('twelve elementwise ops in a plain loop launch one kernel', async () => {
-  const kernels = await run(async ({ Device }) => {
-    const gpu = await Device.request();
+  const kernels = await run(async ({ Device }, options) => {
+    const gpu = await Device.request(options);
     const x = gpu.tensor([1, 2, 3, 4]);
     await x.data();
     const before = gpu.stats().kernelsLaunched;
@@ -66,13 +70,13 @@ test('twelve elementwise ops in a plain loop launch one kernel', async () => {
     }
     await y.data();
     return gpu.stats().kernelsLaunched - before;
-  });
+  }, KERNELS_ONLY);
   assert.equal(kernels, 1);
 });
 
-test('1000 ops on one tensor, every intermediate kept, launch one kernel per iteration and create no GPU buffer after the first', async () => {
-  const result = await run(async ({ Device }) => {
-    const gpu = await Device.request();
+/** The W6 loop, every intermediate kept, four times on one device. */
+async function thousandOps({ Device }, options) {
+    const gpu = await Device.request(options);
     const data = new Float32Array(16).map((_, i) => i / 8 - 1);
     const perIteration = [];
     for (let iteration = 0; iteration < 4; iteration += 1) {
@@ -89,20 +93,38 @@ test('1000 ops on one tensor, every intermediate kept, launch one kernel per ite
         values,
         kernels: after.kernelsLaunched - before.kernelsLaunched,
         created: after.gpuBuffersCreated - before.gpuBuffersCreated,
+        hostOps: after.hostOps - before.hostOps,
+        pipelines: after.pipelinesCompiled,
+        bytesInUse: after.bytesInUse,
       });
     }
     return perIteration;
-  });
-  const want = Array.from({ length: 16 }, (_, k) => {
-    let y = Math.fround(k / 8 - 1);
-    for (let i = 0; i < 1000; i += 1) y = [y + 0.01, y * 0.999, y - 0.005, Math.max(y, -2)][i % 4];
-    return y;
-  });
+}
+
+const W6_WANT = Array.from({ length: 16 }, (_, k) => {
+  let y = Math.fround(k / 8 - 1);
+  for (let i = 0; i < 1000; i += 1) y = [y + 0.01, y * 0.999, y - 0.005, Math.max(y, -2)][i % 4];
+  return y;
+});
+
+test('1000 ops on one tensor, every intermediate kept, launch one kernel per iteration and create no GPU buffer after the first', async () => {
+  const result = await run(thousandOps, KERNELS_ONLY);
   for (const r of result) {
     assert.equal(r.kernels, 1);
-    r.values.forEach((v, k) => assert.ok(Math.abs(v - want[k]) < 1e-3, `${r.values} vs ${want}`));
+    r.values.forEach((v, k) => assert.ok(Math.abs(v - W6_WANT[k]) < 1e-3, `${r.values} vs ${W6_WANT}`));
   }
   assert.deepEqual(result.slice(1).map((r) => r.created), [0, 0, 0], 'no GPU buffer created after the first iteration');
+});
+
+test('1000 ops on sixteen values the page gave run in wasm: no kernel, no GPU buffer, no pipeline', async () => {
+  const result = await run(thousandOps);
+  for (const r of result) {
+    assert.deepEqual(
+      { kernels: r.kernels, created: r.created, pipelines: r.pipelines, bytesInUse: r.bytesInUse, hostOps: r.hostOps },
+      { kernels: 0, created: 0, pipelines: 0, bytesInUse: 0, hostOps: 1001 },
+    );
+    r.values.forEach((v, k) => assert.ok(Math.abs(v - W6_WANT[k]) < 1e-3, `${r.values} vs ${W6_WANT}`));
+  }
 });
 
 test('an MLP forward with its products, pre-activations and activations kept launches one kernel per layer', async () => {

@@ -10,6 +10,9 @@
 //! flush that reads it runs that op again, prepended to the queue, and the
 //! planner computes it inline, fused with whatever reads it.
 //!
+//! A block run on the host (`runtime::host`) keeps none: every held value
+//! it computes becomes a host value, since it computed them anyway.
+//!
 //! What is written: a tensor a read asks for (`data()`, `array()`, `to()`),
 //! one that an op the planner cannot fuse it into reads (a matmul, a
 //! reduction that cannot take it as prologue, a view, a cat, a kernel of

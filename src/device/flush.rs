@@ -362,13 +362,22 @@ impl DeviceState {
             },
             Block::Elementwise(b) => {
                 let records = &self.records;
-                host::elementwise(b, ops, &|t| match records.get(&t) {
+                let input = |t| match records.get(&t) {
                     Some(r) => match &r.data {
                         Data::Host { values, .. } => Some((values.clone(), r.shape.clone())),
                         _ => None,
                     },
                     None => None,
-                })
+                };
+                // What a kernel would leave as expressions, the host keeps as
+                // values: it computed them anyway, they are small, and a
+                // read of one later costs nothing.
+                let held = |t| {
+                    records.get(&t).is_some_and(|r| {
+                        r.held && matches!(r.data, Data::Unwritten | Data::Expr(_))
+                    })
+                };
+                host::elementwise(b, ops, &input, &held)
             }
             Block::Reduction { .. } => Err("a reduction does not run on the host".to_string()),
         };

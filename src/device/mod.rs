@@ -16,7 +16,11 @@
 //!   once. Bytes written by a submission still `pending` are trusted only
 //!   once it resolves (a read waits for it). An expression (`Data::Expr`)
 //!   has no bytes and carries no failure: its value, and any failure of it,
-//!   is found by the flush that computes it.
+//!   is found by the flush that computes it. A host value (`Data::Host`)
+//!   is never pending and carries no failure: only uploads and blocks run
+//!   on the host make one, and those read host values only, so no GPU
+//!   error can reach it; it is uploaded, once, for the first kernel that
+//!   reads it.
 //! - A tensor stays while a handle holds it, a queued op or an expression
 //!   reads it, or a view aliases it (`dependents`); a failure stays while a
 //!   tensor carries it. So `failuresHeld` and `bytesInUse` return to their

@@ -21,13 +21,14 @@ use crate::ir::{BinaryOp, Distribution, OpIr, OpKind, TensorId, UnaryOp, ViewOp}
 pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Rc<[f32]>, Vec<usize>)>;
 
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
-/// values of each of its outputs; or why it cannot, a broken invariant (an
-/// operand with no source, an op that is not elementwise), before computing
-/// anything.
+/// values of each of its outputs and of each value it computes that `keep`
+/// asks for; or why it cannot, a broken invariant (an operand with no
+/// source, an op that is not elementwise), before computing anything.
 pub fn elementwise(
     block: &ElementwiseBlock,
     ops: &[OpIr],
     inputs: HostInput<'_>,
+    keep: &dyn Fn(TensorId) -> bool,
 ) -> Result<Vec<(TensorId, Rc<[f32]>)>, String> {
     let out = &block.shape;
     let numel = shape::numel(out);
@@ -59,6 +60,7 @@ pub fn elementwise(
             last_use.insert(t, k);
         }
     }
+    let mut kept = Vec::new();
     for (k, &i) in block.ops.iter().enumerate() {
         let op = &ops[i];
         let operand = |n: usize| -> Result<&[f32], String> {
@@ -74,16 +76,18 @@ pub fn elementwise(
                 values.remove(&t);
             }
         }
+        if keep(op.output) && !block.outputs.contains(&op.output) {
+            kept.push((op.output, Rc::from(value.as_slice())));
+        }
         values.insert(op.output, value);
     }
-    block
-        .outputs
-        .iter()
-        .map(|&t| match values.get(&t) {
-            Some(v) => Ok((t, Rc::from(v.as_slice()))),
-            None => Err(format!("{t} has no source in the block")),
-        })
-        .collect()
+    for &t in &block.outputs {
+        match values.get(&t) {
+            Some(v) => kept.push((t, Rc::from(v.as_slice()))),
+            None => return Err(format!("{t} has no source in the block")),
+        }
+    }
+    Ok(kept)
 }
 
 /// `data` (row-major, of `shape`) read at each position of `out`, which

@@ -11,7 +11,10 @@
 //!   limit: the GPU is never asked;
 //! - a block binding more storage buffers than the device allows (which the
 //!   planner should never make) fails as `internal`, on its outputs only;
-//! - an injected fault is assigned to the op it names, if that op runs.
+//! - an injected fault is assigned to the op it names, if that op runs;
+//! - a small block on values the host holds runs there instead, and
+//!   becomes host values (`runs_on_host`); a kernel's inputs the host
+//!   holds are uploaded for it first.
 //!
 //! Invariant: a submission keeps its ops, its plan, and the queue's hold on
 //! every tensor its ops read until it resolves, so a replay finds its inputs
@@ -296,10 +299,10 @@ impl DeviceState {
     /// Whether `block` runs on the host (`runtime::host`) rather than as a
     /// kernel: an upload or seeded random values, a view of a value the host
     /// holds, or an elementwise block without an anchor whose inputs the
-    /// host holds, each of at most
-    /// `host_max_elements` elements. Never a block with an op a pending
-    /// injected fault names: a fault is asked of a kernel, and counting
-    /// blocks run here toward its `nth` would move it.
+    /// host holds, each of at most `host_max_elements` elements. Never a
+    /// block with an op a pending injected fault names: a fault is asked of
+    /// a kernel, and counting blocks run here toward its `nth` would move
+    /// it.
     ///
     /// Nothing else needs deciding for such a block: its inputs carry no
     /// failure and are never pending (only uploads and other host blocks

@@ -354,7 +354,7 @@ impl DeviceState {
                         Some(r) => match &r.data {
                             Data::Host { values, .. } => {
                                 host::view(values, &r.shape, view, &op.shape)
-                                    .map(|values| vec![(op.output, Rc::from(values))])
+                                    .map(|values| vec![(op.output, values)])
                             }
                             _ => Err(format!("{} is not on the host", op.inputs[0])),
                         },

@@ -101,7 +101,7 @@ pub fn plan(
 ) -> Vec<Block> {
     let max_storage_buffers = limits.max_storage_buffers;
     let consumers = consumers(ops);
-    let live = liveness(ops, &consumers, &write);
+    let live = runs(ops, &write);
     let live_consumers = |t: TensorId| {
         consumers
             .get(&t)
@@ -524,25 +524,17 @@ fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
 }
 
 /// Whether each of `ops` runs in the plan `plan` makes with the same `write`:
-/// its output is to be written, or an op that runs reads it.
+/// its output is to be written, or an op that runs reads it. Decided back to
+/// front, since consumers come after producers: what the ops already found
+/// to run read is all that can make an earlier op run.
 pub fn runs(ops: &[OpIr], write: impl Fn(TensorId) -> bool) -> Vec<bool> {
-    liveness(ops, &consumers(ops), &write)
-}
-
-/// Whether each op must run: its output is to be written, or a live op reads
-/// it. Decided back to front, since consumers come after producers.
-fn liveness(
-    ops: &[OpIr],
-    consumers: &FxHashMap<TensorId, Vec<usize>>,
-    write: &impl Fn(TensorId) -> bool,
-) -> Vec<bool> {
+    let mut read: FxHashSet<TensorId> = FxHashSet::default();
     let mut live = vec![false; ops.len()];
-    for i in (0..ops.len()).rev() {
-        let out = ops[i].output;
-        live[i] = write(out)
-            || consumers
-                .get(&out)
-                .is_some_and(|c| c.iter().any(|&j| live[j]));
+    for (i, op) in ops.iter().enumerate().rev() {
+        if write(op.output) || read.contains(&op.output) {
+            live[i] = true;
+            read.extend(op.inputs.iter().copied());
+        }
     }
     live
 }

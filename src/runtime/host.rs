@@ -35,14 +35,17 @@ pub fn elementwise(
     // Each value the block reads or makes, by tensor: an input loaded at the
     // block's positions (broadcast), then each op's value in turn. Dropped
     // after its last use, so a long chain holds two vectors, not all.
-    let mut values: rustc_hash::FxHashMap<TensorId, Vec<f32>> = Default::default();
+    let mut values: rustc_hash::FxHashMap<TensorId, Rc<[f32]>> = Default::default();
     for &t in &block.inputs {
         let (data, in_shape) = inputs(t).ok_or_else(|| format!("{t} has no host values"))?;
         if shape::numel(&in_shape) != data.len() {
             return Err(format!("{t} has {} values for its shape", data.len()));
         }
-        let loaded = broadcast(&data, &in_shape, out)
-            .ok_or_else(|| format!("{t} does not broadcast to the block's shape"))?;
+        let loaded = match in_shape == *out {
+            true => data,
+            false => broadcast(&data, &in_shape, out)
+                .ok_or_else(|| format!("{t} does not broadcast to the block's shape"))?,
+        };
         values.insert(t, loaded);
     }
     let mut last_use: rustc_hash::FxHashMap<TensorId, usize> = Default::default();
@@ -68,7 +71,7 @@ pub fn elementwise(
             let v = values
                 .get(t)
                 .ok_or_else(|| format!("{t} has no source in the block"))?;
-            Ok(v.as_slice())
+            Ok(&v[..])
         };
         let value = compute(&op.kind, numel, &operand)?;
         for &t in &op.inputs {
@@ -77,13 +80,13 @@ pub fn elementwise(
             }
         }
         if keep(op.output) && !block.outputs.contains(&op.output) {
-            kept.push((op.output, Rc::from(value.as_slice())));
+            kept.push((op.output, value.clone()));
         }
         values.insert(op.output, value);
     }
     for &t in &block.outputs {
         match values.get(&t) {
-            Some(v) => kept.push((t, Rc::from(v.as_slice()))),
+            Some(v) => kept.push((t, v.clone())),
             None => return Err(format!("{t} has no source in the block")),
         }
     }
@@ -92,10 +95,7 @@ pub fn elementwise(
 
 /// `data` (row-major, of `shape`) read at each position of `out`, which
 /// `shape` broadcasts to.
-fn broadcast(data: &[f32], shape: &[usize], out: &[usize]) -> Option<Vec<f32>> {
-    if shape == out {
-        return Some(data.to_vec());
-    }
+fn broadcast(data: &[f32], shape: &[usize], out: &[usize]) -> Option<Rc<[f32]>> {
     let layout = Layout {
         offset: 0,
         strides: Layout::contiguous(shape).strides_for(shape, out),
@@ -110,7 +110,7 @@ pub fn view(
     shape: &[usize],
     view: &ViewOp,
     out: &[usize],
-) -> Result<Vec<f32>, String> {
+) -> Result<Rc<[f32]>, String> {
     let layout = Layout::contiguous(shape)
         .view(view, shape, out)
         .ok_or_else(|| format!("`{}` does not apply to a row-major tensor", view.name()))?;
@@ -119,7 +119,7 @@ pub fn view(
 
 /// The values at each position of `out` of `data` read through `layout`;
 /// `None` if a position falls outside `data`.
-fn gather(data: &[f32], layout: &Layout, out: &[usize]) -> Option<Vec<f32>> {
+fn gather(data: &[f32], layout: &Layout, out: &[usize]) -> Option<Rc<[f32]>> {
     (0..shape::numel(out))
         .map(|flat| {
             let (mut rem, mut index) = (flat, layout.offset);
@@ -138,12 +138,13 @@ fn compute<'a>(
     kind: &OpKind,
     numel: usize,
     operand: &dyn Fn(usize) -> Result<&'a [f32], String>,
-) -> Result<Vec<f32>, String> {
+) -> Result<Rc<[f32]>, String> {
+    // Each collected straight into its `Rc`: one allocation per op.
     let map2 = |a: &[f32], b: &[f32], f: &dyn Fn(f32, f32) -> f32| {
         a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
     };
     Ok(match kind {
-        OpKind::Fill(v) => vec![*v; numel],
+        OpKind::Fill(v) => (0..numel).map(|_| *v).collect(),
         OpKind::Arange { start, step } => (0..numel).map(|i| start + i as f32 * step).collect(),
         OpKind::Unary(u) => operand(0)?.iter().map(|&x| unary(*u, x)).collect(),
         OpKind::Binary(b) => map2(operand(0)?, operand(1)?, &|x, y| binary(*b, x, y)),

@@ -15,7 +15,8 @@ const m = gpu.tensor([[1, 2], [3, 4]]);
 const reduced = m.sum().add(m.softmax()).squeeze().transpose();
 const nested: NestedNumbers = await m.array();
 const stats: Stats = gpu.stats();
-const kernels: number = stats.kernelsLaunched + stats.expressionsHeld;
+const kernels: number = stats.kernelsLaunched + stats.expressionsHeld + stats.hostOps;
+const kernelsOnly: Device = await Device.request({ hostMaxElements: 0, capacity: 64 });
 
 // tidy returns what its function returns, typed.
 const kept: { a: typeof t; n: number } = tidy(() => ({ a: t.exp(), n: 3 }));

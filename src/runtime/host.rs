@@ -20,6 +20,9 @@ use crate::ir::{BinaryOp, Distribution, OpIr, OpKind, TensorId, UnaryOp, ViewOp}
 /// A block's input on the host: its values (row-major) and shape.
 pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Rc<[f32]>, Vec<usize>)>;
 
+/// What a host block computed: each tensor's values, row-major.
+pub type Computed = Vec<(TensorId, Rc<[f32]>)>;
+
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
 /// values of each of its outputs and of each value it computes that `keep`
 /// asks for; or why it cannot, a broken invariant (an operand with no
@@ -29,7 +32,7 @@ pub fn elementwise(
     ops: &[OpIr],
     inputs: HostInput<'_>,
     keep: &dyn Fn(TensorId) -> bool,
-) -> Result<Vec<(TensorId, Rc<[f32]>)>, String> {
+) -> Result<Computed, String> {
     let out = &block.shape;
     let numel = shape::numel(out);
     // Each value the block reads or makes, by tensor: an input loaded at the

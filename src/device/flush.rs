@@ -299,7 +299,8 @@ impl DeviceState {
     /// Whether `block` runs on the host (`runtime::host`) rather than as a
     /// kernel: an upload or seeded random values, a view of a value the host
     /// holds, or an elementwise block without an anchor whose inputs the
-    /// host holds, each of at most `host_max_elements` elements. Never a
+    /// host holds, each of at most `host_max_elements` elements (and a
+    /// block of at most `HOST_MAX_WORK` elements times ops). Never a
     /// block with an op a pending injected fault names: a fault is asked of
     /// a kernel, and counting blocks run here toward its `nth` would move
     /// it.
@@ -326,7 +327,11 @@ impl DeviceState {
                     }
             }
             Block::Elementwise(b) => {
-                b.anchor.is_none() && small(&b.shape) && b.inputs.iter().all(on_host)
+                let work = shape::numel(&b.shape).saturating_mul(b.ops.len());
+                b.anchor.is_none()
+                    && small(&b.shape)
+                    && work <= super::HOST_MAX_WORK
+                    && b.inputs.iter().all(on_host)
             }
             Block::Reduction { .. } => false,
         };

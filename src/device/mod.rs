@@ -84,10 +84,20 @@ pub struct DeviceOptions {
     pub host_max_elements: usize,
 }
 
-/// The default `host_max_elements`. Past a few thousand elements a fused
-/// kernel beats the CPU even on a software adapter; below it the fixed
-/// costs of a launch and a read dominate.
+/// The default `host_max_elements`, TF.js's threshold for the same
+/// forwarding (1000, rounded up to a power of two).
 pub const HOST_MAX_ELEMENTS: usize = 1024;
+
+/// The most elements times ops a block runs on the host, whatever
+/// `host_max_elements` allows: the host computes about one op on one
+/// element per nanosecond in this interpreter, a kernel does the arithmetic
+/// for free after a fixed cost. Measured on lavapipe (`cargo run --release
+/// --example host_threshold`, warm, registration included): 16 ops on 1024
+/// elements take 0.04 ms on the host against 0.17 ms as a kernel, 1000 ops
+/// on 16 elements 0.39 ms against 0.54 ms, but without this bound 1000 ops
+/// on 256 elements took 0.65 ms against 0.57 ms. 2^16 keeps a host block
+/// under ~70 µs, less than a read's round trip on any GPU.
+pub(crate) const HOST_MAX_WORK: usize = 1 << 16;
 
 impl Default for DeviceOptions {
     fn default() -> Self {

@@ -243,3 +243,24 @@ pub async fn a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_los
         assert_eq!(error.failures[0].root.kind, FailureKind::DeviceLost);
     }
 }
+
+pub async fn a_long_chain_on_hundreds_of_values_runs_as_a_kernel_past_the_hosts_work_bound() {
+    let gpu = device().await;
+    let data: Vec<f32> = (0..256).map(|i| i as f32 / 128.0 - 1.0).collect();
+    let short = read(&thousand_ops(gpu.tensor(&data, None).unwrap())[16]).await;
+    assert_eq!(
+        gpu.stats().kernels_launched,
+        0,
+        "16 ops on 256 values: the host's"
+    );
+    let want: Vec<f32> = data.iter().map(|&v| kept_value(v, 16)).collect();
+    close_within(&short, &want, 1e-5);
+    let before = gpu.stats();
+    let kept = thousand_ops(gpu.tensor(&data, None).unwrap());
+    let got = read(kept.last().unwrap()).await;
+    let want: Vec<f32> = data.iter().map(|&v| kept_value(v, 1000)).collect();
+    close_within(&got, &want, 1e-4);
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(after.host_ops - before.host_ops, 1, "only the upload");
+}

@@ -31,6 +31,10 @@ macro_rules! all_cases {
         $run!(host, the_host_computes_every_elementwise_op_as_the_kernels_do);
         $run!(
             host,
+            a_long_chain_on_hundreds_of_values_runs_as_a_kernel_past_the_hosts_work_bound
+        );
+        $run!(
+            host,
             a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_lost
         );
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);

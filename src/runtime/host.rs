@@ -25,8 +25,9 @@ pub type Computed = Vec<(TensorId, Rc<[f32]>)>;
 
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
 /// values of each of its outputs and of each value it computes that `keep`
-/// asks for; or why it cannot, a broken invariant (an operand with no
-/// source, an op that is not elementwise), before computing anything.
+/// asks for; or why it cannot: a broken invariant (an operand with no
+/// source, an op that is not elementwise, shapes that do not broadcast),
+/// which the device turns into an `internal` failure, never a panic.
 pub fn elementwise(
     block: &ElementwiseBlock,
     ops: &[OpIr],
@@ -99,6 +100,9 @@ pub fn elementwise(
 /// `data` (row-major, of `shape`) read at each position of `out`, which
 /// `shape` broadcasts to.
 fn broadcast(data: &[f32], shape: &[usize], out: &[usize]) -> Option<Rc<[f32]>> {
+    if shape::broadcast("", shape, out).ok()? != out {
+        return None;
+    }
     let layout = Layout {
         offset: 0,
         strides: Layout::contiguous(shape).strides_for(shape, out),
@@ -123,6 +127,9 @@ pub fn view(
 /// The values at each position of `out` of `data` read through `layout`;
 /// `None` if a position falls outside `data`.
 fn gather(data: &[f32], layout: &Layout, out: &[usize]) -> Option<Rc<[f32]>> {
+    if layout.strides.len() != out.len() {
+        return None;
+    }
     (0..shape::numel(out))
         .map(|flat| {
             let (mut rem, mut index) = (flat, layout.offset);

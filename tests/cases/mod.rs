@@ -30,6 +30,10 @@ macro_rules! all_cases {
         );
         $run!(host, the_host_computes_every_elementwise_op_as_the_kernels_do);
         $run!(
+            expressions,
+            a_held_update_of_a_matmul_product_is_computed_in_the_matmuls_epilogue
+        );
+        $run!(
             host,
             a_long_chain_on_hundreds_of_values_runs_as_a_kernel_past_the_hosts_work_bound
         );

@@ -235,7 +235,8 @@ impl DeviceState {
     /// Rule 4: adds to `write` each held elementwise tensor that a matmul
     /// the flush runs could compute in its epilogue (of the product's shape,
     /// reading the product or another such tensor, and otherwise only
-    /// tensors already in memory) and that no other such tensor reads: the
+    /// tensors in memory by the time the matmul runs) and that no other such
+    /// tensor reads: the
     /// ones before it stay expressions, computed inline from the product.
     /// Returns whether it added any.
     ///
@@ -252,25 +253,42 @@ impl DeviceState {
         weight: &[Option<usize>],
         write: &mut FxHashSet<TensorId>,
     ) -> bool {
-        let made_here: FxHashSet<TensorId> = ops.iter().map(|op| op.output).collect();
-        // The shape of each running product, and of what its epilogue makes.
-        let mut epilogue: FxHashMap<TensorId, &[usize]> = FxHashMap::default();
+        let producer: FxHashMap<TensorId, usize> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| (op.output, i))
+            .collect();
+        // Whether `t` is in memory before the op at `anchor` runs: written by
+        // an earlier flush, or by an op of this one before it (a matmul, an
+        // upload, anything that is not elementwise writes what it makes).
+        let ready = |t: &TensorId, anchor: usize| match producer.get(t) {
+            None => true,
+            Some(&j) => {
+                j < anchor && runs[j] && (write.contains(t) || !ops[j].kind.is_elementwise())
+            }
+        };
+        // Each running product, and what its epilogue makes: its shape and
+        // the matmul's place.
+        let mut epilogue: FxHashMap<TensorId, (&[usize], usize)> = FxHashMap::default();
         let mut tips: Vec<TensorId> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             if runs[i] && matches!(op.kind, OpKind::Matmul) {
-                epilogue.insert(op.output, &op.shape);
+                epilogue.insert(op.output, (&op.shape, i));
                 continue;
             }
             if runs[i] || weight[i].is_none() {
                 continue;
             }
-            let on_product = op.inputs.iter().find_map(|t| epilogue.get(t).copied());
-            let others_in_memory = op
+            let Some((shape, anchor)) = op.inputs.iter().find_map(|t| epilogue.get(t).copied())
+            else {
+                continue;
+            };
+            let others_ready = op
                 .inputs
                 .iter()
-                .all(|t| epilogue.contains_key(t) || !made_here.contains(t));
-            if on_product == Some(op.shape.as_slice()) && others_in_memory {
-                epilogue.insert(op.output, &op.shape);
+                .all(|t| epilogue.get(t).is_some_and(|e| e.1 == anchor) || ready(t, anchor));
+            if shape == op.shape.as_slice() && others_ready {
+                epilogue.insert(op.output, (&op.shape, anchor));
                 tips.retain(|t| !op.inputs.contains(t));
                 if self.records.get(&op.output).is_some_and(|r| r.held) {
                     tips.push(op.output);

@@ -124,50 +124,47 @@ pub async fn a_thousand_held_ops_on_one_tensor_launch_one_kernel_per_iteration_a
     assert_eq!(created[2], created[0], "{created:?}");
 }
 
-/// `w.sub(a.matmul(w).mul(0.1))`, every part held and nothing read: the
-/// matmul runs (its product is held, and not elementwise), and the update
-/// is computed in its epilogue rather than by a kernel of its own when
-/// someone reads it (expressions' rule 4).
+/// `w = w.sub(a.matmul(w).mul(0.1))` in a loop, every part held and
+/// nothing read until the end: each step's matmul runs (its product is
+/// held, and not elementwise), and the update is computed in its epilogue,
+/// rather than by kernels of their own at the next step (expressions' rule
+/// 4). The first step's flush also uploads `a` and `w`.
 pub async fn a_held_update_of_a_matmul_product_is_computed_in_the_matmuls_epilogue() {
     let gpu = kernels_only().await;
     let a: Vec<f32> = (0..16).map(|i| i as f32 / 8.0 - 1.0).collect();
-    let w: Vec<f32> = (0..16).map(|i| 0.5 - i as f32 / 16.0).collect();
-    let (ta, tw) = (
-        gpu.tensor(&a, Some(&[4, 4])).unwrap(),
-        gpu.tensor(&w, Some(&[4, 4])).unwrap(),
-    );
-    gpu.sync().await.unwrap();
-    let before = gpu.stats();
-    let product = ta.matmul(&tw).unwrap();
-    let step = product.mul(0.1).unwrap();
-    let updated = tw.sub(&step).unwrap();
-    gpu.sync().await.unwrap();
-    let synced = gpu.stats();
-    assert_eq!(synced.kernels_launched - before.kernels_launched, 1);
-    assert_eq!(
-        synced.buffers_allocated - before.buffers_allocated,
-        2,
-        "the product and the update"
-    );
-    assert_eq!(
-        synced.expressions_held - before.expressions_held,
-        1,
-        "the step"
-    );
-    let want: Vec<f32> = (0..16)
-        .map(|k| {
-            let (r, c) = (k / 4, k % 4);
-            let p: f32 = (0..4).map(|j| a[r * 4 + j] * w[j * 4 + c]).sum();
-            w[k] - p * 0.1
-        })
-        .collect();
-    close_within(&read(&updated).await, &want, 1e-5);
-    assert_eq!(
-        gpu.stats().kernels_launched,
-        synced.kernels_launched,
-        "already written"
-    );
-    drop((product, step));
+    let mut want: Vec<f32> = (0..16).map(|i| 0.5 - i as f32 / 16.0).collect();
+    let ta = gpu.tensor(&a, Some(&[4, 4])).unwrap();
+    let mut w = gpu.tensor(&want, Some(&[4, 4])).unwrap();
+    let mut kept = Vec::new();
+    for step in 0..3 {
+        let before = gpu.stats();
+        let product = ta.matmul(&w).unwrap();
+        let update = product.mul(0.1).unwrap();
+        let next = w.sub(&update).unwrap();
+        gpu.sync().await.unwrap();
+        let synced = gpu.stats();
+        assert_eq!(
+            synced.kernels_launched - before.kernels_launched,
+            1,
+            "step {step}"
+        );
+        assert_eq!(
+            synced.bytes_written - before.bytes_written,
+            2 * 64,
+            "step {step}: the product and the new w"
+        );
+        want = (0..16)
+            .map(|k| {
+                let (r, c) = (k / 4, k % 4);
+                let p: f32 = (0..4).map(|j| a[r * 4 + j] * want[j * 4 + c]).sum();
+                want[k] - p * 0.1
+            })
+            .collect();
+        kept.extend([product, update, std::mem::replace(&mut w, next)]);
+    }
+    let kernels = gpu.stats().kernels_launched;
+    close_within(&read(&w).await, &want, 1e-5);
+    assert_eq!(gpu.stats().kernels_launched, kernels, "already written");
 }
 
 pub async fn an_mlp_forward_with_its_pre_activations_held_launches_one_kernel_per_layer() {

@@ -207,7 +207,7 @@ impl DeviceState {
             return; // nothing held stays an expression (code under `tidy`)
         }
         let mut runs = fusion::runs(ops, |t| write.contains(&t));
-        if self.write_epilogues(ops, &runs, &weight, write) {
+        if self.write_epilogues(ops, &producer, &runs, &weight, write) {
             runs = fusion::runs(ops, |t| write.contains(&t));
         }
         // The expressions the flush will leave: ops that do not run, held or
@@ -236,28 +236,23 @@ impl DeviceState {
     /// the flush runs could compute in its epilogue (of the product's shape,
     /// reading the product or another such tensor, and otherwise only
     /// tensors in memory by the time the matmul runs) and that no other such
-    /// tensor reads: the
-    /// ones before it stay expressions, computed inline from the product.
-    /// Returns whether it added any.
+    /// tensor reads: the ones before it stay expressions, computed inline
+    /// from the product. Returns whether it added any.
     ///
     /// The kernel runs anyway; left as an expression, the tensor would cost
     /// a kernel of its own later, reading the product back. Measured on the
     /// benchmark's training step written with every intermediate kept
     /// (`w.sub(wt.matmul(grad).mul(lr))`, each part held): the new weights
     /// were expressions computed by three more kernels at the next step, 24
-    /// kernels a step against 21 under `tidy`; with this rule, 21.
+    /// kernels a step against 21 under `tidy`; with this rule, 20.
     fn write_epilogues(
         &self,
         ops: &[OpIr],
+        producer: &FxHashMap<TensorId, usize>,
         runs: &[bool],
         weight: &[Option<usize>],
         write: &mut FxHashSet<TensorId>,
     ) -> bool {
-        let producer: FxHashMap<TensorId, usize> = ops
-            .iter()
-            .enumerate()
-            .map(|(i, op)| (op.output, i))
-            .collect();
         // Whether `t` is in memory before the op at `anchor` runs: written by
         // an earlier flush, or by an op of this one before it (a matmul, an
         // upload, anything that is not elementwise writes what it makes).

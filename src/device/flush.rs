@@ -355,37 +355,24 @@ impl DeviceState {
                 }
                 OpKind::View(view) => {
                     let op = &ops[*i];
-                    match self.records.get(&op.inputs[0]) {
-                        Some(r) => match &r.data {
-                            Data::Host { values, .. } => {
-                                host::view(values, &r.shape, view, &op.shape)
-                                    .map(|values| vec![(op.output, values)])
-                            }
-                            _ => Err(format!("{} is not on the host", op.inputs[0])),
-                        },
-                        None => Err(format!("{} has no record", op.inputs[0])),
+                    match self.host_values(op.inputs[0]) {
+                        Some((values, shape)) => host::view(&values, &shape, view, &op.shape)
+                            .map(|values| vec![(op.output, values)]),
+                        None => Err(format!("{} is not on the host", op.inputs[0])),
                     }
                 }
                 other => Err(format!("`{}` is not made on the host", other.name())),
             },
             Block::Elementwise(b) => {
-                let records = &self.records;
-                let input = |t| match records.get(&t) {
-                    Some(r) => match &r.data {
-                        Data::Host { values, .. } => Some((values.clone(), r.shape.clone())),
-                        _ => None,
-                    },
-                    None => None,
-                };
                 // What a kernel would leave as expressions, the host keeps as
                 // values: it computed them anyway, they are small, and a
                 // read of one later costs nothing.
                 let held = |t| {
-                    records.get(&t).is_some_and(|r| {
+                    self.records.get(&t).is_some_and(|r| {
                         r.held && matches!(r.data, Data::Unwritten | Data::Expr(_))
                     })
                 };
-                host::elementwise(b, ops, &input, &held)
+                host::elementwise(b, ops, &|t| self.host_values(t), &held)
             }
             Block::Reduction { .. } => Err("a reduction does not run on the host".to_string()),
         };
@@ -416,6 +403,15 @@ impl DeviceState {
         }
     }
 
+    /// `t`'s values and shape, if the host holds them.
+    fn host_values(&self, t: TensorId) -> Option<(Rc<[f32]>, Vec<usize>)> {
+        let record = self.records.get(&t)?;
+        match &record.data {
+            Data::Host { values, .. } => Some((values.clone(), record.shape.clone())),
+            _ => None,
+        }
+    }
+
     /// Uploads each input of `steps` the host holds and has not uploaded,
     /// for a kernel to read.
     fn upload_host_inputs(&mut self, steps: &[Step]) {
@@ -430,13 +426,8 @@ impl DeviceState {
             else {
                 continue;
             };
-            let allocation = self
-                .gpu
-                .allocate(shape::bytes(&record.shape), &mut self.stats);
-            self.gpu
-                .queue
-                .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(values));
-            *uploaded = Some(allocation);
+            let bytes = shape::bytes(&record.shape);
+            *uploaded = Some(self.gpu.upload(values, bytes, &mut self.stats));
         }
     }
 

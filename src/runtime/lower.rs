@@ -338,13 +338,10 @@ impl Lowering<'_> {
     }
 
     fn upload(&mut self, shape: &[usize], values: &[f32]) -> Written {
-        let written = self.buffer(shape);
-        if let Written::Owned(a) = &written {
-            self.gpu
-                .queue
-                .write_buffer(&a.buffer, 0, bytemuck::cast_slice(values));
+        match shape::bytes(shape) {
+            0 => Written::Empty,
+            bytes => Written::Owned(self.gpu.upload(values, bytes, self.stats)),
         }
-        written
     }
 
     /// A new buffer for a kernel to write a tensor of `shape` into, or

@@ -292,6 +292,15 @@ impl Gpu {
         self.uniforms = Uniforms::default();
     }
 
+    /// A buffer of `bytes` (not 0) holding `values`, row-major: the queue
+    /// writes it before the commands of the next submit run.
+    pub fn upload(&mut self, values: &[f32], bytes: u64, stats: &mut Stats) -> Allocation {
+        let allocation = self.allocate(bytes, stats);
+        self.queue
+            .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(values));
+        allocation
+    }
+
     /// A storage buffer of at least `bytes`, from the pool when one is free.
     pub fn allocate(&mut self, bytes: u64, stats: &mut Stats) -> Allocation {
         let bucket = self.bucket(bytes);

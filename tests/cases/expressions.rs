@@ -28,6 +28,33 @@ fn held_chain(x: &Tensor, n: usize) -> Vec<Tensor> {
     kept
 }
 
+/// The benchmark's W6 loop: 1000 ops on `x` (add, mul, sub and maximum
+/// with scalars, in turn), every intermediate kept.
+pub fn w6_chain(x: Tensor) -> Vec<Tensor> {
+    let mut kept = vec![x];
+    for i in 0..1000 {
+        let y = kept.last().unwrap();
+        let next = match i % 4 {
+            0 => y.add(0.01),
+            1 => y.mul(0.999),
+            2 => y.sub(0.005),
+            _ => y.maximum(-2.0),
+        };
+        kept.push(next.unwrap());
+    }
+    kept
+}
+
+/// `v` after the first `n` ops of `w6_chain`, on the CPU.
+pub fn w6_on_cpu(v: f32, n: usize) -> f32 {
+    (0..n).fold(v, |y, i| match i % 4 {
+        0 => y + 0.01,
+        1 => y * 0.999,
+        2 => y - 0.005,
+        _ => y.max(-2.0),
+    })
+}
+
 /// `step` on the CPU: every intermediate's values.
 fn steps_on_cpu(x: &[f32], n: usize) -> Vec<Vec<f32>> {
     let mut out = vec![x.to_vec()];
@@ -85,30 +112,9 @@ pub async fn a_thousand_held_ops_on_one_tensor_launch_one_kernel_per_iteration_a
     let mut created = Vec::new();
     for iteration in 0..3 {
         let before = gpu.stats();
-        let x = gpu.tensor(&data, None).unwrap();
-        let mut kept = vec![x];
-        for i in 0..1000 {
-            let y = kept.last().unwrap();
-            let next = match i % 4 {
-                0 => y.add(0.01),
-                1 => y.mul(0.999),
-                2 => y.sub(0.005),
-                _ => y.maximum(-2.0),
-            };
-            kept.push(next.unwrap());
-        }
+        let kept = w6_chain(gpu.tensor(&data, None).unwrap());
         let got = read(kept.last().unwrap()).await;
-        let want: Vec<f32> = data
-            .iter()
-            .map(|&v| {
-                (0..1000).fold(v, |y, i| match i % 4 {
-                    0 => y + 0.01,
-                    1 => y * 0.999,
-                    2 => y - 0.005,
-                    _ => y.max(-2.0),
-                })
-            })
-            .collect();
+        let want: Vec<f32> = data.iter().map(|&v| w6_on_cpu(v, 1000)).collect();
         close_within(&got, &want, 1e-3);
         let after = gpu.stats();
         assert_eq!(

@@ -6,50 +6,22 @@
 use webfusion::{Device, FailureKind, FaultKind, Tensor};
 
 use super::engine::{close_within, device, kernels_only, read, read_err};
-
-/// The W6 loop: 1000 ops on `x`, every intermediate kept.
-fn thousand_ops(x: Tensor) -> Vec<Tensor> {
-    let mut kept = vec![x];
-    for i in 0..1000 {
-        let y = kept.last().unwrap();
-        let next = match i % 4 {
-            0 => y.add(0.01),
-            1 => y.mul(0.999),
-            2 => y.sub(0.005),
-            _ => y.maximum(-2.0),
-        };
-        kept.push(next.unwrap());
-    }
-    kept
-}
+use super::expressions::{w6_chain, w6_on_cpu};
 
 pub async fn a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline()
  {
     let gpu = device().await;
     let data: Vec<f32> = (0..16).map(|i| i as f32 / 8.0 - 1.0).collect();
-    let want: Vec<f32> = data
-        .iter()
-        .map(|&v| {
-            (0..1000).fold(v, |y, i| match i % 4 {
-                0 => y + 0.01,
-                1 => y * 0.999,
-                2 => y - 0.005,
-                _ => y.max(-2.0),
-            })
-        })
-        .collect();
+    let want: Vec<f32> = data.iter().map(|&v| w6_on_cpu(v, 1000)).collect();
     for iteration in 0..2 {
         let before = gpu.stats();
-        let kept = thousand_ops(gpu.tensor(&data, None).unwrap());
+        let kept = w6_chain(gpu.tensor(&data, None).unwrap());
         let got = read(kept.last().unwrap()).await;
         close_within(&got, &want, 1e-4);
         // The host kept each intermediate it computed as a value (no
         // expression to compute again): a read of one runs nothing.
         let half = read(&kept[500]).await;
-        assert!(
-            (half[0] - kept_value(data[0], 500)).abs() < 1e-4,
-            "{half:?}"
-        );
+        assert!((half[0] - w6_on_cpu(data[0], 500)).abs() < 1e-4, "{half:?}");
         let after = gpu.stats();
         assert_eq!(
             after.kernels_launched, before.kernels_launched,
@@ -67,16 +39,6 @@ pub async fn a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_ke
         drop(kept);
         assert_eq!(gpu.stats().expressions_held, 0);
     }
-}
-
-/// `v` after the first `n` ops of the W6 loop.
-fn kept_value(v: f32, n: usize) -> f32 {
-    (0..n).fold(v, |y, i| match i % 4 {
-        0 => y + 0.01,
-        1 => y * 0.999,
-        2 => y - 0.005,
-        _ => y.max(-2.0),
-    })
 }
 
 pub async fn a_value_the_host_made_is_uploaded_once_when_a_kernel_reads_it() {
@@ -247,18 +209,18 @@ pub async fn a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_los
 pub async fn a_long_chain_on_hundreds_of_values_runs_as_a_kernel_past_the_hosts_work_bound() {
     let gpu = device().await;
     let data: Vec<f32> = (0..256).map(|i| i as f32 / 128.0 - 1.0).collect();
-    let short = read(&thousand_ops(gpu.tensor(&data, None).unwrap())[16]).await;
+    let short = read(&w6_chain(gpu.tensor(&data, None).unwrap())[16]).await;
     assert_eq!(
         gpu.stats().kernels_launched,
         0,
         "16 ops on 256 values: the host's"
     );
-    let want: Vec<f32> = data.iter().map(|&v| kept_value(v, 16)).collect();
+    let want: Vec<f32> = data.iter().map(|&v| w6_on_cpu(v, 16)).collect();
     close_within(&short, &want, 1e-5);
     let before = gpu.stats();
-    let kept = thousand_ops(gpu.tensor(&data, None).unwrap());
+    let kept = w6_chain(gpu.tensor(&data, None).unwrap());
     let got = read(kept.last().unwrap()).await;
-    let want: Vec<f32> = data.iter().map(|&v| kept_value(v, 1000)).collect();
+    let want: Vec<f32> = data.iter().map(|&v| w6_on_cpu(v, 1000)).collect();
     close_within(&got, &want, 1e-4);
     let after = gpu.stats();
     assert_eq!(after.kernels_launched - before.kernels_launched, 1);

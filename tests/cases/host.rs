@@ -226,3 +226,21 @@ pub async fn a_long_chain_on_hundreds_of_values_runs_as_a_kernel_past_the_hosts_
     assert_eq!(after.kernels_launched - before.kernels_launched, 1);
     assert_eq!(after.host_ops - before.host_ops, 1, "only the upload");
 }
+
+/// Two devices, as a page with a second one writes it: a value the host
+/// holds on one moves to the other as values the host holds there, works
+/// with a kernel there, and an op mixing the two devices' tensors is still
+/// refused at registration.
+pub async fn a_host_value_moves_to_a_second_device_and_mixing_devices_is_still_refused() {
+    let (one, two) = (device().await, device().await);
+    let x = one.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let y = x.mul(2.0).unwrap();
+    let moved = y.to(&two).unwrap().await.unwrap();
+    assert_eq!(read(&moved).await, vec![2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(two.stats().kernels_launched, 0);
+    assert_eq!(two.stats().host_ops, 1, "the upload of the moved values");
+    let product = moved.matmul(&moved).unwrap();
+    assert_eq!(read(&product).await, vec![28.0, 40.0, 60.0, 88.0]);
+    assert!(y.add(&moved).is_err(), "operands on two devices");
+    assert_eq!(one.stats().kernels_launched, 0);
+}

@@ -39,6 +39,10 @@ macro_rules! all_cases {
         );
         $run!(
             host,
+            a_host_value_moves_to_a_second_device_and_mixing_devices_is_still_refused
+        );
+        $run!(
+            host,
             a_value_the_host_holds_rejects_with_the_loss_once_its_device_is_lost
         );
         $run!(engine, the_first_slice_adds_and_scales_on_the_gpu);

@@ -94,71 +94,9 @@ impl Device {
         xs: &[Tensor],
         dy: Option<&Tensor>,
     ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
-        let op = "grads";
         let watched: Vec<&Tensor> = xs.iter().collect();
-        self.admit(op, &watched)?;
-        tape::watch(self, xs);
-        let value = f(xs);
-        let tape = tape::stop().ok_or_else(|| internal("the tape was gone"))?;
-        let value = value?;
-        if !value.device().same(self) {
-            return Err(RegistrationError::new(
-                op,
-                ErrorClass::Other,
-                format!(
-                    "f returned a tensor of {}, not of {}",
-                    value.device().label(),
-                    self.label()
-                ),
-            ));
-        }
-        let seed = match dy {
-            Some(dy) if dy.shape() == value.shape() => dy.clone(),
-            Some(dy) => {
-                return Err(RegistrationError::new(
-                    op,
-                    ErrorClass::Other,
-                    format!(
-                        "dy has shape {:?}, f returned {:?}",
-                        dy.shape(),
-                        value.shape()
-                    ),
-                ));
-            }
-            None if value.size() == 1 => self.ones(value.shape())?,
-            None => {
-                return Err(RegistrationError::new(
-                    op,
-                    ErrorClass::Other,
-                    format!(
-                        "f must return a scalar without dy, it returned shape {:?}",
-                        value.shape()
-                    ),
-                ));
-            }
-        };
-        // The gradient of each tensor reached so far, summed over its uses.
-        let mut grads: FxHashMap<TensorId, Tensor> = FxHashMap::default();
-        grads.insert(value.id(), seed);
-        for entry in tape.entries.iter().rev() {
-            let Some(g) = grads.get(&entry.output.id()).cloned() else {
-                continue; // nothing f returned depends on it
-            };
-            let inputs = rules::vjp(&entry.kind, &entry.inputs, &entry.output, &g)?;
-            for (input, gi) in entry.inputs.iter().zip(inputs) {
-                let Some(gi) = gi else { continue };
-                if !tape.needs.contains(&input.id()) {
-                    continue;
-                }
-                let summed = match grads.remove(&input.id()) {
-                    Some(before) => before.add(&gi)?,
-                    None => gi,
-                };
-                grads.insert(input.id(), summed);
-            }
-        }
-        let grads = xs.iter().map(|x| grads.get(&x.id()).cloned()).collect();
-        Ok((value, grads))
+        self.admit("grads", &watched)?;
+        gradients(Some(self), f, xs, dy)
     }
 
     /// The gradients of `f` with respect to each of `xs` (`value_and_grads`
@@ -171,4 +109,82 @@ impl Device {
     ) -> Result<Vec<Tensor>> {
         self.value_and_grads(f, xs, dy).map(|(_, grads)| grads)
     }
+}
+
+/// The value of `f(xs)` and, for each of `xs`, its gradient, or `None` where
+/// the value does not depend on it. With `device`, the value must live
+/// there; without, `xs` may live on several devices and the value's device
+/// is the one differentiated on (the others' tensors are never reached: an
+/// op never mixes devices).
+pub(crate) fn gradients(
+    device: Option<&Device>,
+    f: impl FnOnce(&[Tensor]) -> Result<Tensor>,
+    xs: &[Tensor],
+    dy: Option<&Tensor>,
+) -> Result<(Tensor, Vec<Option<Tensor>>)> {
+    let op = "grads";
+    tape::watch(device, xs);
+    let value = f(xs);
+    let tape = tape::stop().ok_or_else(|| internal("the tape was gone"))?;
+    let value = value?;
+    if let Some(device) = device
+        && !value.device().same(device)
+    {
+        return Err(RegistrationError::new(
+            op,
+            ErrorClass::Other,
+            format!(
+                "f returned a tensor of {}, not of {}",
+                value.device().label(),
+                device.label()
+            ),
+        ));
+    }
+    let seed = match dy {
+        Some(dy) if dy.shape() == value.shape() => dy.clone(),
+        Some(dy) => {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "dy has shape {:?}, f returned {:?}",
+                    dy.shape(),
+                    value.shape()
+                ),
+            ));
+        }
+        None if value.size() == 1 => value.device().ones(value.shape())?,
+        None => {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "f must return a scalar without dy, it returned shape {:?}",
+                    value.shape()
+                ),
+            ));
+        }
+    };
+    // The gradient of each tensor reached so far, summed over its uses.
+    let mut grads: FxHashMap<TensorId, Tensor> = FxHashMap::default();
+    grads.insert(value.id(), seed);
+    for entry in tape.entries.iter().rev() {
+        let Some(g) = grads.get(&entry.output.id()).cloned() else {
+            continue; // nothing f returned depends on it
+        };
+        let inputs = rules::vjp(&entry.kind, &entry.inputs, &entry.output, &g)?;
+        for (input, gi) in entry.inputs.iter().zip(inputs) {
+            let Some(gi) = gi else { continue };
+            if !tape.needs.contains(&input.id()) {
+                continue;
+            }
+            let summed = match grads.remove(&input.id()) {
+                Some(before) => before.add(&gi)?,
+                None => gi,
+            };
+            grads.insert(input.id(), summed);
+        }
+    }
+    let grads = xs.iter().map(|x| grads.get(&x.id()).cloned()).collect();
+    Ok((value, grads))
 }

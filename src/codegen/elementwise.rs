@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::fusion::ElementwiseBlock;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{BinaryOp, OpIr, OpKind, TensorId};
 
 use super::kernel::*;
 
@@ -17,7 +17,7 @@ pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], accesses: &[Access]) 
     let numel = shape::numel(&block.shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let (decls, function) = fused(block, ops, accesses, &mut params, 1);
+    let (decls, function) = fused(block, ops, accesses, &mut params, 1, AnchorParts::One);
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
     );
@@ -29,17 +29,32 @@ pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], accesses: &[Access]) 
     )
 }
 
+/// How a kernel hands its anchor's value to `fused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AnchorParts {
+    /// One float: `fused(idx, anchor)`.
+    One,
+    /// Two floats whose sum is the value, `fused(idx, anchor_hi,
+    /// anchor_lo)`: a logSumExp's row max and the log of its sum. A `sub` of
+    /// the anchor then subtracts each part in turn, so `x - logSumExp(x)`
+    /// (a softmax's exponent) keeps the precision of `x - max`, which is
+    /// exact near the max: the rounded sum of a row near 10^4 has an ulp of
+    /// 10^-3, which `exp` would turn into a relative error of 10^-3.
+    Split,
+}
+
 /// An elementwise group as a WGSL function `fused(idx, anchor) -> f32`: the
 /// values of its ops at flat position `idx` of the block's shape, each
-/// output written, `anchor` standing for the anchor's value there. Returns
-/// the bindings' declarations (inputs from `first_binding`, then outputs)
-/// and the function.
+/// output written, `anchor` standing for the anchor's value there (given in
+/// two parts with `AnchorParts::Split`). Returns the bindings' declarations
+/// (inputs from `first_binding`, then outputs) and the function.
 pub(super) fn fused(
     block: &ElementwiseBlock,
     ops: &[OpIr],
     accesses: &[Access],
     params: &mut Params,
     first_binding: usize,
+    parts: AnchorParts,
 ) -> (String, String) {
     let out = &block.shape;
     let mut decls = String::new();
@@ -106,7 +121,14 @@ pub(super) fn fused(
         let op = &ops[i];
         let _ = write!(body, "    let v{k} = ");
         let arg = |n: usize| value_of(op.inputs[n]);
-        let _ = expression(&mut body, &op.kind, &arg, &mut |p, v| p.push_f32(v), params);
+        let split_sub = parts == AnchorParts::Split
+            && matches!(op.kind, OpKind::Binary(BinaryOp::Sub))
+            && Some(op.inputs[1]) == anchor;
+        if split_sub {
+            let _ = write!(body, "(({} - anchor_hi) - anchor_lo)", arg(0));
+        } else {
+            let _ = expression(&mut body, &op.kind, &arg, &mut |p, v| p.push_f32(v), params);
+        }
         body.push_str(";\n");
         k += 1;
     }
@@ -126,8 +148,15 @@ pub(super) fn fused(
         0 => "anchor".to_string(),
         n => format!("v{}", n - 1),
     };
-    let function =
-        format!("fn fused(idx: u32, anchor: f32) -> f32 {{\n{body}    return {last};\n}}\n");
+    let function = match parts {
+        AnchorParts::One => {
+            format!("fn fused(idx: u32, anchor: f32) -> f32 {{\n{body}    return {last};\n}}\n")
+        }
+        AnchorParts::Split => format!(
+            "fn fused(idx: u32, anchor_hi: f32, anchor_lo: f32) -> f32 {{\n\
+             \x20   let anchor = anchor_hi + anchor_lo;\n{body}    return {last};\n}}\n"
+        ),
+    };
     (decls, function)
 }
 

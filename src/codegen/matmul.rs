@@ -5,7 +5,7 @@ use std::fmt::Write;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
 
-use super::elementwise::fused;
+use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
 
 /// The depth of one shared-memory stage of the matmul.
@@ -182,7 +182,7 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         element(wide_b),
     );
     let (block, ops, accesses) = epilogue;
-    let (bindings, function) = fused(block, ops, accesses, &mut params, 3);
+    let (bindings, function) = fused(block, ops, accesses, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::ir::ReduceOp;
 use crate::ir::shape;
 
-use super::elementwise::fused;
+use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
 
 /// A reduction's bindings up to its first output `out0`, and `out0`'s
@@ -20,7 +20,7 @@ pub(super) fn reduce_bindings(
 ) -> (String, usize) {
     let (mut decls, mut binding) = match prologue {
         Some((block, ops, accesses)) => {
-            let (bindings, function) = fused(block, ops, accesses, params, 1);
+            let (bindings, function) = fused(block, ops, accesses, params, 1, AnchorParts::One);
             (format!("{bindings}{function}"), 1 + accesses.len())
         }
         None => (
@@ -167,6 +167,19 @@ impl Fold {
                 finish: "acc + log(aux)".to_string(),
             },
         }
+    }
+
+    /// The result as two parts whose sum it is, where one float would lose
+    /// what an epilogue needs (see `AnchorParts::Split`): a logSumExp's max
+    /// and the log of its sum.
+    pub(super) fn split(
+        &self,
+        op: ReduceOp,
+        argmax: bool,
+        acc: &str,
+        aux: &str,
+    ) -> Option<(String, String)> {
+        (op == ReduceOp::LogSumExp && !argmax).then(|| (acc.to_string(), format!("log({aux})")))
     }
 
     /// A call of `row_value` (an epilogue's function computing `finish`) on
@@ -337,27 +350,40 @@ pub fn reduce(
         // The row's value, then the epilogue at each element of the row: by
         // this thread alone, or (after the workgroup's fold, which ends on a
         // barrier) by every thread at its share of the row.
-        let (row, red, first, step) = if per_thread {
-            ("o", fold.row_value("acc", "aux"), "0u", "1u".to_string())
+        let (row, (acc, aux), first, step) = if per_thread {
+            ("o", ("acc", "aux"), "0u", "1u".to_string())
         } else {
             body += &fold.across_workgroup();
             let step = format!("{REDUCE_WORKGROUP}u");
-            ("wg", fold.row_value("part[0]", "part_aux[0]"), "lid", step)
+            ("wg", ("part[0]", "part_aux[0]"), "lid", step)
         };
-        let _ = writeln!(body, "    let red = {red};");
+        let split = fold.split(op, argmax, acc, aux);
+        let (parts, anchor) = match &split {
+            Some((hi, lo)) => {
+                let _ = writeln!(
+                    body,
+                    "    let red_hi = {hi};\n    let red_lo = {lo};\n    let red = red_hi + red_lo;"
+                );
+                (AnchorParts::Split, "red_hi, red_lo")
+            }
+            None => {
+                let _ = writeln!(body, "    let red = {};", fold.row_value(acc, aux));
+                (AnchorParts::One, "red")
+            }
+        };
         if write {
             let lead = if per_thread { "" } else { "if (lid == 0u) " };
             let _ = writeln!(body, "    {lead}{{ reduced[{row}] = red; }}");
         }
         let _ = writeln!(
             body,
-            "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, red); }}"
+            "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, {anchor}); }}"
         );
         // The reduction's input, the epilogue's inputs and outputs, and last
         // the reduced values when they are written. The row's value comes
         // from a function of its own: `acc` and `aux` are the loop's names.
         let (block, ops, accesses) = group;
-        let (bindings, function) = fused(block, ops, accesses, &mut params, 2);
+        let (bindings, function) = fused(block, ops, accesses, &mut params, 2, parts);
         let aux_param = fold
             .aux
             .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));

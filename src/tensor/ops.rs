@@ -258,15 +258,33 @@ impl Tensor {
         self.reduce(ReduceOp::LogSumExp, axes, keep_dims)
     }
 
-    /// `exp(x - logSumExp(x))` along `axis`: one kernel along the last axis
-    /// (the reduction anchors the exp), two along others. Relative error
-    /// stays within float32 rounding of `x - logSumExp(x)`, which is what
-    /// `exp` turns into a relative error.
+    /// `exp(x - max(x)) / sum(exp(x - max(x)))` along `axis`, to float32's
+    /// precision for inputs of any size. Along the last axis, over rows one
+    /// workgroup reduces (`REDUCE_CHUNK`), it is `exp(x - logSumExp(x))` in
+    /// one kernel: the reduction anchors the exp and hands it its row max
+    /// and the log of its sum apart (`AnchorParts::Split`), so the exponent
+    /// is `(x - max) - log(sum)`, exact where it matters. Elsewhere the
+    /// logSumExp would be written as one rounded float (an ulp of 10^-3 for
+    /// rows near 10^4, a relative error of 10^-3 after `exp`), so it is
+    /// written out: the max, the sum with `exp(x - max)` as its prologue,
+    /// and the quotient, three kernels.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
-        axis_index("softmax", axis, self.rank())?;
+        let axis = axis_index("softmax", axis, self.rank())?;
         self.device().admit("softmax", &[self])?;
-        self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp()
+        let row = self.shape()[axis];
+        if axis + 1 == self.rank() && row <= crate::codegen::REDUCE_CHUNK {
+            let axis = axis as isize;
+            self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp()
+        } else {
+            // `exp(x - max)` registered twice: once as the sum's prologue,
+            // once for the quotient's kernel. One tensor read by both would
+            // be written by a kernel of its own.
+            let axis = axis as isize;
+            let max = self.max(Some(&[axis]), true)?;
+            let sum = self.sub(&max)?.exp()?.sum(Some(&[axis]), true)?;
+            self.sub(&max)?.exp()?.div(&sum)
+        }
     }
 
     /// `(x - max(x)) - logSumExp(x - max(x))` along `axis`. Not the shorter

@@ -25,7 +25,12 @@ pub(crate) struct Entry {
 
 /// What one gradient computation records.
 pub(crate) struct Tape {
-    device: Device,
+    /// The device whose ops it keeps; `None` keeps any device's (TF.js's
+    /// `variableGrads` over every trainable variable, which may live on
+    /// several devices: the value's own device is known only once `f`
+    /// returns, and an op never mixes devices, so a variable of another
+    /// device is simply never reached).
+    device: Option<Device>,
     /// The watched tensors and everything computed from them so far.
     pub needs: FxHashSet<TensorId>,
     pub entries: Vec<Entry>,
@@ -35,10 +40,10 @@ thread_local! {
     static TAPES: RefCell<Vec<Tape>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts a tape on `device` watching `xs`.
-pub(crate) fn watch(device: &Device, xs: &[Tensor]) {
+/// Starts a tape on `device` (any device with `None`) watching `xs`.
+pub(crate) fn watch(device: Option<&Device>, xs: &[Tensor]) {
     let tape = Tape {
-        device: device.clone(),
+        device: device.cloned(),
         needs: xs.iter().map(Tensor::id).collect(),
         entries: Vec::new(),
     };
@@ -60,7 +65,7 @@ pub(super) fn recording() -> bool {
 pub(super) fn record(kind: &OpKind, inputs: &[&Tensor], output: &Tensor) {
     TAPES.with(|t| {
         for tape in t.borrow_mut().iter_mut() {
-            let watched = tape.device.same(output.device())
+            let watched = tape.device.as_ref().is_none_or(|d| d.same(output.device()))
                 && inputs.iter().any(|i| tape.needs.contains(&i.id()));
             if watched {
                 tape.needs.insert(output.id());

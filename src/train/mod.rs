@@ -189,8 +189,12 @@ impl Variable {
 /// The gradients of what `f` returns (a scalar) with respect to the
 /// variables it depends on, with its value: TF.js's `variableGrads`. Takes
 /// `var_list` (by default every trainable variable of every device not
-/// lost; they must share one), keeps the trainable ones, and leaves out
-/// those the value does not depend on; fails when none is left.
+/// lost), keeps the trainable ones the value depends on and leaves out the
+/// rest; fails when none is left. Variables of other devices than the
+/// value's are left out like any other the value does not read (a page with
+/// two models trains each without naming its variables), so the one-device
+/// rule of a step holds of the kept ones by construction, and is checked on
+/// them.
 pub fn variable_grads(
     f: impl FnOnce() -> Result<Tensor>,
     var_list: Option<&[Variable]>,
@@ -211,9 +215,15 @@ pub fn variable_grads(
             live
         }
     };
-    let device = one_device(op, &vars)?;
+    if vars.is_empty() {
+        return Err(RegistrationError::new(
+            op,
+            ErrorClass::Other,
+            "there are no trainable variables to differentiate with respect to",
+        ));
+    }
     let values: Vec<Tensor> = vars.iter().map(Variable::value).collect();
-    let (value, grads) = device.gradients(|_| f(), &values, None)?;
+    let (value, grads) = crate::autograd::gradients(None, |_| f(), &values, None)?;
     let grads: Vec<(Variable, Tensor)> = vars
         .into_iter()
         .zip(grads)
@@ -226,6 +236,8 @@ pub fn variable_grads(
             "the value f returned does not depend on any of the variables",
         ));
     }
+    let kept: Vec<Variable> = grads.iter().map(|(v, _)| v.clone()).collect();
+    one_device(op, &kept)?;
     Ok((value, grads))
 }
 

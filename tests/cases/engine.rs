@@ -597,7 +597,12 @@ pub async fn softmax_runs_in_one_kernel_along_rows_and_log_softmax_in_two() {
     let before = gpu.stats().kernels_launched;
     let y = x.softmax(0).unwrap();
     read(&y).await;
-    assert_eq!(kernels(before), 2, "a column's logSumExp anchors nothing");
+    assert_eq!(
+        kernels(before),
+        3,
+        "a column's reductions anchor nothing: its max, the logSumExp of x - max, then \
+         exp of their difference (exp(x - logSumExp(x)) in two would lose float32's precision)"
+    );
 
     // Many rows (a CPU adapter then gives each row one thread), checked
     // against the CPU.
@@ -832,4 +837,56 @@ pub async fn a_profile_lists_each_kernel_with_its_fused_ops_tensors_and_wgsl() {
     // Nothing queued, nothing launched.
     let ((), empty) = gpu.profile(|| ());
     assert!(empty.kernels.is_empty());
+}
+
+pub async fn softmax_of_large_inputs_is_exact_to_float32_along_every_axis() {
+    // ONNX's test_softmax_large_number: rows near 0 and near 10^4, whose
+    // logSumExp has an ulp of 10^-3 as one float.
+    let gpu = kernels_only().await;
+    let rows: [[f32; 4]; 2] = [[0.0, 1.0, 2.0, 3.0], [10000.0, 10001.0, 10002.0, 10003.0]];
+    let want: Vec<f32> = rows
+        .iter()
+        .flat_map(|row| {
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let sum: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+            row.iter()
+                .map(move |&v| ((v as f64 - m).exp() / sum) as f32)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let close = |got: &[f32], what: &str| {
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-6 + 1e-5 * w.abs(),
+                "{what}: got {got:?}, want {want:?}"
+            );
+        }
+    };
+    let flat: Vec<f32> = rows.iter().flatten().copied().collect();
+    let x = gpu.tensor(&flat, Some(&[2, 4])).unwrap();
+    close(
+        &read(&x.softmax(-1).unwrap()).await,
+        "along rows, one kernel",
+    );
+    // Along the first axis of the transpose: the same values, by columns.
+    let columns = x.transpose(None).unwrap().softmax(0).unwrap();
+    let back = columns.transpose(None).unwrap();
+    close(&read(&back).await, "along columns");
+    // Rows longer than one workgroup reduces (8192): no epilogue there.
+    let n = 10_000;
+    let mut long = vec![-1.0e4f32; 2 * n];
+    for (r, row) in rows.iter().enumerate() {
+        long[r * n..r * n + 4].copy_from_slice(row);
+    }
+    let long = gpu
+        .tensor(&long, Some(&[2, n]))
+        .unwrap()
+        .softmax(-1)
+        .unwrap();
+    let got = read(&long).await;
+    let heads: Vec<f32> = (0..2)
+        .flat_map(|r| got[r * n..r * n + 4].to_vec())
+        .collect();
+    // The padding is exp(-2 * 10^4) from the row's max: nothing.
+    close(&heads, "along rows longer than a workgroup reduces");
 }

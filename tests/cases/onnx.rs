@@ -2,8 +2,10 @@
 //! tests/data/onnx_node_cases.txt (made by scripts/onnx_node_cases.py from
 //! the `onnx` package's own generators; its header says which version, and
 //! counts the cases skipped and why). Each case runs through the Rust API and
-//! is held to the ONNX runner's tolerance: `|got - want| <= 1e-7 + 1e-3 *
-//! |want|`, NaN matching NaN and infinities matching exactly.
+//! is held to what float32 arithmetic supports, `|got - want| <= 1e-6 +
+//! 1e-4 * |want|` (NaN matching NaN, infinities exactly), not to the ONNX
+//! runner's `1e-3 * |want|`: that one hid a softmax that lost three digits
+//! on inputs near 10^4 (2.4e-4 relative).
 //!
 //! Cases that miss that tolerance for a reason of the platform, not of
 //! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
@@ -15,10 +17,12 @@ use super::engine::device;
 
 const DATA: &str = include_str!("../data/onnx_node_cases.txt");
 
-/// The ONNX backend runner's tolerance (`onnx.backend.test.runner`:
-/// `np.testing.assert_allclose(rtol=1e-3, atol=1e-7)`).
-const RTOL: f32 = 1e-3;
-const ATOL: f32 = 1e-7;
+/// Float32's honest tolerance: a few hundred ulps relative (an op whose
+/// result is exact to float32 is within one), and an absolute floor for
+/// results near zero, where a relative bound means nothing. Ten times
+/// tighter than ONNX's runner (`rtol=1e-3`), whose slack hid defects.
+const RTOL: f32 = 1e-4;
+const ATOL: f32 = 1e-6;
 
 /// Cases held to a looser bound, each with why. `atol` is the absolute error
 /// allowed on top of ONNX's tolerance.
@@ -30,7 +34,7 @@ struct Platform {
 
 /// WGSL bounds `sin` and `cos` by an absolute error of 2^-11 on [-pi, pi]
 /// (every input of these cases lies there), not by a relative one: near a
-/// zero of the function that is far outside ONNX's `1e-3 * |want|`.
+/// zero of the function that is far outside `1e-4 * |want|`.
 /// SwiftShader (Chrome's software adapter) uses that latitude (issue 9: these
 /// are the ONNX cases it misses); lavapipe meets ONNX's tolerance on them,
 /// and the summary says so.
@@ -300,10 +304,14 @@ fn miss(got: &[f32], want: &[f32], atol: f32) -> Option<String> {
     ))
 }
 
-pub async fn the_comparison_is_onnxs_assert_allclose() {
-    assert!(miss(&[1.0009, -2.0019, 0.0], &[1.0, -2.0, 0.0], ATOL).is_none());
-    assert!(miss(&[1.0011], &[1.0], ATOL).is_some());
-    assert!(miss(&[2e-7], &[0.0], ATOL).is_some());
+pub async fn the_comparison_is_assert_allclose_at_float32s_tolerance() {
+    assert!(miss(&[1.00009, -2.00019, 0.0], &[1.0, -2.0, 0.0], ATOL).is_none());
+    assert!(miss(&[1.00012], &[1.0], ATOL).is_some());
+    assert!(miss(&[2e-6], &[0.0], ATOL).is_some());
+    assert!(
+        miss(&[0.0871234], &[0.0871443], ATOL).is_some(),
+        "the softmax defect"
+    );
     assert!(miss(&[f32::NAN, f32::INFINITY], &[f32::NAN, f32::INFINITY], ATOL).is_none());
     assert!(miss(&[0.0], &[f32::NAN], ATOL).is_some());
     assert!(miss(&[f32::MAX], &[f32::INFINITY], ATOL).is_some());
@@ -327,7 +335,7 @@ async fn run(gpu: &Device, case: &Case, atol: f32) -> Result<(), String> {
     }
 }
 
-pub async fn onnx_backend_node_tests_of_the_op_set_match_within_onnxs_tolerance() {
+pub async fn onnx_backend_node_tests_of_the_op_set_match_within_float32s_tolerance() {
     let gpu = device().await;
     let cases = parse(DATA);
     assert!(
@@ -370,7 +378,7 @@ pub async fn onnx_backend_node_tests_of_the_op_set_match_within_onnxs_tolerance(
         }
     }
     println!(
-        "onnx node tests on {}: {} cases run, {passed} within ONNX's tolerance, \
+        "onnx node tests on {}: {} cases run, {passed} within float32's tolerance, \
          {loose} within only a platform bound ({} cases listed as platform cases), {} failing",
         gpu.adapter_info(),
         cases.len(),

@@ -519,3 +519,50 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
         "a dropped variable is gone"
     );
 }
+
+pub async fn a_step_without_a_var_list_trains_the_variables_its_value_reads_whatever_other_devices_hold()
+ {
+    // Two models on two devices, and a trainable variable the loss never
+    // reads on each: TF.js keeps the variables the value depends on.
+    let first = device().await;
+    let second = device().await;
+    let one = |gpu: &Device, values: &[f32], name: &str| {
+        let t = gpu.tensor(values, None).unwrap();
+        gpu.variable(&t, true, Some(name)).unwrap()
+    };
+    let a = one(&first, &[1.0, 2.0], "model-a");
+    let unread_first = one(&first, &[7.0], "unread-first");
+    let b = one(&second, &[3.0, 4.0], "model-b");
+    let unread_second = one(&second, &[8.0], "unread-second");
+
+    // sum(a^2) on the first device: its gradient is 2a.
+    let (value, grads) = variable_grads(|| a.value().square()?.sum(None, false), None).unwrap();
+    assert_eq!(read(&value).await, vec![5.0]);
+    let names: Vec<&str> = grads.iter().map(|(v, _)| v.name()).collect();
+    assert_eq!(names, vec!["model-a"]);
+    assert_eq!(read(&grads[0].1).await, vec![2.0, 4.0]);
+
+    // minimize on the second device's model, no var list: only b moves.
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    let cost = sgd
+        .minimize(|| b.value().square()?.sum(None, false), true, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(read(&cost).await, vec![25.0]);
+    // b - 0.5 * 2b = 0.
+    assert_eq!(read(&b.value()).await, vec![0.0, 0.0]);
+    assert_eq!(read(&a.value()).await, vec![1.0, 2.0]);
+    assert_eq!(read(&unread_first.value()).await, vec![7.0]);
+    assert_eq!(read(&unread_second.value()).await, vec![8.0]);
+
+    // The same on the first device, then: its model trains as well.
+    let mut sgd = Optimizer::sgd(0.25).unwrap();
+    sgd.minimize(|| a.value().square()?.sum(None, false), false, None)
+        .unwrap();
+    assert_eq!(read(&a.value()).await, vec![0.5, 1.0]);
+    assert_eq!(read(&b.value()).await, vec![0.0, 0.0]);
+
+    // A value that reads none of them is still refused, naming why.
+    let unrelated = variable_grads(|| first.tensor(&[1.0], None)?.sum(None, false), None);
+    assert!(unrelated.is_err_and(|e| e.to_string().contains("does not depend")));
+}

@@ -133,9 +133,24 @@ impl DeviceState {
                 .iter()
                 .filter_map(|p| p.scope.peek().cloned().flatten().map(|e| (p, e)))
                 .collect();
-            let (roots, mut failed) = self.root_errors(&run.steps, &run.injected, &errors);
+            let rooted = self.root_errors(&run.steps, &run.injected, &errors);
+            let (roots, mut failed) = (rooted.failures, rooted.outputs);
             for (&out, taints) in &failed {
                 self.add_taints(out, taints.clone());
+            }
+            // A failure rooted at an op holds for that op's tensor, and those
+            // computed from it, even where the kernel computed them inline:
+            // left as expressions, the next read would compute them again
+            // (an injected fault fires once) and resolve with values the
+            // report just said could not be made.
+            for (t, taints) in rooted.expressions {
+                let expression = self
+                    .records
+                    .get(&t)
+                    .is_some_and(|r| matches!(r.data, Data::Expr(_)));
+                if expression {
+                    self.add_taints(t, taints);
+                }
             }
             for root in roots {
                 self.graph.prune(root);
@@ -186,17 +201,16 @@ impl DeviceState {
     /// is rooted at its own op, and the block's later ops carry it one op
     /// deeper each, as they would unfused. A real GPU error is rooted at the
     /// ops every failing part shares (the culprit is among them), at depth
-    /// 0. Returns the new failures (for the caller to prune once the outputs
-    /// carry them) with the outputs' taints.
+    /// 0.
     fn root_errors(
         &mut self,
         steps: &[Step],
         injected: &[Injected],
         errors: &[(&Part, GpuError)],
-    ) -> (Vec<FailureId>, FxHashMap<TensorId, Vec<Taint>>) {
+    ) -> Rooted {
         let mut failed = FxHashMap::default();
         let Some((_, first)) = errors.first() else {
-            return (Vec::new(), failed);
+            return Rooted::default();
         };
         let outputs: Vec<TensorId> = errors
             .iter()
@@ -225,7 +239,7 @@ impl DeviceState {
                 .collect();
             let carried = self.propagate_from(steps, &roots, |_, _| Vec::new());
             let mut unexplained = Vec::new();
-            for out in outputs {
+            for &out in &outputs {
                 match carried.get(&out) {
                     Some(taints) => {
                         failed.insert(out, taints.clone());
@@ -233,6 +247,10 @@ impl DeviceState {
                     None => unexplained.push(out),
                 }
             }
+            let expressions = carried
+                .into_iter()
+                .filter(|(t, _)| !outputs.contains(t))
+                .collect();
             let mut failures: Vec<FailureId> = roots.into_iter().map(|(_, f)| f).collect();
             // The pipelines of parts an injected fault explains are sound:
             // the error was the fault's own command. Kept, so a loop with a
@@ -240,29 +258,42 @@ impl DeviceState {
             if !unexplained.is_empty() {
                 // A part failed without computing a faulted op's value into
                 // this output: a real error besides the injected ones.
-                let failure = self.gpu_failure(steps, errors, first);
+                let (failure, _) = self.gpu_failure(steps, errors, first);
                 for out in unexplained {
                     failed.insert(out, vec![Taint { failure, depth: 0 }]);
                 }
                 failures.push(failure);
             }
-            return (failures, failed);
+            return Rooted {
+                failures,
+                outputs: failed,
+                expressions,
+            };
         }
-        let failure = self.gpu_failure(steps, errors, first);
+        let (failure, culprits) = self.gpu_failure(steps, errors, first);
+        let taint = vec![Taint { failure, depth: 0 }];
         for out in outputs {
-            failed.insert(out, vec![Taint { failure, depth: 0 }]);
+            failed.insert(out, taint.clone());
         }
-        (vec![failure], failed)
+        Rooted {
+            failures: vec![failure],
+            outputs: failed,
+            expressions: culprits
+                .into_iter()
+                .map(|s| (steps[s].output, taint.clone()))
+                .collect(),
+        }
     }
 
     /// A failure for a real GPU error caught in the failing `errors` parts,
-    /// rooted at the ops they all share (the culprit is among them).
+    /// rooted at the ops they all share (the culprit is among them), with
+    /// the steps it names.
     fn gpu_failure(
         &mut self,
         steps: &[Step],
         errors: &[(&Part, GpuError)],
         first: &GpuError,
-    ) -> FailureId {
+    ) -> (FailureId, Vec<usize>) {
         // Pipelines compiled in those parts may be what failed: they leave
         // the cache, and compile anew (their error in their own scope).
         for (part, _) in errors {
@@ -280,7 +311,7 @@ impl DeviceState {
                 .collect(),
         };
         let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
-        self.new_failure(Root {
+        let failure = self.new_failure(Root {
             kind: first.kind,
             op: names.join("+"),
             message: first.message.clone(),
@@ -288,7 +319,8 @@ impl DeviceState {
                 .last()
                 .and_then(|&s| steps[s].site.as_deref())
                 .map(str::to_string),
-        })
+        });
+        (failure, shared)
     }
 
     /// For each step in order, the failures its output carries: those of its
@@ -380,6 +412,21 @@ impl DeviceState {
             other => self.discard(other, None),
         }
     }
+}
+
+/// What the GPU errors caught in one block's parts root.
+#[derive(Default)]
+struct Rooted {
+    /// The new failures, for the caller to prune once their carriers
+    /// carry them.
+    failures: Vec<FailureId>,
+    /// What each output of a failing part carries.
+    outputs: FxHashMap<TensorId, Vec<Taint>>,
+    /// What the other tensors the failing parts computed carry: the failed
+    /// op's own and those computed from it (an injected fault), or the ops
+    /// a GPU error is rooted at. Only those kept as expressions take it:
+    /// the rest were never more than values inside the kernel.
+    expressions: Vec<(TensorId, Vec<Taint>)>,
 }
 
 /// The positions in `steps` of the ops `part` computes.

@@ -369,3 +369,45 @@ pub async fn captured_stacks_name_the_line_that_registered_the_root_op() {
         "off by default"
     );
 }
+
+pub async fn the_tensor_of_a_failed_op_rejects_after_its_failure_was_reported_downstream() {
+    // The user's code: intermediates kept in variables, never read, and a
+    // fault in the op in the middle. The kernel computes `a` and `d` inline
+    // for `b`; once `b`'s read names `sigmoid` as the root, `a` and what is
+    // computed from it carry that failure, not values computed again.
+    let gpu = device().await;
+    let x = gpu.tensor(&[0.5, 1.0, 2.0], None).unwrap();
+    let y = gpu.tensor(&[1.0, 1.0, 1.0], None).unwrap();
+    gpu.inject_fault("sigmoid", 1, FaultKind::Validation)
+        .unwrap();
+    let m = x.mul(2.0).unwrap();
+    let a = m.sigmoid().unwrap();
+    let d = a.mul(3.0).unwrap();
+    let b = d.sub(&y).unwrap();
+
+    let below = read_err(&b).await;
+    let report = below.first().expect("one report");
+    assert_eq!(report.root.kind, FailureKind::Injected);
+    assert_eq!(report.root.op, "sigmoid");
+    assert_eq!(report.depth, 2, "mul, then sub, below sigmoid");
+
+    let own = read_err(&a).await;
+    assert_eq!(own.failures.len(), 1, "{own}");
+    assert_eq!(own.failures[0].failure, report.failure, "the same failure");
+    assert_eq!(own.failures[0].depth, 0, "sigmoid's own tensor");
+    let between = read_err(&d).await;
+    assert_eq!(between.failures[0].failure, report.failure);
+    assert_eq!(between.failures[0].depth, 1);
+    // Anything computed from it later fails as well, one op deeper.
+    let later = a.add(1.0).unwrap();
+    let error = read_err(&later).await;
+    assert_eq!(error.failures[0].failure, report.failure);
+    assert_eq!(error.failures[0].depth, 1);
+    // What sigmoid read, and everything else, reads normally.
+    assert_eq!(read(&m).await, vec![1.0, 2.0, 4.0]);
+    assert_eq!(read(&y).await, vec![1.0, 1.0, 1.0]);
+    let sync = gpu.sync().await.expect_err("the failure, once");
+    assert_eq!(sync.failures.len(), 1, "{sync}");
+    drop((a, d, b, later));
+    assert_eq!(gpu.stats().failures_held, 0, "freed with its carriers");
+}

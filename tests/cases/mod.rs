@@ -233,6 +233,10 @@ macro_rules! all_cases {
         $run!(engine, a_reduction_of_an_elementwise_chain_is_one_kernel);
         $run!(
             failures,
+            the_tensor_of_a_failed_op_rejects_after_its_failure_was_reported_downstream
+        );
+        $run!(
+            failures,
             the_seed_scenario_fails_only_the_huge_tensor_and_says_why
         );
         $run!(

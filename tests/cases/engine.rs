@@ -51,7 +51,7 @@ pub fn close_within(got: &[f32], want: &[f32], tol: f32) {
 }
 
 pub async fn the_first_slice_adds_and_scales_on_the_gpu() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let a = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
     let b = gpu.tensor(&[10.0, 20.0, 30.0], None).unwrap();
     let t = a.add(&b).unwrap().mul(2.0).unwrap();
@@ -62,6 +62,8 @@ pub async fn the_first_slice_adds_and_scales_on_the_gpu() {
         "nothing runs before a read"
     );
     assert_eq!(read(&t).await, vec![22.0, 44.0, 66.0]);
+    assert_eq!(gpu.stats().kernels_launched, 1, "add and mul, fused");
+    assert_eq!(gpu.stats().host_ops, 0);
 }
 
 pub async fn a_chain_of_16_elementwise_ops_launches_one_kernel_and_allocates_one_buffer() {
@@ -134,7 +136,7 @@ pub async fn an_intermediate_read_after_the_result_is_computed_inline_by_one_mor
 }
 
 pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let mut compiled = Vec::new();
     for step in 0..4 {
         let x = gpu.random_uniform(&[16, 8], -1.0, 1.0, step).unwrap();
@@ -151,7 +153,7 @@ pub async fn a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
 }
 
 pub async fn a_block_at_another_place_in_a_later_flush_reuses_its_pipeline() {
-    let gpu = device().await;
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
     let y = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
     let chain = |x: &Tensor| x.mul(2.0).unwrap().add(1.0).unwrap().tanh().unwrap();
@@ -159,12 +161,15 @@ pub async fn a_block_at_another_place_in_a_later_flush_reuses_its_pipeline() {
     read(&chain(&x)).await;
     read(&other(&y)).await;
     let compiled = gpu.stats().pipelines_compiled;
+    assert_eq!(compiled, 2, "the chain's kernel and the sum's");
+    let launched = gpu.stats().kernels_launched;
     // Both in one flush, the chain queued after the other work: its ops sit
     // at other places in the flush than the first time.
     let later = other(&y);
     let again = chain(&x);
     read(&later).await;
     read(&again).await;
+    assert_eq!(gpu.stats().kernels_launched, launched + 2, "both ran again");
     assert_eq!(gpu.stats().pipelines_compiled, compiled);
 }
 
@@ -184,17 +189,25 @@ pub async fn a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice() {
 }
 
 pub async fn scalars_keep_their_exact_bits_including_non_finite_ones() {
-    let gpu = device().await;
-    let x = gpu.tensor(&[1.0, -2.0, 3e38], None).unwrap();
-    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-    let cpu = |f: fn(f32) -> f32| bits([1.0f32, -2.0, 3e38].map(f).to_vec());
-    assert_eq!(bits(read(&x.add(0.1).unwrap()).await), cpu(|v| v + 0.1));
-    assert_eq!(bits(read(&x.mul(10.0).unwrap()).await), cpu(|v| v * 10.0));
-    assert_eq!(bits(read(&x.mul(-0.0).unwrap()).await), cpu(|v| v * -0.0));
-    let inf = read(&x.add(f32::INFINITY).unwrap()).await;
-    assert!(inf.iter().all(|v| *v == f32::INFINITY), "{inf:?}");
-    let nan = read(&x.add(f32::NAN).unwrap()).await;
-    assert!(nan.iter().all(|v| v.is_nan()), "{nan:?}");
+    // In a kernel (scalars are uniform words) and on the host alike.
+    for (gpu, on_host) in [(kernels_only().await, false), (device().await, true)] {
+        let x = gpu.tensor(&[1.0, -2.0, 3e38], None).unwrap();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        let cpu = |f: fn(f32) -> f32| bits([1.0f32, -2.0, 3e38].map(f).to_vec());
+        assert_eq!(bits(read(&x.add(0.1).unwrap()).await), cpu(|v| v + 0.1));
+        assert_eq!(bits(read(&x.mul(10.0).unwrap()).await), cpu(|v| v * 10.0));
+        assert_eq!(bits(read(&x.mul(-0.0).unwrap()).await), cpu(|v| v * -0.0));
+        let inf = read(&x.add(f32::INFINITY).unwrap()).await;
+        assert!(inf.iter().all(|v| *v == f32::INFINITY), "{inf:?}");
+        let nan = read(&x.add(f32::NAN).unwrap()).await;
+        assert!(nan.iter().all(|v| v.is_nan()), "{nan:?}");
+        let stats = gpu.stats();
+        match on_host {
+            false => assert_eq!((stats.kernels_launched, stats.host_ops), (5, 0)),
+            // The upload is a host op too.
+            true => assert_eq!((stats.kernels_launched, stats.host_ops), (0, 6)),
+        }
+    }
 }
 
 pub async fn the_queue_flushes_by_itself_at_its_capacity() {
@@ -433,8 +446,16 @@ pub async fn a_tensor_of_two_to_the_25_elements_is_computed_with_a_split_dispatc
         .add(1.5)
         .unwrap();
     let values = read(&x).await;
+    // One launch of 2^17 workgroups, past the 65535 a dimension allows: its
+    // grid is two-dimensional, and each workgroup finds its place from both.
+    assert_eq!(
+        gpu.stats().kernels_launched,
+        1,
+        "one kernel, split in its grid"
+    );
     assert_eq!(values.len(), n);
-    assert!(values.iter().all(|&v| v == 1.5));
+    let wrong = values.iter().position(|&v| v != 1.5);
+    assert_eq!(wrong, None, "the first element not written: {wrong:?}");
     assert_eq!(
         read(&x.sum(None, false).unwrap()).await,
         vec![1.5 * n as f32]

@@ -4,6 +4,8 @@
 //! do no unchecked GPU work, failures follow data dependence, and a device
 //! lost with reads pending fails them promptly. In both worlds.
 
+use std::future::Future;
+
 use webfusion::{Device, FailureKind, FaultKind, Tensor};
 
 use super::engine::{close_within, device, kernels_only, read, read_err};
@@ -226,12 +228,38 @@ pub async fn a_failure_taints_only_what_depends_on_the_failed_op_whatever_was_fu
 }
 
 pub async fn a_lost_device_fails_every_pending_read_promptly_and_a_new_device_works() {
-    let gpu = device().await;
+    // Kernels only: a value the host holds has no GPU read to be pending.
+    let gpu = kernels_only().await;
     let x = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
-    let pending: Vec<Tensor> = (0..8).map(|i| x.mul(i as f32).unwrap()).collect();
-    let reads: Vec<_> = pending.iter().map(|t| t.to_vec()).collect();
+    let tensors: Vec<Tensor> = (0..8).map(|i| x.mul(i as f32).unwrap()).collect();
+    // Reads on their way: each polled once, so its GPU work is submitted and
+    // it waits for the GPU (in the browser; natively the first poll waits
+    // for the device and finishes the read).
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut in_flight = Vec::new();
+    for (i, t) in tensors[..4].iter().enumerate() {
+        let mut read = Box::pin(t.to_vec());
+        match read.as_mut().poll(&mut cx) {
+            std::task::Poll::Pending => in_flight.push(read),
+            std::task::Poll::Ready(values) => {
+                let want: Vec<f32> = [1.0, 2.0, 3.0].map(|v| v * i as f32).to_vec();
+                assert_eq!(values.expect("a read done before the loss"), want);
+            }
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    assert_eq!(
+        in_flight.len(),
+        4,
+        "WebGPU reads resolve from the event loop"
+    );
+    // Reads asked for and not yet started.
+    let asked: Vec<_> = tensors[4..].iter().map(|t| t.to_vec()).collect();
     gpu.destroy();
-    for result in futures_util::future::join_all(reads).await {
+    let results = futures_util::future::join_all(in_flight).await;
+    let asked = futures_util::future::join_all(asked).await;
+    for result in results.into_iter().chain(asked) {
         let error = result.expect_err("no read of a lost device resolves");
         assert_eq!(
             error.first().unwrap().root.kind,

@@ -13,11 +13,12 @@ use super::kernel::*;
 
 /// The kernel of an elementwise block (without an anchor). `accesses` says
 /// how to read each of the block's inputs, in order.
-pub fn elementwise(block: &ElementwiseBlock, ops: &[OpIr], accesses: &[Access]) -> Kernel {
+pub fn elementwise(group: Group<'_>) -> Kernel {
+    let block = group.block;
     let numel = shape::numel(&block.shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let (decls, function) = fused(block, ops, accesses, &mut params, 1, AnchorParts::One);
+    let (decls, function) = fused(group, &mut params, 1, AnchorParts::One);
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
     );
@@ -49,13 +50,17 @@ pub(super) enum AnchorParts {
 /// two parts with `AnchorParts::Split`). Returns the bindings' declarations
 /// (inputs from `first_binding`, then outputs) and the function.
 pub(super) fn fused(
-    block: &ElementwiseBlock,
-    ops: &[OpIr],
-    accesses: &[Access],
+    group: Group<'_>,
     params: &mut Params,
     first_binding: usize,
     parts: AnchorParts,
 ) -> (String, String) {
+    let Group {
+        block,
+        ops,
+        accesses,
+        anchor,
+    } = group;
     let out = &block.shape;
     let mut decls = String::new();
     let mut body = String::new();
@@ -93,7 +98,6 @@ pub(super) fn fused(
         .enumerate()
         .map(|(k, &i)| (ops[i].output, k))
         .collect();
-    let anchor = block.anchor.map(|i| ops[i].output);
     let missing = std::cell::Cell::new(None);
     let value_of = |t: TensorId| -> Value {
         match (input_index.get(&t), producer.get(&t)) {

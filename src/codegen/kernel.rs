@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use crate::fusion::ElementwiseBlock;
+use crate::ir::TensorId;
 use crate::ir::layout::Layout;
 use crate::ir::{BinaryOp, OpIr, UnaryOp};
 
@@ -67,10 +68,19 @@ impl Kernel {
     }
 }
 
-/// An elementwise group to run inside another kernel (a matmul's epilogue,
-/// a reduction's prologue): the block, the flushed ops, and how to read the
-/// block's inputs.
-pub type Group<'a> = (&'a ElementwiseBlock, &'a [OpIr], &'a [Access]);
+/// An elementwise group as a kernel runs it (on its own, as a matmul's or
+/// a row reduction's epilogue, as a reduction's prologue): the block, the
+/// flushed ops, and how to read the block's inputs.
+#[derive(Clone, Copy)]
+pub struct Group<'a> {
+    pub block: &'a ElementwiseBlock,
+    pub ops: &'a [OpIr],
+    pub accesses: &'a [Access],
+    /// The tensor whose value the anchoring kernel hands the group (a
+    /// matmul's product, a row's reduced value): the ops read it as
+    /// `anchor`, not from memory. `None` on its own or as a prologue.
+    pub anchor: Option<TensorId>,
+}
 
 /// How a kernel reads one input: its shape and where its elements sit.
 #[derive(Debug, Clone, PartialEq)]

@@ -181,8 +181,7 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         element(wide_a),
         element(wide_b),
     );
-    let (block, ops, accesses) = epilogue;
-    let (bindings, function) = fused(block, ops, accesses, &mut params, 3, AnchorParts::One);
+    let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)

@@ -28,6 +28,20 @@ mod tests {
     use super::reduce::*;
     use super::*;
     use crate::fusion::ElementwiseBlock;
+
+    /// `block` as a kernel of its own reads it.
+    fn alone<'a>(
+        block: &'a ElementwiseBlock,
+        ops: &'a [OpIr],
+        accesses: &'a [Access],
+    ) -> Group<'a> {
+        Group {
+            block,
+            ops,
+            accesses,
+            anchor: None,
+        }
+    }
     use crate::ir::layout::Layout;
     use crate::ir::{BinaryOp, OpIr, OpKind, ReduceOp, TensorId, UnaryOp};
 
@@ -46,7 +60,6 @@ mod tests {
             shape: vec![n],
         }];
         let block = ElementwiseBlock {
-            anchor: None,
             ops: vec![0],
             inputs: vec![TensorId(1)],
             outputs: vec![TensorId(2)],
@@ -83,7 +96,6 @@ mod tests {
             })
             .collect();
         let block = ElementwiseBlock {
-            anchor: None,
             ops: (0..n).collect(),
             inputs: vec![TensorId(1)],
             outputs: vec![TensorId(n as u64 + 1)],
@@ -96,7 +108,7 @@ mod tests {
     fn a_long_periodic_chain_is_written_once_as_a_loop_over_a_table_of_scalars() {
         let text = |n: usize| {
             let (block, ops) = periodic_chain(n);
-            elementwise(&block, &ops, &[contiguous(&[16])])
+            elementwise(alone(&block, &ops, &[contiguous(&[16])]))
         };
         let (short, long) = (text(12), text(999));
         assert!(
@@ -116,7 +128,7 @@ mod tests {
             scalar: -7.0,
             scalar_first: false,
         };
-        let other = elementwise(&block, &ops, &[contiguous(&[16])]);
+        let other = elementwise(alone(&block, &ops, &[contiguous(&[16])]));
         assert_eq!(other.wgsl, long.wgsl);
         assert_eq!(other.specialized(), long.specialized());
         assert_ne!(other.params, long.params);
@@ -127,7 +139,7 @@ mod tests {
     fn the_kernel_text_does_not_depend_on_sizes() {
         let make = |n: usize| {
             let (block, ops) = exp_block(n);
-            elementwise(&block, &ops, &[contiguous(&[n])])
+            elementwise(alone(&block, &ops, &[contiguous(&[n])]))
         };
         let (small, large) = (make(3), make(3_000_000));
         assert_eq!(small.wgsl, large.wgsl);
@@ -159,13 +171,12 @@ mod tests {
             },
         ];
         let block = ElementwiseBlock {
-            anchor: None,
             ops: vec![0, 1],
             inputs: vec![TensorId(1)],
             outputs: vec![TensorId(3)],
             shape: vec![4],
         };
-        let kernel = elementwise(&block, &ops, &[contiguous(&[4])]);
+        let kernel = elementwise(alone(&block, &ops, &[contiguous(&[4])]));
         assert_eq!(
             kernel.scalar_bits().collect::<Vec<_>>(),
             vec![0.1f32.to_bits(), f32::INFINITY.to_bits()]
@@ -183,7 +194,12 @@ mod tests {
     #[test]
     fn matmul_loads_an_operand_by_vectors_only_where_its_rows_are_aligned() {
         let (block, ops) = exp_block(0);
-        let epilogue: Group<'_> = (&block, &ops, &[]);
+        let epilogue = Group {
+            block: &block,
+            ops: &ops,
+            accesses: &[],
+            anchor: Some(ops[0].output),
+        };
         let declared = |a: &Access, b: &Access, out: &[usize]| {
             let text = matmul(a, b, out, epilogue).wgsl;
             (
@@ -276,11 +292,11 @@ mod tests {
                 strides: vec![1, 2],
             },
         };
-        let kernel = elementwise(&block, &ops, std::slice::from_ref(&transposed));
+        let kernel = elementwise(alone(&block, &ops, std::slice::from_ref(&transposed)));
         assert!(kernel.wgsl.contains("c0 * param"), "{}", kernel.wgsl);
         assert_ne!(
             kernel.wgsl,
-            elementwise(&block, &ops, &[contiguous(&[2, 3])]).wgsl
+            elementwise(alone(&block, &ops, &[contiguous(&[2, 3])])).wgsl
         );
     }
 
@@ -307,7 +323,6 @@ mod tests {
             shape: vec![3, 100, 70],
         };
         let block = ElementwiseBlock {
-            anchor: Some(0),
             ops: vec![],
             inputs: vec![],
             outputs: vec![TensorId(3)],
@@ -317,7 +332,12 @@ mod tests {
             &contiguous(&[3, 100, 8]),
             &contiguous(&[8, 70]),
             &[3, 100, 70],
-            (&block, &[product], &[]),
+            Group {
+                block: &block,
+                ops: std::slice::from_ref(&product),
+                accesses: &[],
+                anchor: Some(product.output),
+            },
         );
         assert_eq!(kernel.workgroups, 3 * 2 * 2);
     }

@@ -19,9 +19,9 @@ pub(super) fn reduce_bindings(
     final_argmax: bool,
 ) -> (String, usize) {
     let (mut decls, mut binding) = match prologue {
-        Some((block, ops, accesses)) => {
-            let (bindings, function) = fused(block, ops, accesses, params, 1, AnchorParts::One);
-            (format!("{bindings}{function}"), 1 + accesses.len())
+        Some(group) => {
+            let (bindings, function) = fused(group, params, 1, AnchorParts::One);
+            (format!("{bindings}{function}"), 1 + group.accesses.len())
         }
         None => (
             "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
@@ -382,8 +382,8 @@ pub fn reduce(
         // The reduction's input, the epilogue's inputs and outputs, and last
         // the reduced values when they are written. The row's value comes
         // from a function of its own: `acc` and `aux` are the loop's names.
-        let (block, ops, accesses) = group;
-        let (bindings, function) = fused(block, ops, accesses, &mut params, 2, parts);
+        let (bindings, function) = fused(group, &mut params, 2, parts);
+        let (block, accesses) = (group.block, group.accesses);
         let aux_param = fold
             .aux
             .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));

@@ -301,7 +301,7 @@ impl DeviceState {
     /// computed inline are marked so.
     pub(super) fn keep_expressions(&mut self, ops: &[OpIr], prepended: usize, blocks: &[Block]) {
         let mut computed = vec![false; ops.len()];
-        for i in blocks.iter().flat_map(fusion::op_indices) {
+        for i in blocks.iter().flat_map(Block::op_indices) {
             computed[i] = true;
         }
         let mut needed: FxHashSet<TensorId> = FxHashSet::default();

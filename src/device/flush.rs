@@ -187,11 +187,8 @@ impl DeviceState {
     /// Decides on the CPU what can be decided before `block` touches the
     /// GPU (see the module doc).
     fn prepare(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
-        let indices = fusion::op_indices(block);
-        let outputs: Vec<TensorId> = match block {
-            Block::Elementwise(b) => b.outputs.clone(),
-            Block::Single(i) | Block::Reduction { op: i, .. } => vec![ops[*i].output],
-        };
+        let indices = block.op_indices();
+        let outputs = block.outputs(ops);
         let capture = self.capture_stacks;
         let steps: Vec<Step> = indices
             .iter()
@@ -221,9 +218,7 @@ impl DeviceState {
             return run;
         }
         self.upload_host_inputs(&run.steps);
-        if let Block::Single(i) = block
-            && let OpKind::Commit { .. } = ops[*i].kind
-        {
+        if let Block::Commit(i) = block {
             run.commit = true;
             self.prepare_commit(&ops[*i], &mut run, seq);
             return run;
@@ -317,23 +312,13 @@ impl DeviceState {
             )
         };
         let eligible = match block {
-            Block::Single(i) => {
-                let op = &ops[*i];
-                small(&op.shape)
-                    && match op.kind {
-                        OpKind::Upload(_) | OpKind::Random { .. } => true,
-                        OpKind::View(_) => op.inputs.iter().all(on_host),
-                        _ => false,
-                    }
-            }
+            Block::Upload(i) => small(&ops[*i].shape),
+            Block::View(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
             Block::Elementwise(b) => {
                 let work = shape::numel(&b.shape).saturating_mul(b.ops.len());
-                b.anchor.is_none()
-                    && small(&b.shape)
-                    && work <= super::HOST_MAX_WORK
-                    && b.inputs.iter().all(on_host)
+                small(&b.shape) && work <= super::HOST_MAX_WORK && b.inputs.iter().all(on_host)
             }
-            Block::Reduction { .. } => false,
+            _ => false,
         };
         eligible
             && !self
@@ -347,22 +332,24 @@ impl DeviceState {
     /// `internal` on its outputs.
     fn run_on_host(&mut self, ops: &[OpIr], block: &Block, run: &BlockRun) {
         let computed = match block {
-            Block::Single(i) => match &ops[*i].kind {
+            Block::Upload(i) => match &ops[*i].kind {
                 OpKind::Upload(values) => Ok(vec![(ops[*i].output, values.clone())]),
                 OpKind::Random { dist, seed } => {
                     let values = host::random(*dist, *seed, shape::numel(&ops[*i].shape));
                     Ok(vec![(ops[*i].output, Rc::from(values))])
                 }
-                OpKind::View(view) => {
-                    let op = &ops[*i];
-                    match self.host_values(op.inputs[0]) {
-                        Some((values, shape)) => host::view(&values, &shape, view, &op.shape)
-                            .map(|values| vec![(op.output, values)]),
-                        None => Err(format!("{} is not on the host", op.inputs[0])),
-                    }
-                }
                 other => Err(format!("`{}` is not made on the host", other.name())),
             },
+            Block::View(i) => {
+                let op = &ops[*i];
+                match (&op.kind, self.host_values(op.inputs[0])) {
+                    (OpKind::View(view), Some((values, shape))) => {
+                        host::view(&values, &shape, view, &op.shape)
+                            .map(|values| vec![(op.output, values)])
+                    }
+                    _ => Err(format!("{} is not a view on the host", op.output)),
+                }
+            }
             Block::Elementwise(b) => {
                 // What a kernel would leave as expressions, the host keeps as
                 // values: it computed them anyway, they are small, and a
@@ -374,7 +361,7 @@ impl DeviceState {
                 };
                 host::elementwise(b, ops, &|t| self.host_values(t), &held)
             }
-            Block::Reduction { .. } => Err("a reduction does not run on the host".to_string()),
+            _ => Err("only uploads, views and elementwise blocks run on the host".to_string()),
         };
         match computed {
             Ok(values) => {
@@ -577,10 +564,16 @@ impl DeviceState {
     /// output's shape.
     fn beyond_limits(&self, ops: &[OpIr], block: &Block) -> Option<String> {
         let shape = match block {
-            Block::Elementwise(b) => &b.shape,
-            Block::Single(i) if self.aliases(&ops[*i]) => return None,
-            Block::Single(i) => &ops[*i].shape,
-            Block::Reduction { op, .. } => &ops[*op].shape,
+            Block::Elementwise(b)
+            | Block::Matmul { epilogue: b, .. }
+            | Block::RowReduction { epilogue: b, .. } => &b.shape,
+            Block::View(i) if self.aliases(&ops[*i]) => return None,
+            Block::Commit(_) | Block::Guard(_) => return None,
+            Block::Reduction { op: i, .. }
+            | Block::Upload(i)
+            | Block::View(i)
+            | Block::Copy(i)
+            | Block::Cat(i) => &ops[*i].shape,
         };
         let bytes = shape::bytes(shape);
         let limits = &self.gpu.limits;
@@ -602,10 +595,8 @@ impl DeviceState {
     /// Whether `op` is a view that aliases its input's memory: no kernel,
     /// no buffer (a reshape of strided memory copies instead).
     fn aliases(&self, op: &OpIr) -> bool {
-        let view = match &op.kind {
-            OpKind::View(view) => view,
-            OpKind::Commit { .. } | OpKind::Guard => return true,
-            _ => return false,
+        let OpKind::View(view) = &op.kind else {
+            return false;
         };
         self.access(op.inputs[0])
             .is_some_and(|(_, input)| input.layout.view(view, &input.shape, &op.shape).is_some())
@@ -619,17 +610,21 @@ impl DeviceState {
     /// never truncate.
     fn beyond_index_range(&self, ops: &[OpIr], block: &Block) -> Option<String> {
         let (inputs, space): (Vec<TensorId>, &[usize]) = match block {
-            Block::Elementwise(b) => (
-                b.anchor
-                    .iter()
-                    .flat_map(|&i| ops[i].inputs.iter().copied())
-                    .chain(b.inputs.iter().copied())
-                    .collect(),
+            Block::Elementwise(b) => (b.inputs.clone(), &b.shape),
+            Block::Matmul { op, epilogue: b } | Block::RowReduction { op, epilogue: b } => (
+                ops[*op].inputs.iter().chain(&b.inputs).copied().collect(),
                 &b.shape,
             ),
-            Block::Single(i) if self.aliases(&ops[*i]) => return None,
-            Block::Single(i) => (ops[*i].inputs.clone(), &ops[*i].shape),
-            Block::Reduction { prologue, .. } => (prologue.inputs.clone(), &prologue.shape),
+            Block::Reduction {
+                prologue: Some(p), ..
+            } => (p.inputs.clone(), &p.shape),
+            Block::View(i) if self.aliases(&ops[*i]) => return None,
+            Block::Commit(_) | Block::Guard(_) => return None,
+            Block::Reduction { op: i, .. }
+            | Block::Upload(i)
+            | Block::View(i)
+            | Block::Copy(i)
+            | Block::Cat(i) => (ops[*i].inputs.clone(), &ops[*i].shape),
         };
         let too_many = |what: String, n: u64| {
             format!("{what} spans {n} elements; kernels index with 32 bits, at most {MAX_INDEX}")
@@ -697,7 +692,7 @@ fn extent(access: &Access) -> u64 {
 
 /// `block`'s ops' names joined by `+`.
 fn block_name(ops: &[OpIr], block: &Block) -> String {
-    let indices = fusion::op_indices(block);
+    let indices = block.op_indices();
     let names: Vec<&str> = indices.iter().map(|&i| ops[i].kind.name()).collect();
     names.join("+")
 }

@@ -431,7 +431,8 @@ struct Rooted {
 
 /// The positions in `steps` of the ops `part` computes.
 fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> {
-    let outputs: Vec<TensorId> = fusion::op_indices(part)
+    let outputs: Vec<TensorId> = part
+        .op_indices()
         .into_iter()
         .map(|i| ops[i].output)
         .collect();

@@ -32,38 +32,142 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ir::{OpIr, OpKind, TensorId};
 
+/// One unit of a flush's work: each kind of kernel (or of work that needs
+/// none) is a variant of its own, so a new kind of kernel is a new variant
+/// that every match over blocks must then handle, never a new combination
+/// of flags to re-derive downstream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// Elementwise ops fused into one kernel (a matmul's or a row
-    /// reduction's kernel, when anchored).
+    /// Elementwise ops fused into one kernel.
     Elementwise(ElementwiseBlock),
-    /// One op that is not elementwise: a host upload, a view (no kernel), a
-    /// reduction or a cat (kernels of their own).
-    Single(usize),
-    /// A reduction (or argmax) of what an elementwise group computes: the
-    /// group is its prologue, evaluated as the reduction loads each element,
-    /// and writes nothing (`x.sub(m).exp().sum(1)` is one kernel).
+    /// A matmul (`op`), the elementwise ops that follow on its product
+    /// running as its epilogue (bias, activation, ...). The product is
+    /// written only if it is one of the epilogue's outputs.
+    Matmul {
+        op: usize,
+        epilogue: ElementwiseBlock,
+    },
+    /// A reduction of the last axis that keeps it (`op`), the elementwise
+    /// ops reading its value broadcast along each row running as its
+    /// epilogue over the reduction's input shape (a softmax is one kernel).
+    /// Its value is written only if it is one of the epilogue's outputs.
+    RowReduction {
+        op: usize,
+        epilogue: ElementwiseBlock,
+    },
+    /// A reduction or argmax (`op`), of memory or of what its prologue
+    /// computes as each element is loaded (`x.sub(m).exp().sum(1)` is one
+    /// kernel; the prologue writes nothing).
     Reduction {
         op: usize,
-        prologue: ElementwiseBlock,
+        prologue: Option<ElementwiseBlock>,
     },
+    /// Values the host made (an upload, seeded random values) copied into a
+    /// new buffer.
+    Upload(usize),
+    /// A view: an alias of its input's memory (no kernel), or a row-major
+    /// copy where the input's layout cannot express it.
+    View(usize),
+    /// A row-major copy (a read of strided bytes, a variable's own value).
+    Copy(usize),
+    /// Inputs joined along an axis: one copy kernel per input.
+    Cat(usize),
+    /// A training step's commit: an alias of the old value or the new one,
+    /// decided on the CPU or when its submission settles
+    /// (`device::commit`).
+    Commit(usize),
+    /// A training step's cost: an alias of its first input that fails with
+    /// any of the others (no kernel).
+    Guard(usize),
 }
 
+/// An elementwise group: on its own one kernel, or the epilogue or prologue
+/// of the kernel of the block that holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElementwiseBlock {
-    /// A matmul whose product the elementwise ops take as an operand: the
-    /// block is then one matmul kernel with the ops as its epilogue (bias,
-    /// activation, ...), and the product is written only if it is an output.
-    /// Or a reduction of rows, whose value the ops read broadcast along each
-    /// row (the block's shape is then the reduction's input's).
-    pub anchor: Option<usize>,
-    /// Indices into the flushed ops, in execution order.
+    /// Indices into the flushed ops, in execution order (an anchor's op is
+    /// not among them).
     pub ops: Vec<usize>,
     /// Tensors read from memory, in binding order.
     pub inputs: Vec<TensorId>,
-    /// Tensors written to memory, in binding order.
+    /// Tensors written to memory, in binding order (an anchored block's
+    /// may include the anchor's own value).
     pub outputs: Vec<TensorId>,
+    /// Every op's shape (a row reduction's epilogue: its input's).
     pub shape: Vec<usize>,
+}
+
+impl Block {
+    /// The block of op `i` on its own, for an op that is planned alone
+    /// (an elementwise op alone is a group of one).
+    fn single(i: usize, op: &OpIr) -> Block {
+        match &op.kind {
+            OpKind::Upload(_) | OpKind::Random { .. } => Block::Upload(i),
+            OpKind::View(_) => Block::View(i),
+            OpKind::Copy => Block::Copy(i),
+            OpKind::Cat { .. } => Block::Cat(i),
+            OpKind::Commit { .. } => Block::Commit(i),
+            OpKind::Guard => Block::Guard(i),
+            OpKind::Reduce { .. } | OpKind::Argmax { .. } => Block::Reduction {
+                op: i,
+                prologue: None,
+            },
+            OpKind::Matmul => Block::Matmul {
+                op: i,
+                epilogue: ElementwiseBlock {
+                    ops: Vec::new(),
+                    inputs: Vec::new(),
+                    outputs: vec![op.output],
+                    shape: op.shape.clone(),
+                },
+            },
+            _ => Block::Elementwise(ElementwiseBlock {
+                ops: vec![i],
+                inputs: distinct(&op.inputs).collect(),
+                outputs: vec![op.output],
+                shape: op.shape.clone(),
+            }),
+        }
+    }
+
+    /// The flushed ops it computes, by index, in execution order.
+    pub fn op_indices(&self) -> Vec<usize> {
+        match self {
+            Block::Elementwise(b) => b.ops.clone(),
+            Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
+                std::iter::once(*op)
+                    .chain(epilogue.ops.iter().copied())
+                    .collect()
+            }
+            Block::Reduction { op, prologue } => prologue
+                .iter()
+                .flat_map(|p| p.ops.iter().copied())
+                .chain([*op])
+                .collect(),
+            Block::Upload(i)
+            | Block::View(i)
+            | Block::Copy(i)
+            | Block::Cat(i)
+            | Block::Commit(i)
+            | Block::Guard(i) => vec![*i],
+        }
+    }
+
+    /// The tensors it writes to memory.
+    pub fn outputs(&self, ops: &[OpIr]) -> Vec<TensorId> {
+        match self {
+            Block::Elementwise(b)
+            | Block::Matmul { epilogue: b, .. }
+            | Block::RowReduction { epilogue: b, .. } => b.outputs.clone(),
+            Block::Reduction { op: i, .. }
+            | Block::Upload(i)
+            | Block::View(i)
+            | Block::Copy(i)
+            | Block::Cat(i)
+            | Block::Commit(i)
+            | Block::Guard(i) => vec![ops[*i].output],
+        }
+    }
 }
 
 /// What the planner must respect, given by the device and the kernels it
@@ -128,10 +232,10 @@ pub fn plan(
             if let Some(g) = group.take() {
                 blocks.push(Block::Reduction {
                     op: i,
-                    prologue: g.finish(ops, &write).without_outputs(),
+                    prologue: Some(g.finish(ops, &write).without_outputs()),
                 });
             }
-            blocks.extend(pending.drain(..).map(Block::Single));
+            blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
             continue;
         }
@@ -147,7 +251,7 @@ pub fn plan(
             if let Some(done) = group.take() {
                 blocks.push(done.into_block(ops, &write));
             }
-            blocks.extend(pending.drain(..).map(Block::Single));
+            blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
             let mut anchored = Group::new(shape);
             anchored.anchor(i, op, &write, &live_consumers);
@@ -159,7 +263,7 @@ pub fn plan(
                 pending.push(i);
                 pending_outputs.insert(op.output);
             } else {
-                blocks.push(Block::Single(i));
+                blocks.push(Block::single(i, op));
             }
             continue;
         }
@@ -176,7 +280,7 @@ pub fn plan(
             if let Some(done) = group.take() {
                 blocks.push(done.into_block(ops, &write));
             }
-            blocks.extend(pending.drain(..).map(Block::Single));
+            blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
             group = Some(Group::new(op.shape.clone()));
         }
@@ -187,7 +291,7 @@ pub fn plan(
     if let Some(done) = group.take() {
         blocks.push(done.into_block(ops, &write));
     }
-    blocks.extend(pending.drain(..).map(Block::Single));
+    blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
     blocks
 }
 
@@ -286,14 +390,21 @@ impl Group {
         self.ops.push(i);
     }
 
-    /// The finished group as a block: a row reduction that no elementwise
-    /// op joined is a reduction of its own.
+    /// The finished group as a block of its kind: a matmul with its
+    /// epilogue, a row reduction with its (or, when no elementwise op
+    /// joined it, a reduction of its own), or elementwise ops alone.
     fn into_block(self, ops: &[OpIr], write: &impl Fn(TensorId) -> bool) -> Block {
         match self.anchor {
-            Some(i) if self.ops.is_empty() && !matches!(ops[i].kind, OpKind::Matmul) => {
-                Block::Single(i)
-            }
-            _ => Block::Elementwise(self.finish(ops, write)),
+            Some(i) if matches!(ops[i].kind, OpKind::Matmul) => Block::Matmul {
+                op: i,
+                epilogue: self.finish(ops, write),
+            },
+            Some(i) if self.ops.is_empty() => Block::single(i, &ops[i]),
+            Some(i) => Block::RowReduction {
+                op: i,
+                epilogue: self.finish(ops, write),
+            },
+            None => Block::Elementwise(self.finish(ops, write)),
         }
     }
 
@@ -343,7 +454,6 @@ impl Group {
             .filter(|t| write(*t) || self.outside.get(t).is_some_and(|&n| n > 0))
             .collect();
         ElementwiseBlock {
-            anchor: self.anchor,
             ops: self.ops,
             inputs: self.inputs,
             outputs,
@@ -358,15 +468,6 @@ impl ElementwiseBlock {
     fn without_outputs(mut self) -> ElementwiseBlock {
         self.outputs.clear();
         self
-    }
-}
-
-/// The flushed ops `block` computes, by index, in execution order.
-pub fn op_indices(block: &Block) -> Vec<usize> {
-    match block {
-        Block::Elementwise(b) => b.anchor.iter().chain(&b.ops).copied().collect(),
-        Block::Single(i) => vec![*i],
-        Block::Reduction { op, prologue } => prologue.ops.iter().chain([op]).copied().collect(),
     }
 }
 
@@ -400,10 +501,14 @@ pub fn cone(producers: &[(TensorId, &[TensorId])], outputs: &[TensorId]) -> Vec<
 /// skipped. A block that is not elementwise has one output and is its own
 /// only part.
 pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, Vec<TensorId>)> {
-    let Block::Elementwise(b) = block else {
-        return vec![(block.clone(), outputs.to_vec())];
+    let (anchor, b) = match block {
+        Block::Elementwise(b) => (None, b),
+        Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
+            (Some(*op), epilogue)
+        }
+        _ => return vec![(block.clone(), outputs.to_vec())],
     };
-    let indices = op_indices(block);
+    let indices = block.op_indices();
     let producers: Vec<(TensorId, &[TensorId])> = indices
         .iter()
         .map(|&i| (ops[i].output, ops[i].inputs.as_slice()))
@@ -421,24 +526,29 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
                 .copied()
                 .filter(|i| needed.contains(i))
                 .collect();
-            let anchor = b.anchor.filter(|a| needed.contains(a));
-            let part = match anchor {
+            let group = ElementwiseBlock {
+                inputs: b
+                    .inputs
+                    .iter()
+                    .copied()
+                    .filter(|t| part_ops.iter().any(|&i| ops[i].inputs.contains(t)))
+                    .collect(),
+                ops: part_ops,
+                outputs: vec![out],
+                shape: b.shape.clone(),
+            };
+            let part = match anchor.filter(|a| needed.contains(a)) {
+                None => Block::Elementwise(group),
+                Some(a) if matches!(ops[a].kind, OpKind::Matmul) => Block::Matmul {
+                    op: a,
+                    epilogue: group,
+                },
                 // A row reduction's own value, alone: a reduction block.
-                Some(a) if part_ops.is_empty() && !matches!(ops[a].kind, OpKind::Matmul) => {
-                    Block::Single(a)
-                }
-                anchor => Block::Elementwise(ElementwiseBlock {
-                    anchor,
-                    inputs: b
-                        .inputs
-                        .iter()
-                        .copied()
-                        .filter(|t| part_ops.iter().any(|&i| ops[i].inputs.contains(t)))
-                        .collect(),
-                    ops: part_ops,
-                    outputs: vec![out],
-                    shape: b.shape.clone(),
-                }),
+                Some(a) if group.ops.is_empty() => Block::single(a, &ops[a]),
+                Some(a) => Block::RowReduction {
+                    op: a,
+                    epilogue: group,
+                },
             };
             (part, vec![out])
         })
@@ -454,20 +564,21 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
 /// the count, never as a rejected kernel that takes its neighbours down.
 pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
     match block {
-        Block::Elementwise(b) => {
-            let operands = b.anchor.map_or(0, |i| ops[i].inputs.len());
-            operands + b.inputs.len() + b.outputs.len()
+        Block::Elementwise(b) => b.inputs.len() + b.outputs.len(),
+        Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
+            ops[*op].inputs.len() + epilogue.inputs.len() + epilogue.outputs.len()
         }
         Block::Reduction { op, prologue } => {
-            prologue.inputs.len() + reduction_outputs(&ops[*op].kind)
+            let inputs = prologue
+                .as_ref()
+                .map_or(ops[*op].inputs.len(), |p| p.inputs.len());
+            inputs + reduction_outputs(&ops[*op].kind)
         }
-        Block::Single(i) => match &ops[*i].kind {
-            // One copy kernel per input: its buffer and the output's.
-            OpKind::Cat { .. } => 2,
-            // An alias: no kernel, nothing bound.
-            OpKind::Commit { .. } | OpKind::Guard => 0,
-            kind => ops[*i].inputs.len() + reduction_outputs(kind),
-        },
+        // One copy kernel per input: its buffer and the output's.
+        Block::Cat(_) => 2,
+        // An alias: no kernel, nothing bound.
+        Block::Commit(_) | Block::Guard(_) => 0,
+        Block::Upload(i) | Block::View(i) | Block::Copy(i) => ops[*i].inputs.len() + 1,
     }
 }
 
@@ -699,10 +810,13 @@ mod tests {
             &LIMITS,
         );
         assert_eq!(blocks.len(), 2, "{blocks:?}");
-        let Block::Elementwise(block) = &blocks[1] else {
+        let Block::RowReduction {
+            op: 1,
+            epilogue: block,
+        } = &blocks[1]
+        else {
             panic!("{blocks:?}");
         };
-        assert_eq!(block.anchor, Some(1));
         assert_eq!(block.ops, vec![2, 3]);
         assert_eq!(block.shape, vec![4, 8]);
         assert_eq!(
@@ -716,6 +830,15 @@ mod tests {
         let mut flat = ops.clone();
         flat[1].shape = vec![4];
         let blocks = plan(&flat[..2], |_| true, shape_of, &LIMITS);
-        assert!(matches!(blocks[1], Block::Single(1)), "{blocks:?}");
+        assert!(
+            matches!(
+                blocks[1],
+                Block::Reduction {
+                    op: 1,
+                    prologue: None
+                }
+            ),
+            "{blocks:?}"
+        );
     }
 }

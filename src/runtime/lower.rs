@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use crate::codegen::{self, Access, Fused, Kernel, REDUCE_CHUNK, Stage};
+use crate::codegen::{self, Access, Fused, Group, Kernel, REDUCE_CHUNK, Stage};
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
@@ -57,26 +57,37 @@ impl Lowering<'_> {
         outputs: &[TensorId],
         inputs: Inputs<'_>,
     ) -> Result<Vec<(TensorId, Written)>, String> {
+        // Only outputs a failure took make a group differ from the plan's.
+        fn only<'b>(b: &'b ElementwiseBlock, outputs: &[TensorId]) -> Cow<'b, ElementwiseBlock> {
+            match outputs == b.outputs.as_slice() {
+                true => Cow::Borrowed(b),
+                false => Cow::Owned(ElementwiseBlock {
+                    outputs: outputs.to_vec(),
+                    ..b.clone()
+                }),
+            }
+        }
+        let one = |written: Written, i: usize| Ok(vec![(ops[i].output, written)]);
         match block {
-            Block::Elementwise(b) => {
-                // Only outputs a failure took make the block differ.
-                let b = match outputs == b.outputs.as_slice() {
-                    true => Cow::Borrowed(b),
-                    false => Cow::Owned(ElementwiseBlock {
-                        outputs: outputs.to_vec(),
-                        ..b.clone()
-                    }),
-                };
-                self.elementwise(ops, &b, inputs)
+            Block::Elementwise(b) => self.elementwise(ops, &only(b, outputs), inputs),
+            Block::Matmul { op, epilogue } => {
+                self.matmul(ops, *op, &only(epilogue, outputs), inputs)
             }
-            Block::Single(i) => Ok(vec![(ops[*i].output, self.single(&ops[*i], inputs)?)]),
+            Block::RowReduction { op, epilogue } => {
+                self.row_reduction(ops, *op, &only(epilogue, outputs), inputs)
+            }
             Block::Reduction { op, prologue } => {
-                let written = self.reduction(ops, *op, prologue, inputs)?;
-                Ok(vec![(ops[*op].output, written)])
+                one(self.reduction(ops, *op, prologue.as_ref(), inputs)?, *op)
             }
+            Block::Upload(i) => one(self.upload(&ops[*i]), *i),
+            Block::View(i) => one(self.view(&ops[*i], inputs)?, *i),
+            Block::Copy(i) => one(self.copy_op(&ops[*i], inputs)?, *i),
+            Block::Cat(i) => one(self.cat(&ops[*i], inputs)?, *i),
+            Block::Commit(i) | Block::Guard(i) => one(self.commit(&ops[*i], inputs)?, *i),
         }
     }
 
+    /// Elementwise ops alone: one kernel over the block's shape.
     fn elementwise(
         &mut self,
         ops: &[OpIr],
@@ -84,90 +95,188 @@ impl Lowering<'_> {
         inputs: Inputs<'_>,
     ) -> Result<Vec<(TensorId, Written)>, String> {
         if shape::numel(&block.shape) == 0 {
-            return Ok(block.outputs.iter().map(|&t| (t, Written::Empty)).collect());
+            return Ok(empty(block));
         }
-        // An anchored block's operands (the matmul's two, the reduction's
-        // one) come first.
-        let operands: Vec<TensorId> = block
-            .anchor
-            .iter()
-            .flat_map(|&i| ops[i].inputs.iter().copied())
-            .collect();
-        let (operand_buffers, operand_accesses) = bind(&operands, inputs)?;
         let (buffers, accesses) = bind(&block.inputs, inputs)?;
-        // A row reduction's own value, when written, is the last binding:
-        // its shape is not the block's.
-        let reduced = block.anchor.and_then(|i| match &ops[i].kind {
-            OpKind::Reduce { op, .. } => Some((i, *op, block.outputs.contains(&ops[i].output))),
-            _ => None,
-        });
-        let epilogue = match reduced {
-            Some((i, ..)) => Cow::Owned(ElementwiseBlock {
-                outputs: block
-                    .outputs
-                    .iter()
-                    .copied()
-                    .filter(|&t| t != ops[i].output)
-                    .collect(),
-                ..block.clone()
-            }),
-            None => Cow::Borrowed(block),
+        let group = Group {
+            block,
+            ops,
+            accesses: &accesses,
+            anchor: None,
         };
-        let group = (epilogue.as_ref(), ops, accesses.as_slice());
-        let kernel = match (block.anchor, operand_accesses.as_slice(), reduced) {
-            (Some(i), [a, b], None) => codegen::matmul(a, b, &ops[i].shape, group),
-            (Some(_), [x], Some((_, op, write))) => {
-                let last = [x.shape.len() - 1];
-                let stage = match codegen::reduces_per_thread(x, &last, self.gpu.cpu) {
-                    true => Stage::PerThread,
-                    false => Stage::Whole,
-                };
-                codegen::reduce(x, &last, op, false, stage, Fused::Epilogue(group, write))
-            }
-            (None, [], None) => codegen::elementwise(block, ops, &accesses),
-            _ => return Err("an anchored block's operands do not match its anchor".into()),
-        };
+        let kernel = codegen::elementwise(group);
         refuse_broken(&kernel)?;
-        let mut written: Vec<(TensorId, Written)> = epilogue
-            .outputs
-            .iter()
-            .map(|&t| (t, self.allocate(&block.shape)))
-            .collect();
-        if let Some((i, _, true)) = reduced {
-            written.push((ops[i].output, self.allocate(&ops[i].shape)));
-        }
-        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
-        let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
-        self.launch(&kernel, &all, &outputs);
-        let fused = block.ops.len() + usize::from(block.anchor.is_some());
-        if fused > 1 {
-            self.stats.fused_ops += fused as u64;
-        }
+        let written = self.allocate_outputs(block, &block.outputs);
+        self.launch_block(&kernel, &buffers, &written);
+        self.count_fused(block.ops.len());
         Ok(written)
     }
 
-    /// A reduction whose input is computed by its prologue, in the same
-    /// kernel.
+    /// A matmul, its epilogue computing what follows on its product in the
+    /// same kernel (the product itself written only if it is an output).
+    fn matmul(
+        &mut self,
+        ops: &[OpIr],
+        i: usize,
+        epilogue: &ElementwiseBlock,
+        inputs: Inputs<'_>,
+    ) -> Result<Vec<(TensorId, Written)>, String> {
+        if shape::numel(&epilogue.shape) == 0 {
+            return Ok(empty(epilogue));
+        }
+        let (operand_buffers, operands) = bind(&ops[i].inputs, inputs)?;
+        let [a, b] = operands.as_slice() else {
+            return Err("a matmul reads two operands".into());
+        };
+        let (buffers, accesses) = bind(&epilogue.inputs, inputs)?;
+        let group = Group {
+            block: epilogue,
+            ops,
+            accesses: &accesses,
+            anchor: Some(ops[i].output),
+        };
+        let kernel = codegen::matmul(a, b, &ops[i].shape, group);
+        refuse_broken(&kernel)?;
+        let written = self.allocate_outputs(epilogue, &epilogue.outputs);
+        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
+        self.launch_block(&kernel, &all, &written);
+        self.count_fused(1 + epilogue.ops.len());
+        Ok(written)
+    }
+
+    /// A reduction of rows, its epilogue running over each row once its
+    /// value is known (reading it broadcast), in the same kernel. Its own
+    /// value, when written, is the last binding: its shape is not the
+    /// block's.
+    fn row_reduction(
+        &mut self,
+        ops: &[OpIr],
+        i: usize,
+        epilogue: &ElementwiseBlock,
+        inputs: Inputs<'_>,
+    ) -> Result<Vec<(TensorId, Written)>, String> {
+        if shape::numel(&epilogue.shape) == 0 {
+            return Ok(empty(epilogue));
+        }
+        let OpKind::Reduce { op, .. } = &ops[i].kind else {
+            return Err(format!("`{}` cannot anchor rows", ops[i].kind.name()));
+        };
+        let (operand_buffers, operands) = bind(&ops[i].inputs, inputs)?;
+        let [x] = operands.as_slice() else {
+            return Err("a row reduction reads one operand".into());
+        };
+        let (buffers, accesses) = bind(&epilogue.inputs, inputs)?;
+        let reduced = ops[i].output;
+        let write_reduced = epilogue.outputs.contains(&reduced);
+        let others: Vec<TensorId> = epilogue
+            .outputs
+            .iter()
+            .copied()
+            .filter(|&t| t != reduced)
+            .collect();
+        let rows = ElementwiseBlock {
+            outputs: others.clone(),
+            ..epilogue.clone()
+        };
+        let group = Group {
+            block: &rows,
+            ops,
+            accesses: &accesses,
+            anchor: Some(reduced),
+        };
+        let last = [x.shape.len() - 1];
+        let stage = match codegen::reduces_per_thread(x, &last, self.gpu.cpu) {
+            true => Stage::PerThread,
+            false => Stage::Whole,
+        };
+        let kernel = codegen::reduce(
+            x,
+            &last,
+            *op,
+            false,
+            stage,
+            Fused::Epilogue(group, write_reduced),
+        );
+        refuse_broken(&kernel)?;
+        let mut written = self.allocate_outputs(epilogue, &others);
+        if write_reduced {
+            written.push((reduced, self.allocate(&ops[i].shape)));
+        }
+        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
+        self.launch_block(&kernel, &all, &written);
+        self.count_fused(1 + epilogue.ops.len());
+        Ok(written)
+    }
+
+    /// A new buffer of `block`'s shape for each of `outputs`.
+    fn allocate_outputs(
+        &mut self,
+        block: &ElementwiseBlock,
+        outputs: &[TensorId],
+    ) -> Vec<(TensorId, Written)> {
+        outputs
+            .iter()
+            .map(|&t| (t, self.allocate(&block.shape)))
+            .collect()
+    }
+
+    /// Launches `kernel` reading `buffers` and writing `written`'s.
+    fn launch_block(
+        &mut self,
+        kernel: &Kernel,
+        buffers: &[wgpu::Buffer],
+        written: &[(TensorId, Written)],
+    ) {
+        let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
+        self.launch(kernel, buffers, &outputs);
+    }
+
+    /// Counts the ops a kernel computed together (`Stats::fused_ops`): only
+    /// a kernel of more than one op fused anything.
+    fn count_fused(&mut self, ops: usize) {
+        if ops > 1 {
+            self.stats.fused_ops += ops as u64;
+        }
+    }
+
+    /// A reduction (or argmax) of memory, or of what its prologue computes
+    /// as each element is loaded, in the same kernel.
     fn reduction(
         &mut self,
         ops: &[OpIr],
         i: usize,
-        prologue: &ElementwiseBlock,
+        prologue: Option<&ElementwiseBlock>,
         inputs: Inputs<'_>,
     ) -> Result<Written, String> {
         let op = &ops[i];
         let (axes, reduce, argmax) = match &op.kind {
             OpKind::Reduce { op, axes } => (axes.clone(), *op, false),
             OpKind::Argmax { axis } => (vec![*axis], ReduceOp::Max, true),
-            other => return Err(format!("`{}` cannot take a prologue", other.name())),
+            other => return Err(format!("`{}` is not a reduction", other.name())),
+        };
+        let Some(prologue) = prologue else {
+            let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
+            return self.reduce(
+                (&buffers, &accesses[0], None),
+                &axes,
+                reduce,
+                argmax,
+                &op.shape,
+            );
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
         let input = Access {
             shape: prologue.shape.clone(),
             layout: Layout::contiguous(&prologue.shape),
         };
+        let group = Group {
+            block: prologue,
+            ops,
+            accesses: &accesses,
+            anchor: None,
+        };
         let written = self.reduce(
-            (&buffers, &input, Some((prologue, ops, &accesses))),
+            (&buffers, &input, Some(group)),
             &axes,
             reduce,
             argmax,
@@ -177,89 +286,91 @@ impl Lowering<'_> {
         Ok(written)
     }
 
-    fn single(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
-        let numel = shape::numel(&op.shape);
-        let (buffers, accesses) = bind(&op.inputs, inputs)?;
+    /// An upload, or seeded random values made on the host, in a new buffer.
+    fn upload(&mut self, op: &OpIr) -> Written {
         match &op.kind {
-            OpKind::Upload(values) => Ok(self.upload(&op.shape, values)),
             OpKind::Random { dist, seed } => {
-                Ok(self.upload(&op.shape, &super::host::random(*dist, *seed, numel)))
+                let values = super::host::random(*dist, *seed, shape::numel(&op.shape));
+                self.upload_values(&op.shape, &values)
             }
-            OpKind::View(view) => {
-                let input = &accesses[0];
-                if numel == 0 || shape::numel(&input.shape) == 0 {
-                    return Ok(Written::Empty);
-                }
-                match input.layout.view(view, &input.shape, &op.shape) {
-                    Some(layout) => Ok(Written::View {
-                        of: op.inputs[0],
-                        layout,
-                    }),
-                    // A reshape of strided memory: copied row-major, which is
-                    // already the new shape's layout.
-                    None => self.copy(&buffers[0], input),
-                }
-            }
-            OpKind::Copy => match numel {
-                0 => Ok(Written::Empty),
-                _ => self.copy(&buffers[0], &accesses[0]),
-            },
-            // Written as the new value; the device points it back at the
-            // old one if a guard turns out failed when the submit settles.
-            OpKind::Commit { .. } | OpKind::Guard => {
-                let taken = match op.kind {
-                    OpKind::Commit { take } => 1 + take,
-                    _ => 0,
-                };
-                match (numel, accesses.get(taken)) {
-                    (0, _) => Ok(Written::Empty),
-                    (_, Some(access)) => Ok(Written::View {
-                        of: op.inputs[taken],
-                        layout: access.layout.clone(),
-                    }),
-                    (_, None) => Err(format!("`{}` lacks input {taken}", op.kind.name())),
-                }
-            }
-            OpKind::Reduce { op: reduce, axes } => self.reduce(
-                (&buffers[..1], &accesses[0], None),
-                axes,
-                *reduce,
-                false,
-                &op.shape,
-            ),
-            OpKind::Argmax { axis } => self.reduce(
-                (&buffers[..1], &accesses[0], None),
-                &[*axis],
-                ReduceOp::Max,
-                true,
-                &op.shape,
-            ),
-            OpKind::Cat { axis } => {
-                let mut dst = Layout::contiguous(&op.shape);
-                let mut kernels = Vec::new();
-                for access in &accesses {
-                    if shape::numel(&access.shape) > 0 {
-                        let kernel = codegen::copy(access, &dst);
-                        refuse_broken(&kernel)?;
-                        kernels.push(Some(kernel));
-                    } else {
-                        kernels.push(None);
-                    }
-                    dst.offset += access.shape[*axis] * dst.strides[*axis];
-                }
-                let out = self.allocate(&op.shape);
-                for (buffer, kernel) in buffers.iter().zip(&kernels) {
-                    if let Some(kernel) = kernel {
-                        self.launch(kernel, std::slice::from_ref(buffer), &[&out]);
-                    }
-                }
-                Ok(out)
-            }
-            other => Err(format!(
-                "`{}` is elementwise and runs only in an elementwise block",
-                other.name()
-            )),
+            OpKind::Upload(values) => self.upload_values(&op.shape, values),
+            _ => Written::Empty,
         }
+    }
+
+    /// A view: its input's memory through a new layout, or a row-major copy
+    /// where a layout cannot express it (a reshape of strided memory).
+    fn view(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+        let OpKind::View(view) = &op.kind else {
+            return Err(format!("`{}` is not a view", op.kind.name()));
+        };
+        let (buffers, accesses) = bind(&op.inputs, inputs)?;
+        let input = &accesses[0];
+        if shape::numel(&op.shape) == 0 || shape::numel(&input.shape) == 0 {
+            return Ok(Written::Empty);
+        }
+        match input.layout.view(view, &input.shape, &op.shape) {
+            Some(layout) => Ok(Written::View {
+                of: op.inputs[0],
+                layout,
+            }),
+            // Copied row-major, which is already the new shape's layout.
+            None => self.copy(&buffers[0], input),
+        }
+    }
+
+    fn copy_op(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+        let (buffers, accesses) = bind(&op.inputs, inputs)?;
+        match shape::numel(&op.shape) {
+            0 => Ok(Written::Empty),
+            _ => self.copy(&buffers[0], &accesses[0]),
+        }
+    }
+
+    /// Written as the new value; the device points it back at the old one
+    /// if a guard turns out failed when the submit settles.
+    fn commit(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+        let taken = match op.kind {
+            OpKind::Commit { take } => 1 + take,
+            _ => 0,
+        };
+        let (_, accesses) = bind(&op.inputs, inputs)?;
+        match (shape::numel(&op.shape), accesses.get(taken)) {
+            (0, _) => Ok(Written::Empty),
+            (_, Some(access)) => Ok(Written::View {
+                of: op.inputs[taken],
+                layout: access.layout.clone(),
+            }),
+            (_, None) => Err(format!("`{}` lacks input {taken}", op.kind.name())),
+        }
+    }
+
+    /// The inputs joined along the axis: one copy kernel each into its
+    /// place in the output.
+    fn cat(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+        let OpKind::Cat { axis } = op.kind else {
+            return Err(format!("`{}` is not a cat", op.kind.name()));
+        };
+        let (buffers, accesses) = bind(&op.inputs, inputs)?;
+        let mut dst = Layout::contiguous(&op.shape);
+        let mut kernels = Vec::new();
+        for access in &accesses {
+            if shape::numel(&access.shape) > 0 {
+                let kernel = codegen::copy(access, &dst);
+                refuse_broken(&kernel)?;
+                kernels.push(Some(kernel));
+            } else {
+                kernels.push(None);
+            }
+            dst.offset += access.shape[axis] * dst.strides[axis];
+        }
+        let out = self.allocate(&op.shape);
+        for (buffer, kernel) in buffers.iter().zip(&kernels) {
+            if let Some(kernel) = kernel {
+                self.launch(kernel, std::slice::from_ref(buffer), &[&out]);
+            }
+        }
+        Ok(out)
     }
 
     /// `input` copied row-major into a new buffer.
@@ -337,7 +448,7 @@ impl Lowering<'_> {
         Ok(out)
     }
 
-    fn upload(&mut self, shape: &[usize], values: &[f32]) -> Written {
+    fn upload_values(&mut self, shape: &[usize], values: &[f32]) -> Written {
         match shape::bytes(shape) {
             0 => Written::Empty,
             bytes => Written::Owned(self.gpu.upload(values, bytes, self.stats)),
@@ -391,4 +502,9 @@ fn refuse_broken(kernel: &Kernel) -> Result<(), String> {
         Some(why) => Err(format!("its kernel was not generated: {why}")),
         None => Ok(()),
     }
+}
+
+/// Each output of an empty group: nothing to compute or store.
+fn empty(block: &ElementwiseBlock) -> Vec<(TensorId, Written)> {
+    block.outputs.iter().map(|&t| (t, Written::Empty)).collect()
 }

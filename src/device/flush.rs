@@ -6,11 +6,12 @@
 //! the flush is replayed):
 //! - an output whose inputs carry failures is skipped (not written); the
 //!   skip is recorded on each failure, one op deeper;
-//! - a buffer beyond `maxBufferSize`/`maxStorageBufferBindingSize`, and work
-//!   a kernel cannot index with 32 bits, are refused as failures naming the
-//!   limit: the GPU is never asked;
-//! - a block binding more storage buffers than the device allows (which the
-//!   planner should never make) fails as `internal`, on its outputs only;
+//! - what `fusion::refusal` refuses from shapes and limits alone (a buffer
+//!   beyond `maxBufferSize`/`maxStorageBufferBindingSize`, work a kernel
+//!   cannot index with 32 bits) fails naming the limit, and the GPU is
+//!   never asked; a block binding more storage buffers than the device
+//!   allows (which the planner should never make) fails as `internal`, on
+//!   its outputs only;
 //! - an injected fault is assigned to the op it names, if that op runs;
 //! - a small block on values the host holds runs there instead, and
 //!   becomes host values (`runs_on_host`); a kernel's inputs the host
@@ -29,16 +30,13 @@ use super::faults::{self, Injected};
 use super::{Data, DeviceState, Taint};
 use crate::codegen::Access;
 use crate::failure::{FailureKind, Root};
-use crate::fusion::{self, Block};
+use crate::fusion::{self, Block, Refusal};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::Scope;
 use crate::runtime::host;
 use crate::runtime::lower::{Lowering, Written};
-
-/// The largest element index a kernel can form: kernels index with `u32`.
-const MAX_INDEX: u64 = u32::MAX as u64;
 
 /// One op of a block, as the failure bookkeeping sees it.
 pub(crate) struct Step {
@@ -184,6 +182,15 @@ impl DeviceState {
         self.gpu.limits.max_storage_buffers_per_shader_stage as usize
     }
 
+    /// The limits every block is held to before any GPU call.
+    fn device_limits(&self) -> fusion::DeviceLimits {
+        fusion::DeviceLimits {
+            max_buffer_size: self.gpu.limits.max_buffer_size,
+            max_binding_size: self.gpu.limits.max_storage_buffer_binding_size,
+            max_storage_buffers: self.max_storage_buffers(),
+        }
+    }
+
     /// Decides on the CPU what can be decided before `block` touches the
     /// GPU (see the module doc).
     fn prepare(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
@@ -242,25 +249,18 @@ impl DeviceState {
             return run;
         }
 
-        let refused = self
-            .beyond_limits(ops, block)
-            .map(|message| (FailureKind::Allocation, message))
-            .or_else(|| {
-                self.beyond_index_range(ops, block)
-                    .map(|message| (FailureKind::IndexRange, message))
-            })
-            .or_else(|| {
-                let bindings = fusion::storage_bindings(block, ops);
-                let max = self.max_storage_buffers();
-                (bindings > max).then(|| {
-                    debug_assert!(false, "the planner made a block of {bindings} bindings");
-                    let message = format!(
-                        "the planner made a kernel binding {bindings} storage buffers; the \
-                         device allows {max}"
-                    );
-                    (FailureKind::Internal, message)
-                })
-            });
+        let placed = |t| self.access(t).map(|(_, a)| (a.shape, a.layout));
+        let refused =
+            fusion::refusal(block, ops, placed, &self.device_limits()).map(
+                |refusal| match refusal {
+                    Refusal::Allocation(message) => (FailureKind::Allocation, message),
+                    Refusal::IndexRange(message) => (FailureKind::IndexRange, message),
+                    Refusal::Bindings(message) => {
+                        debug_assert!(false, "{message}");
+                        (FailureKind::Internal, message)
+                    }
+                },
+            );
         if let Some((kind, message)) = refused {
             let registered_at = match kind {
                 FailureKind::Allocation | FailureKind::IndexRange => self.site_of_largest(&run),
@@ -559,97 +559,6 @@ impl DeviceState {
         }
     }
 
-    /// Why `block`'s new buffer cannot exist on this device, if it cannot.
-    /// A view allocates only when it must copy; a reduction's buffer has its
-    /// output's shape.
-    fn beyond_limits(&self, ops: &[OpIr], block: &Block) -> Option<String> {
-        let shape = match block {
-            Block::Elementwise(b)
-            | Block::Matmul { epilogue: b, .. }
-            | Block::RowReduction { epilogue: b, .. } => &b.shape,
-            Block::View(i) if self.aliases(&ops[*i]) => return None,
-            Block::Commit(_) | Block::Guard(_) => return None,
-            Block::Reduction { op: i, .. }
-            | Block::Upload(i)
-            | Block::View(i)
-            | Block::Copy(i)
-            | Block::Cat(i) => &ops[*i].shape,
-        };
-        let bytes = shape::bytes(shape);
-        let limits = &self.gpu.limits;
-        if bytes > limits.max_buffer_size {
-            Some(format!(
-                "{bytes} bytes exceeds maxBufferSize ({})",
-                limits.max_buffer_size
-            ))
-        } else if bytes > limits.max_storage_buffer_binding_size {
-            Some(format!(
-                "{bytes} bytes exceeds maxStorageBufferBindingSize ({})",
-                limits.max_storage_buffer_binding_size
-            ))
-        } else {
-            None
-        }
-    }
-
-    /// Whether `op` is a view that aliases its input's memory: no kernel,
-    /// no buffer (a reshape of strided memory copies instead).
-    fn aliases(&self, op: &OpIr) -> bool {
-        let OpKind::View(view) = &op.kind else {
-            return false;
-        };
-        self.access(op.inputs[0])
-            .is_some_and(|(_, input)| input.layout.view(view, &input.shape, &op.shape).is_some())
-    }
-
-    /// Why `block`'s kernels cannot index their work with 32 bits, if they
-    /// cannot: an input read through a layout that reaches past element
-    /// 2^32 - 1, or more positions to visit than that (a sum over a
-    /// broadcast view of 2^32 elements has a tiny buffer and a huge input).
-    /// Checked here, once for every block kind, so codegen's conversions
-    /// never truncate.
-    fn beyond_index_range(&self, ops: &[OpIr], block: &Block) -> Option<String> {
-        let (inputs, space): (Vec<TensorId>, &[usize]) = match block {
-            Block::Elementwise(b) => (b.inputs.clone(), &b.shape),
-            Block::Matmul { op, epilogue: b } | Block::RowReduction { op, epilogue: b } => (
-                ops[*op].inputs.iter().chain(&b.inputs).copied().collect(),
-                &b.shape,
-            ),
-            Block::Reduction {
-                prologue: Some(p), ..
-            } => (p.inputs.clone(), &p.shape),
-            Block::View(i) if self.aliases(&ops[*i]) => return None,
-            Block::Commit(_) | Block::Guard(_) => return None,
-            Block::Reduction { op: i, .. }
-            | Block::Upload(i)
-            | Block::View(i)
-            | Block::Copy(i)
-            | Block::Cat(i) => (ops[*i].inputs.clone(), &ops[*i].shape),
-        };
-        let too_many = |what: String, n: u64| {
-            format!("{what} spans {n} elements; kernels index with 32 bits, at most {MAX_INDEX}")
-        };
-        let positions = shape::bytes(space) / 4;
-        if positions > MAX_INDEX {
-            return Some(too_many(
-                format!("its output {}", shape::display(space)),
-                positions,
-            ));
-        }
-        for t in inputs {
-            let Some((_, access)) = self.access(t) else {
-                continue;
-            };
-            let count = shape::bytes(&access.shape) / 4;
-            let reach = extent(&access);
-            if count > MAX_INDEX || reach > MAX_INDEX {
-                let what = format!("its input {t} {}", shape::display(&access.shape));
-                return Some(too_many(what, count.max(reach)));
-            }
-        }
-        None
-    }
-
     /// The buffer and layout to read `id` through (see `access`).
     pub(crate) fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
         access(&self.records, &self.gpu.placeholder, id)
@@ -672,22 +581,6 @@ impl DeviceState {
             self.quarantine.push((seq, allocation));
         }
     }
-}
-
-/// The highest element index (plus one) a read of `access` touches, in 64
-/// bits: its offset plus each dim's last step.
-fn extent(access: &Access) -> u64 {
-    if access.shape.contains(&0) {
-        return 0;
-    }
-    let layout = &access.layout;
-    access
-        .shape
-        .iter()
-        .zip(&layout.strides)
-        .fold(layout.offset as u64 + 1, |acc, (&d, &s)| {
-            acc.saturating_add((d as u64 - 1).saturating_mul(s as u64))
-        })
 }
 
 /// `block`'s ops' names joined by `+`.

@@ -28,7 +28,11 @@
 //! - A block computes at most `max_ops` ops, so every kernel compiles in
 //!   bounded time whatever the queue's capacity or an expression's size.
 
+mod limits;
+
 use rustc_hash::{FxHashMap, FxHashSet};
+
+pub use limits::{DeviceLimits, Refusal, refusal};
 
 use crate::ir::{OpIr, OpKind, TensorId};
 

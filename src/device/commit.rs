@@ -29,7 +29,7 @@
 //! decision reads the old value and is not touched.
 
 use super::flush::BlockRun;
-use super::{Data, DeviceState, Taint};
+use super::{Bytes, DeviceState, State, Taint};
 use crate::failure::{FailureKind, Root};
 use crate::ir::{OpIr, TensorId};
 
@@ -48,16 +48,16 @@ impl DeviceState {
     /// decision waits for the submission to settle.
     pub(super) fn prepare_commit(&mut self, op: &OpIr, run: &mut BlockRun, seq: u64) {
         let (old, out) = (op.inputs[0], op.output);
-        let carried = self.taints_of(old);
+        let carried = self.failures_of(old, seq);
         if !carried.is_empty() {
             let taints = self.skip("commit", old, out, &carried);
             let pending = self.pending_while_inputs_are(&run.steps, seq);
-            self.set_data(out, Data::Failed(taints), pending);
+            self.set_state(out, State::Failed { taints, pending });
             return;
         }
         let failed = op.inputs[1..]
             .iter()
-            .any(|&g| !self.taints_of(g).is_empty());
+            .any(|&g| !self.failures_of(g, seq).is_empty());
         if failed {
             self.keep_old(out, old, Some(seq));
             return;
@@ -75,56 +75,51 @@ impl DeviceState {
         };
         let (old, out) = (step.inputs[0], step.output);
         if run.live.is_empty() {
-            self.trust(out);
+            self.settled(out);
             return;
         }
-        // Only a late taint: an old value that is a stale commit output is
+        // Only a late failure: an old value that is a stale commit output is
         // sound now (it was pointed back), whatever pending readers saw.
-        let carried = self.late_taints.get(&old).cloned().unwrap_or_default();
+        let carried = self.settling.failed.get(&old).cloned().unwrap_or_default();
         if !carried.is_empty() {
             let taints = self.skip("commit", old, out, &carried);
             self.add_taints(out, taints.clone());
-            self.late_taints.insert(out, taints);
+            self.settling.failed.insert(out, taints);
             return;
         }
         let failed = step.inputs[1..].iter().find_map(|&g| {
-            let mut taints = self.taints_of(g);
-            taints.extend(self.late(g, seq));
+            let taints = self.failures_of(g, seq);
             (!taints.is_empty()).then_some((g, taints))
         });
         let Some((guard, taints)) = failed else {
-            self.trust(out);
+            self.settled(out);
             return;
         };
         self.keep_old(out, old, None);
         let taints = self.skip("commit", guard, out, &taints);
-        self.stale.push(Stale {
+        self.settling.stale.push(Stale {
             id: out,
             taints,
             flushed_before: self.next_submission,
         });
     }
 
-    /// What `id` was found to carry while settling, as blocks of submission
-    /// `seq` read it: a late taint, or a commit decided against after they
-    /// were flushed.
-    pub(super) fn late(&self, id: TensorId, seq: u64) -> Vec<Taint> {
-        let mut taints = self.late_taints.get(&id).cloned().unwrap_or_default();
-        for stale in &self.stale {
-            if stale.id == id && seq < stale.flushed_before {
-                taints.extend(stale.taints.iter().copied());
-            }
-        }
-        taints
-    }
-
     /// `out` reads as `old` from now on: an alias of its memory (`old` is an
     /// input of the commit, so the planner wrote it, and the submission's
     /// hold keeps it).
     fn keep_old(&mut self, out: TensorId, old: TensorId, pending: Option<u64>) {
-        let data = match (self.records.get(&old).map(|r| &r.data), self.access(old)) {
-            (Some(Data::Empty), _) => Data::Empty,
-            (_, Some((_, access))) => Data::View {
+        let empty = |r: &super::Record| {
+            matches!(
+                r.state,
+                State::Written {
+                    bytes: Bytes::Empty,
+                    ..
+                }
+            )
+        };
+        let bytes = match (self.records.get(&old).is_some_and(empty), self.access(old)) {
+            (true, _) => Bytes::Empty,
+            (_, Some((_, access))) => Bytes::View {
                 base: self.owner(old),
                 layout: access.layout,
             },
@@ -139,15 +134,6 @@ impl DeviceState {
                 return;
             }
         };
-        self.set_data(out, data, pending);
-    }
-
-    /// `id`'s bytes are trusted from now on.
-    fn trust(&mut self, id: TensorId) {
-        if let Some(record) = self.records.get_mut(&id)
-            && !matches!(record.data, Data::Failed(_))
-        {
-            record.pending = None;
-        }
+        self.set_state(out, State::Written { bytes, pending });
     }
 }

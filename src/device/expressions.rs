@@ -6,7 +6,7 @@
 //! variables holds nearly everything it computes; writing all of it would
 //! undo the fusion. So a held tensor computed by an elementwise op and not
 //! written by its flush stays an *expression*: its record keeps the op
-//! (`Data::Expr`), which holds the op's inputs as a queued op does. A later
+//! (`State::Expr`), which holds the op's inputs as a queued op does. A later
 //! flush that reads it runs that op again, prepended to the queue, and the
 //! planner computes it inline, fused with whatever reads it.
 //!
@@ -58,7 +58,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Data, DeviceState, Expr};
+use super::{DeviceState, Expr, State};
 use crate::fusion::{self, Block};
 use crate::ir::{OpIr, OpKind, TensorId};
 
@@ -80,38 +80,15 @@ pub(crate) struct Gathered {
 }
 
 impl DeviceState {
-    /// Asks the next flush to write `id` (a read is about to wait for its
-    /// bytes), if it has none yet.
-    pub fn want(&mut self, id: TensorId) {
-        let unwritten = self
-            .records
-            .get(&id)
-            .is_some_and(|r| matches!(r.data, Data::Expr(_) | Data::Unwritten));
-        if unwritten {
-            self.wanted.push(id);
-        }
-    }
-
-    /// Held tensors kept as expressions (`stats().expressionsHeld`).
-    pub fn expressions_held(&self) -> u64 {
-        let count = self
-            .records
-            .values()
-            .filter(|r| r.held && matches!(r.data, Data::Expr(_)))
-            .count();
-        count as u64
-    }
-
-    /// The ops of a flush of `queued`: the expressions a read wants or a
-    /// queued op reads, prepended, and which of the tensors they compute
-    /// must be written.
-    pub(super) fn gather(&mut self, queued: Vec<OpIr>) -> Gathered {
-        let wanted = std::mem::take(&mut self.wanted);
+    /// The ops of a flush of `queued`: the expressions `wanted` (by a read)
+    /// or read by a queued op, prepended, and which of the tensors they
+    /// compute must be written (`wanted` among them).
+    pub(super) fn gather(&mut self, queued: Vec<OpIr>, wanted: &[TensorId]) -> Gathered {
         let mut write: FxHashSet<TensorId> = wanted.iter().copied().collect();
-        let mut roots = wanted;
+        let mut roots = wanted.to_vec();
         for op in &queued {
             for &t in &op.inputs {
-                if let Some(Data::Expr(expr)) = self.records.get(&t).map(|r| &r.data) {
+                if let Some(State::Expr(expr)) = self.records.get(&t).map(|r| &r.state) {
                     if expr.inlined {
                         write.insert(t);
                     }
@@ -143,7 +120,7 @@ impl DeviceState {
         // Depth first, an op emitted once its inputs are.
         let mut stack: Vec<(TensorId, bool)> = roots.iter().rev().map(|&t| (t, false)).collect();
         while let Some((t, inputs_done)) = stack.pop() {
-            let Some(Data::Expr(expr)) = self.records.get(&t).map(|r| &r.data) else {
+            let Some(State::Expr(expr)) = self.records.get(&t).map(|r| &r.state) else {
                 continue;
             };
             if inputs_done {
@@ -312,15 +289,15 @@ impl DeviceState {
             let keep = i >= prepended
                 && op.kind.is_elementwise()
                 && (record.held || needed.contains(&op.output));
-            match &mut record.data {
-                Data::Expr(expr) => expr.inlined |= computed[i],
-                Data::Unwritten if keep => {
+            match &mut record.state {
+                State::Expr(expr) => expr.inlined |= computed[i],
+                State::Queued if keep => {
                     needed.extend(op.inputs.iter().copied());
                     let expr = Expr {
                         op: op.clone(),
                         inlined: computed[i],
                     };
-                    self.set_data(op.output, Data::Expr(expr), None);
+                    self.set_state(op.output, State::Expr(expr));
                 }
                 _ => {}
             }

@@ -27,7 +27,7 @@
 use std::rc::Rc;
 
 use super::faults::{self, Injected};
-use super::{Data, DeviceState, Taint};
+use super::{Bytes, DeviceState, Record, State};
 use crate::codegen::Access;
 use crate::failure::{FailureKind, Root};
 use crate::fusion::{self, Block, Refusal};
@@ -104,15 +104,26 @@ pub(crate) struct Submission {
 }
 
 impl DeviceState {
-    /// Plans everything queued, with the expressions it reads and those a
-    /// read wants written, and runs it in one submit, under one set of error
-    /// scopes. What it computes but need not write stays an expression.
+    /// Plans everything queued, with the expressions it reads, and runs it
+    /// in one submit, under one set of error scopes. What it computes but
+    /// need not write stays an expression.
     pub fn flush(&mut self) {
-        if self.queue.is_empty() && self.wanted.is_empty() {
+        self.flush_writing(&[]);
+    }
+
+    /// `flush`, writing `wanted` too (a read is about to wait for their
+    /// bytes), expressions included.
+    pub fn flush_writing(&mut self, wanted: &[TensorId]) {
+        let wanted: Vec<TensorId> = wanted
+            .iter()
+            .copied()
+            .filter(|t| self.records.get(t).is_some_and(|r| r.state.unwritten()))
+            .collect();
+        if self.queue.is_empty() && wanted.is_empty() {
             return;
         }
         let queued = self.queue.take();
-        let gathered = self.gather(queued);
+        let gathered = self.gather(queued, &wanted);
         if gathered.ops.is_empty() {
             return;
         }
@@ -232,11 +243,12 @@ impl DeviceState {
         }
 
         // Inputs that carry failures: the ops reading them are skipped.
-        let tainted = self.propagate(&run.steps, |state, t| state.taints_of(t));
+        let tainted = self.propagate(&run.steps, |state, t| state.failures_of(t, seq));
         for &out in &run.outputs {
             if let Some(taints) = tainted.get(&out) {
                 let pending = self.pending_while_inputs_are(&run.steps, seq);
-                self.set_data(out, Data::Failed(taints.clone()), pending);
+                let taints = taints.clone();
+                self.set_state(out, State::Failed { taints, pending });
             }
         }
         let live: Vec<TensorId> = run
@@ -307,8 +319,8 @@ impl DeviceState {
         let small = |shape: &[usize]| (1..=self.host_max_elements).contains(&shape::numel(shape));
         let on_host = |t: &TensorId| {
             matches!(
-                self.records.get(t).map(|r| &r.data),
-                Some(Data::Host { .. })
+                self.records.get(t).map(|r| &r.state),
+                Some(State::Host { .. })
             )
         };
         let eligible = match block {
@@ -355,9 +367,9 @@ impl DeviceState {
                 // values: it computed them anyway, they are small, and a
                 // read of one later costs nothing.
                 let held = |t| {
-                    self.records.get(&t).is_some_and(|r| {
-                        r.held && matches!(r.data, Data::Unwritten | Data::Expr(_))
-                    })
+                    self.records
+                        .get(&t)
+                        .is_some_and(|r| r.held && r.state.unwritten())
                 };
                 host::elementwise(b, ops, &|t| self.host_values(t), &held)
             }
@@ -367,14 +379,8 @@ impl DeviceState {
             Ok(values) => {
                 self.stats.host_ops += run.steps.len() as u64;
                 for (t, values) in values {
-                    self.set_data(
-                        t,
-                        Data::Host {
-                            values,
-                            uploaded: None,
-                        },
-                        None,
-                    );
+                    let uploaded = None;
+                    self.set_state(t, State::Host { values, uploaded });
                 }
             }
             Err(why) => {
@@ -393,8 +399,8 @@ impl DeviceState {
     /// `t`'s values and shape, if the host holds them.
     fn host_values(&self, t: TensorId) -> Option<(Rc<[f32]>, Vec<usize>)> {
         let record = self.records.get(&t)?;
-        match &record.data {
-            Data::Host { values, .. } => Some((values.clone(), record.shape.clone())),
+        match &record.state {
+            State::Host { values, .. } => Some((values.clone(), record.shape.clone())),
             _ => None,
         }
     }
@@ -406,10 +412,10 @@ impl DeviceState {
             let Some(record) = self.records.get_mut(&t) else {
                 continue;
             };
-            let Data::Host {
+            let State::Host {
                 values,
                 uploaded: uploaded @ None,
-            } = &mut record.data
+            } = &mut record.state
             else {
                 continue;
             };
@@ -441,18 +447,12 @@ impl DeviceState {
         steps
             .iter()
             .flat_map(|s| &s.inputs)
-            .any(|t| self.records.get(t).is_some_and(|r| r.pending.is_some()))
+            .any(|t| {
+                self.records
+                    .get(t)
+                    .is_some_and(|r| r.state.pending().is_some())
+            })
             .then_some(seq)
-    }
-
-    /// A new failure rooted at `root`, carried by `outputs` at depth 0.
-    pub(crate) fn root_failure(&mut self, root: Root, outputs: &[TensorId], pending: Option<u64>) {
-        let failure = self.new_failure(root);
-        for &out in outputs {
-            let taint = vec![Taint { failure, depth: 0 }];
-            self.set_data(out, Data::Failed(taint), pending);
-        }
-        self.graph.prune(failure);
     }
 
     /// Records `block`'s GPU work writing `live` into `encoder`, pending on
@@ -479,10 +479,10 @@ impl DeviceState {
                 // An input that carries a failure: only ops whose outputs
                 // are discarded read it.
                 let record = records.get(&t)?;
-                let failed = |data: &Data| matches!(data, Data::Failed(_));
-                let carries = failed(&record.data)
-                    || matches!(&record.data, Data::View { base, .. }
-                        if records.get(base).is_some_and(|b| failed(&b.data)));
+                let failed = |r: &Record| matches!(r.state, State::Failed { .. });
+                let carries = failed(record)
+                    || matches!(&record.state, State::Written { bytes: Bytes::View { base, .. }, .. }
+                        if records.get(base).is_some_and(failed));
                 carries.then(|| {
                     let layout = Layout::contiguous(&record.shape);
                     let shape = record.shape.clone();
@@ -503,15 +503,16 @@ impl DeviceState {
         match lowered {
             Ok(written) => {
                 for (t, written) in written {
-                    let data = match written {
-                        Written::Empty => Data::Empty,
-                        Written::Owned(allocation) => Data::Owned(allocation),
-                        Written::View { of, layout } => Data::View {
+                    let bytes = match written {
+                        Written::Empty => Bytes::Empty,
+                        Written::Owned(allocation) => Bytes::Owned(allocation),
+                        Written::View { of, layout } => Bytes::View {
                             base: self.owner(of),
                             layout,
                         },
                     };
-                    self.set_data(t, data, Some(seq));
+                    let pending = Some(seq);
+                    self.set_state(t, State::Written { bytes, pending });
                 }
             }
             Err(why) => {
@@ -527,38 +528,6 @@ impl DeviceState {
         }
     }
 
-    /// Taints the outputs of ops queued on a lost device with the loss
-    /// (those registered before it already carry it, from `lose`).
-    fn poison_queued(&mut self, ops: &[OpIr]) {
-        let mut loss = None;
-        for op in ops {
-            let failed = self
-                .records
-                .get(&op.output)
-                .is_some_and(|r| matches!(r.data, Data::Failed(_)));
-            if failed {
-                continue;
-            }
-            let failure = *loss.get_or_insert_with(|| {
-                let reason = self.lost.clone().unwrap_or_default();
-                self.new_failure(Root {
-                    kind: FailureKind::DeviceLost,
-                    op: "device".to_string(),
-                    message: format!("{} was lost: {reason}", self.label),
-                    registered_at: None,
-                })
-            });
-            self.set_data(
-                op.output,
-                Data::Failed(vec![Taint { failure, depth: 0 }]),
-                None,
-            );
-        }
-        if let Some(failure) = loss {
-            self.graph.prune(failure);
-        }
-    }
-
     /// The buffer and layout to read `id` through (see `access`).
     pub(crate) fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
         access(&self.records, &self.gpu.placeholder, id)
@@ -566,8 +535,11 @@ impl DeviceState {
 
     /// The tensor owning `id`'s memory: itself, or the base of its view.
     pub(crate) fn owner(&self, id: TensorId) -> TensorId {
-        match self.records.get(&id).map(|r| &r.data) {
-            Some(Data::View { base, .. }) => *base,
+        match self.records.get(&id).map(|r| &r.state) {
+            Some(State::Written {
+                bytes: Bytes::View { base, .. },
+                ..
+            }) => *base,
             _ => id,
         }
     }
@@ -599,21 +571,26 @@ pub(crate) fn access(
     id: TensorId,
 ) -> Option<(wgpu::Buffer, Access)> {
     let record = records.get(&id)?;
-    let (buffer, layout) = match &record.data {
-        Data::Unwritten | Data::Failed(_) | Data::Expr(_) => return None,
-        Data::Host { uploaded: None, .. } => return None,
-        Data::Empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
-        Data::Owned(a)
-        | Data::Host {
+    let owned = |state: &State| match state {
+        State::Written {
+            bytes: Bytes::Owned(a),
+            ..
+        }
+        | State::Host {
             uploaded: Some(a), ..
-        } => (a.buffer.clone(), Layout::contiguous(&record.shape)),
-        Data::View { base, layout } => match &records.get(base)?.data {
-            Data::Owned(a)
-            | Data::Host {
-                uploaded: Some(a), ..
-            } => (a.buffer.clone(), layout.clone()),
-            _ => return None,
-        },
+        } => Some(a.buffer.clone()),
+        _ => None,
+    };
+    let (buffer, layout) = match &record.state {
+        State::Written {
+            bytes: Bytes::Empty,
+            ..
+        } => (placeholder.clone(), Layout::contiguous(&record.shape)),
+        State::Written {
+            bytes: Bytes::View { base, layout },
+            ..
+        } => (owned(&records.get(base)?.state)?, layout.clone()),
+        state => (owned(state)?, Layout::contiguous(&record.shape)),
     };
     Some((
         buffer,

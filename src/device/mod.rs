@@ -3,27 +3,18 @@
 //! thread: wasm in a page has one thread, and natively a `Device` and its
 //! tensors are `!Send`, so work runs on the caller's thread at flush time.
 //!
-//! Its files follow a flush's life: `expressions` (what a flush must
+//! Its files: `state` (each tensor's record and its one state, and every
+//! change of it), `taints` (failures on tensors: rooted, skipped, what a
+//! tensor carries), then a flush's life: `expressions` (what a flush must
 //! compute and write besides the queue), `flush` (plan, decide on the CPU,
 //! lower, submit), `settle` (wait for scopes, replay, land failures),
-//! `commit` (a step's new values, kept only if all were written),
-//! `profile` (what a piece of a program launched), `read`
-//! (whether bytes can be trusted, and getting them), `faults` (injected
-//! faults). Invariants kept here:
-//! - A record's `data` says whether its bytes can be trusted: a tensor
-//!   carries failures (`Data::Failed`) exactly when its bytes were never
-//!   written because of them, and the failure graph counts each carrier
-//!   once. Bytes written by a submission still `pending` are trusted only
-//!   once it resolves (a read waits for it). An expression (`Data::Expr`)
-//!   has no bytes and carries no failure: its value, and any failure of it,
-//!   is found by the flush that computes it. A host value (`Data::Host`)
-//!   is never pending and carries no failure: only uploads and blocks run
-//!   on the host make one, and those read host values only, so no GPU
-//!   error can reach it; it is uploaded, once, for the first kernel that
-//!   reads it.
+//! `commit` (a step's new values, kept only if all were written), `read`
+//! (whether bytes can be trusted, and getting them); and `profile` (what a
+//! piece of a program launched), `faults` (injected faults), `loss` (a lost
+//! device), `panics` (the hook that counts them). Invariants kept here:
 //! - A tensor stays while a handle holds it, a queued op or an expression
-//!   reads it, or a view aliases it (`dependents`); a failure stays while a
-//!   tensor carries it. So `failuresHeld` and `bytesInUse` return to their
+//!   reads it, or a view aliases it; a failure stays while a tensor carries
+//!   it (`state`). So `failuresHeld` and `bytesInUse` return to their
 //!   baseline when the program drops its tensors, whatever temporaries of
 //!   theirs the garbage collector has not yet taken: a temporary of an
 //!   elementwise chain is an expression, and holds neither bytes nor
@@ -40,11 +31,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{ErrorClass, RegistrationError, RequestError};
 use crate::failure::FailureSummary;
-use crate::failure::{
-    ExecutionError, FailureGraph, FailureId, FailureKind, Root, Skip, TensorError,
-};
-use crate::ir::layout::Layout;
-use crate::ir::{OpIr, Queue, TensorId};
+use crate::failure::{ExecutionError, FailureGraph};
+use crate::ir::{Queue, TensorId};
 use faults::Fault;
 pub use faults::FaultKind;
 use flush::Submission;
@@ -54,10 +42,19 @@ mod commit;
 mod expressions;
 mod faults;
 mod flush;
+mod loss;
+mod panics;
 mod profile;
 pub(crate) mod read;
 mod settle;
+mod state;
+mod taints;
+
 use crate::runtime::{Allocation, Gpu, Stats};
+pub(crate) use panics::install_panic_hook;
+pub use panics::panics_observed;
+use settle::Settling;
+pub(crate) use state::{Bytes, Expr, Record, State, Taint};
 
 /// Options for [`Device::request`].
 #[derive(Debug, Clone)]
@@ -127,73 +124,9 @@ pub(crate) struct DeviceCell {
     number: u64,
 }
 
-/// Where a tensor's values are.
-pub(crate) enum Data {
-    /// Not written yet (its op is queued), or a fused intermediate that never
-    /// needed memory.
-    Unwritten,
-    /// No elements: nothing to store.
-    Empty,
-    /// Its own buffer, row-major.
-    Owned(Allocation),
-    /// Another tensor's memory read through `layout`. `base` is always an
-    /// owner (views of views are collapsed), and counts this view among its
-    /// dependents so it outlives it.
-    View { base: TensorId, layout: Layout },
-    /// Its bytes were never written: the failures that stopped them. The
-    /// record is a carrier of each (see `FailureGraph::tag`).
-    Failed(Vec<Taint>),
-    /// Values the host holds, row-major: an upload, or what a block run on
-    /// the host made (`runtime::host`). No GPU memory until a kernel reads
-    /// it: the flush that launches the first such kernel uploads it, and
-    /// the host keeps its values, so later host work still reads them and
-    /// later kernels the same upload.
-    Host {
-        values: Rc<[f32]>,
-        uploaded: Option<Allocation>,
-    },
-    /// Held, but nobody has needed its bytes: its value is `op` (elementwise)
-    /// applied to its inputs, which it holds as a queued op does (counted
-    /// among their dependents). Any later kernel that reads it computes it
-    /// inline (see `expressions`).
-    Expr(Expr),
-}
-
-/// A tensor kept as the op that computes it.
-pub(crate) struct Expr {
-    pub op: OpIr,
-    /// Whether a kernel has computed it inline already: a flush that needs
-    /// it again writes it, so no value is recomputed on and on.
-    pub inlined: bool,
-}
-
-/// One failure a tensor carries, and how many ops were skipped between that
-/// failure's root and this tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Taint {
-    pub failure: FailureId,
-    pub depth: usize,
-}
-
-/// What the device knows of one tensor.
-pub(crate) struct Record {
-    pub shape: Vec<usize>,
-    /// Whether a handle (Rust `Tensor` or JS object) still refers to it.
-    pub held: bool,
-    /// Queued ops that read it, plus views that alias its memory. A tensor
-    /// nobody holds stays while it has dependents.
-    pub dependents: usize,
-    pub data: Data,
-    /// The submission whose error scopes must resolve before these bytes can
-    /// be trusted; `None` once they have.
-    pub pending: Option<u64>,
-    /// Where the op writing it was registered, when stacks are captured.
-    pub site: Option<Rc<str>>,
-}
-
 /// How many failures `sync()` names; past that it counts them. A program that
 /// never calls `sync()` keeps at most this many summaries.
-const MAX_UNREPORTED: usize = 256;
+pub(super) const MAX_UNREPORTED: usize = 256;
 
 /// Why a device stopped: set by wgpu's device-lost callback (which must be
 /// `Send`, hence the one mutex in the crate: it guards this string and
@@ -213,13 +146,9 @@ pub(crate) struct DeviceState {
     pub label: String,
     /// Flushed work whose error scopes have not all resolved, oldest first.
     pub submissions: VecDeque<Submission>,
-    /// Tensors found tainted while settling submissions, so later pending
-    /// blocks that read them (and ran on garbage) are tainted too. Emptied
-    /// once nothing is pending.
-    pub late_taints: FxHashMap<TensorId, Vec<Taint>>,
-    /// Commits decided against while settling, for the pending blocks that
-    /// read them first. Emptied once nothing is pending.
-    pub stale: Vec<commit::Stale>,
+    /// What settling found for the pending blocks that read it (emptied
+    /// once nothing is pending).
+    pub settling: Settling,
     /// Buffers of collected tensors whose submission is still pending: if
     /// its scope fails they may be invalid and must not reach the pool.
     pub quarantine: Vec<(u64, Allocation)>,
@@ -231,46 +160,12 @@ pub(crate) struct DeviceState {
     pub unreported_omitted: u64,
     /// Faults asked for with `inject_fault`, not yet triggered.
     pub faults: Vec<Fault>,
-    /// Tensors whose bytes a read asked for: the next flush writes them,
-    /// expressions included.
-    pub wanted: Vec<TensorId>,
     pub next_submission: u64,
     /// Set once the device is lost; everything on it is then poisoned.
     pub lost: Option<String>,
     /// The profile being taken, if one is (`profile`).
     pub profile: Option<profile::Taking>,
-    lost_signal: LostSignal,
-}
-
-/// Whether the panic hook has been installed (once per thread: wasm has one).
-pub(crate) fn install_panic_hook() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            // A test's own failed assertion is the test's business; anything
-            // else (this crate, wgpu, std on its behalf) is a library panic.
-            let in_tests = info
-                .location()
-                .is_some_and(|l| l.file().starts_with("tests/"));
-            if !in_tests {
-                PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            #[cfg(target_arch = "wasm32")]
-            console_error_panic_hook::hook(info);
-            previous(info);
-        }));
-    });
-}
-
-/// Panics seen by the hook the library installs, outside test code. The
-/// library never panics on a failure path; the test suites assert this stays
-/// 0.
-static PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many panics the installed hook has seen in this process (or page).
-pub fn panics_observed() -> u64 {
-    PANICS.load(std::sync::atomic::Ordering::Relaxed)
+    pub(super) lost_signal: LostSignal,
 }
 
 impl Device {
@@ -301,14 +196,12 @@ impl Device {
                     host_max_elements: options.host_max_elements,
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
-                    late_taints: FxHashMap::default(),
-                    stale: Vec::new(),
+                    settling: Settling::default(),
                     quarantine: Vec::new(),
                     retired: Vec::new(),
                     unreported: Vec::new(),
                     unreported_omitted: 0,
                     faults: Vec::new(),
-                    wanted: Vec::new(),
                     next_submission: 1,
                     lost: None,
                     profile: None,
@@ -455,340 +348,5 @@ impl Device {
     /// Whether the device was lost (or destroyed), and why.
     pub fn lost_reason(&self) -> Option<String> {
         self.with_state(|state| state.lost.clone())
-    }
-}
-
-impl DeviceState {
-    /// Fails registration on a lost device: nothing it queued could run.
-    pub fn check_alive(&self, op: &'static str) -> Result<(), RegistrationError> {
-        match &self.lost {
-            None => Ok(()),
-            Some(reason) => Err(RegistrationError::new(
-                op,
-                ErrorClass::Other,
-                format!("{} was lost ({reason}); request a new device", self.label),
-            )),
-        }
-    }
-
-    pub fn release_handle(&mut self, id: TensorId) {
-        if let Some(record) = self.records.get_mut(&id) {
-            record.held = false;
-        }
-        self.collect(id);
-    }
-
-    /// Forgets `id` once nothing can read it: no handle, no dependent, and no
-    /// queued op still to write it (the planner must see that nobody holds
-    /// it, so its record stays until the flush).
-    pub fn collect(&mut self, id: TensorId) {
-        let unreachable = self
-            .records
-            .get(&id)
-            .is_some_and(|r| !r.held && r.dependents == 0);
-        if !unreachable || self.queue.produces(id) {
-            return;
-        }
-        if let Some(record) = self.records.remove(&id) {
-            self.discard(record.data, record.pending);
-        }
-    }
-
-    /// Undoes what holding `data` took: a buffer back to the pool (or to
-    /// quarantine while its submission is pending), a view's hold on its
-    /// base, a carrier's hold on its failures.
-    pub fn discard(&mut self, data: Data, pending: Option<u64>) {
-        match data {
-            Data::Owned(allocation) => match pending {
-                Some(seq) => self.quarantine.push((seq, allocation)),
-                None => self.gpu.release(allocation, &mut self.stats),
-            },
-            Data::View { base, .. } => self.release_dependent(base),
-            Data::Expr(expr) => {
-                for input in expr.op.inputs {
-                    self.release_dependent(input);
-                }
-            }
-            Data::Failed(taints) => {
-                for taint in taints {
-                    self.graph.untag(taint.failure);
-                }
-            }
-            Data::Host {
-                uploaded: Some(allocation),
-                ..
-            } => self.gpu.release(allocation, &mut self.stats),
-            Data::Unwritten | Data::Empty | Data::Host { .. } => {}
-        }
-    }
-
-    /// Counts one more dependent of each of `inputs` (an op reading them:
-    /// queued, or kept as an expression); `release_dependent` undoes it.
-    pub fn hold(&mut self, inputs: &[TensorId]) {
-        for input in inputs {
-            if let Some(record) = self.records.get_mut(input) {
-                record.dependents += 1;
-            }
-        }
-    }
-
-    pub fn release_dependent(&mut self, id: TensorId) {
-        if let Some(record) = self.records.get_mut(&id) {
-            record.dependents = record.dependents.saturating_sub(1);
-        }
-        self.collect(id);
-    }
-
-    /// Adds `taints` to what `id` carries: a tensor already failed keeps its
-    /// failures and gains the new ones (each failure once), a written one
-    /// is unwritten and fails.
-    pub fn add_taints(&mut self, id: TensorId, taints: Vec<Taint>) {
-        let mut merged = match self.records.get(&id).map(|r| &r.data) {
-            Some(Data::Failed(carried)) => carried.clone(),
-            Some(_) => Vec::new(),
-            None => return,
-        };
-        let before = merged.len();
-        for taint in taints {
-            if !merged.iter().any(|t| t.failure == taint.failure) {
-                merged.push(taint);
-            }
-        }
-        if before > 0 && merged.len() == before {
-            return;
-        }
-        if let Some(record) = self.records.get_mut(&id)
-            && matches!(record.data, Data::Owned(_))
-        {
-            record.pending = None;
-            if let Data::Owned(allocation) = std::mem::replace(&mut record.data, Data::Unwritten) {
-                // Written by work that read garbage: it may be invalid.
-                self.gpu.forget(allocation, &mut self.stats);
-            }
-        }
-        self.set_data(id, Data::Failed(merged), None);
-    }
-
-    /// Replaces `id`'s data, undoing what the old data held. A tensor nobody
-    /// can read any more takes nothing: what the new data would hold is
-    /// returned at once.
-    pub fn set_data(&mut self, id: TensorId, data: Data, pending: Option<u64>) {
-        if !self.records.contains_key(&id) {
-            if let Data::Owned(allocation) = data {
-                self.discard(Data::Owned(allocation), pending);
-            }
-            return;
-        }
-        if let Data::View { base, .. } = &data
-            && let Some(record) = self.records.get_mut(base)
-        {
-            record.dependents += 1;
-        }
-        if let Data::Expr(expr) = &data {
-            self.hold(&expr.op.inputs);
-        }
-        if let Data::Failed(taints) = &data {
-            let carried = match self.records.get(&id).map(|r| &r.data) {
-                Some(Data::Failed(old)) => old.iter().map(|t| t.failure).collect(),
-                _ => Vec::new(),
-            };
-            for taint in taints {
-                self.graph.tag(taint.failure);
-                if carried.contains(&taint.failure) {
-                    continue;
-                }
-                if let Some(u) = self
-                    .unreported
-                    .iter_mut()
-                    .find(|u| u.failure == taint.failure)
-                {
-                    u.tainted += 1;
-                }
-            }
-        }
-        if let Some(record) = self.records.get_mut(&id) {
-            let old_pending = std::mem::replace(&mut record.pending, pending);
-            let old = std::mem::replace(&mut record.data, data);
-            self.discard(old, old_pending);
-        }
-    }
-
-    /// A record for `id`, held by the handle about to be returned, not yet
-    /// written.
-    fn insert_record(&mut self, id: TensorId, shape: Vec<usize>, site: Option<Rc<str>>) {
-        let record = Record {
-            shape,
-            held: true,
-            dependents: 0,
-            data: Data::Unwritten,
-            pending: None,
-            site,
-        };
-        self.records.insert(id, record);
-    }
-
-    /// Queues `op`, whose output is a new tensor held by the handle the caller
-    /// is about to return. Flushes when the queue is full.
-    pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
-        self.hold(&op.inputs);
-        self.insert_record(op.output, op.shape.clone(), site);
-        self.queue.push(op);
-        if self.queue.len() >= self.capacity {
-            self.flush();
-        }
-    }
-
-    /// A tensor moved here from another device while tainted. Each failure
-    /// it carried there becomes one here with the same root (its message
-    /// naming the device it came from), the source's chain copied, and one
-    /// hop more: the move itself. Not reported by this device's `sync()`: no
-    /// work of this device failed.
-    pub fn adopt_failures(
-        &mut self,
-        id: TensorId,
-        shape: Vec<usize>,
-        error: &TensorError,
-        from: &str,
-    ) {
-        self.insert_record(id, shape, None);
-        let mut taints = Vec::new();
-        for report in &error.failures {
-            let failure = self.graph.insert(Root {
-                message: format!("{} (on {from}; carried here by `to`)", report.root.message),
-                ..report.root.clone()
-            });
-            for hop in report.chain.iter().rev() {
-                self.graph.skipped(failure, hop.clone());
-            }
-            self.graph.skipped(
-                failure,
-                Skip {
-                    op: "to".to_string(),
-                    needed: error.tensor,
-                    produced: vec![id],
-                },
-            );
-            taints.push(Taint {
-                failure,
-                depth: report.depth + 1,
-            });
-        }
-        self.set_data(id, Data::Failed(taints), None);
-    }
-
-    /// The failures `id` carries (empty when its bytes are, or will be,
-    /// written), including those found while settling pending work.
-    ///
-    /// A view whose base was found tainted while the view's own submission
-    /// is still pending carries its base's failures one op deeper: the view
-    /// op stands between them (its skip is recorded when that submission
-    /// resolves).
-    pub fn taints_of(&self, id: TensorId) -> Vec<Taint> {
-        match self.records.get(&id).map(|r| &r.data) {
-            Some(Data::Failed(taints)) => taints.clone(),
-            Some(Data::View { base, .. }) => match self.records.get(base).map(|r| &r.data) {
-                Some(Data::Failed(taints)) => taints
-                    .iter()
-                    .map(|t| Taint {
-                        failure: t.failure,
-                        depth: t.depth + 1,
-                    })
-                    .collect(),
-                _ => self.late_taints.get(&id).cloned().unwrap_or_default(),
-            },
-            _ => self.late_taints.get(&id).cloned().unwrap_or_default(),
-        }
-    }
-
-    /// A new failure rooted at `root`, reported to the next `sync()`.
-    pub fn new_failure(&mut self, root: Root) -> FailureId {
-        let failure = self.graph.insert(root.clone());
-        if self.unreported.len() >= MAX_UNREPORTED {
-            // A program that never calls `sync()` must not grow this list.
-            self.unreported_omitted += 1;
-            return failure;
-        }
-        self.unreported.push(FailureSummary {
-            failure,
-            root,
-            tainted: 0,
-        });
-        failure
-    }
-
-    /// Records that `op` did not run because `needed` carried `taints`;
-    /// returns what its output carries instead (one op deeper).
-    pub fn skip(
-        &mut self,
-        op: &str,
-        needed: TensorId,
-        produced: TensorId,
-        taints: &[Taint],
-    ) -> Vec<Taint> {
-        taints
-            .iter()
-            .map(|taint| {
-                self.graph.skipped(
-                    taint.failure,
-                    Skip {
-                        op: op.to_string(),
-                        needed,
-                        produced: vec![produced],
-                    },
-                );
-                Taint {
-                    failure: taint.failure,
-                    depth: taint.depth + 1,
-                }
-            })
-            .collect()
-    }
-
-    fn notice_loss(&mut self) {
-        if self.lost.is_some() {
-            return;
-        }
-        let reason = self.lost_signal.lock().ok().and_then(|lost| lost.clone());
-        if let Some(reason) = reason {
-            self.lose(reason);
-        }
-    }
-
-    /// Poisons everything on this device: each tensor carries one
-    /// `device-lost` failure, buffers are dropped (not pooled), pending work
-    /// is forgotten.
-    pub fn lose(&mut self, reason: String) {
-        if self.lost.is_some() {
-            return;
-        }
-        let message = format!("{} was lost: {reason}", self.label);
-        self.lost = Some(reason);
-        let failure = self.new_failure(Root {
-            kind: FailureKind::DeviceLost,
-            op: "device".to_string(),
-            message,
-            registered_at: None,
-        });
-        self.late_taints.clear();
-        self.stale.clear();
-        self.retired.clear();
-        let ids: Vec<TensorId> = self.records.keys().copied().collect();
-        for id in ids {
-            let already = matches!(
-                self.records.get(&id).map(|r| &r.data),
-                Some(Data::Failed(_))
-            );
-            if !already {
-                let taint = Data::Failed(vec![Taint { failure, depth: 0 }]);
-                self.set_data(id, taint, None);
-            }
-        }
-        self.abandon_submissions();
-        // Buffers of a lost device are of no use: drop them, pooled or not.
-        for (_, allocation) in std::mem::take(&mut self.quarantine) {
-            self.gpu.forget(allocation, &mut self.stats);
-        }
-        self.gpu.forget_buffers();
-        self.graph.prune(failure);
     }
 }

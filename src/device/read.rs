@@ -7,7 +7,7 @@
 //! checked on the CPU first or runs in a scope; the only command left here
 //! is the copy of a contiguous range into a staging buffer of the same size.
 
-use super::{Data, DeviceState};
+use super::{DeviceState, State};
 use crate::failure::{FailureKind, Report, Root};
 use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId};
@@ -33,8 +33,7 @@ impl DeviceState {
     /// failures it carries, wait for the scopes its bytes depend on, or
     /// start copying its bytes back.
     pub fn read(&mut self, id: TensorId) -> ReadStep {
-        self.want(id);
-        self.flush();
+        self.flush_writing(&[id]);
         self.reread(id)
     }
 
@@ -46,17 +45,17 @@ impl DeviceState {
         };
         // Pending first: a tensor failed on the CPU while an input was
         // pending may yet gain that input's failure, and reports both.
-        if record.pending.is_some() && !waiting.is_empty() {
+        if record.state.pending().is_some() && !waiting.is_empty() {
             return ReadStep::Wait(waiting);
         }
-        if let Data::Failed(taints) = &record.data {
+        if let State::Failed { taints, .. } = &record.state {
             let reports = taints
                 .iter()
                 .filter_map(|t| self.graph.report(t.failure, id, t.depth))
                 .collect();
             return ReadStep::Failed(reports);
         }
-        if let Data::Host { values, .. } = &record.data {
+        if let State::Host { values, .. } = &record.state {
             return ReadStep::Ready(values.to_vec());
         }
         let Some((buffer, access)) = self.access(id) else {
@@ -99,15 +98,7 @@ impl DeviceState {
     /// nothing, named all the same.
     pub fn internal_report(&mut self, id: TensorId, why: &str) -> Report {
         let root = match &self.lost {
-            Some(reason) => Root {
-                kind: FailureKind::DeviceLost,
-                op: "device".to_string(),
-                message: format!(
-                    "{} was lost while {id} was being read: {reason}",
-                    self.label
-                ),
-                registered_at: None,
-            },
+            Some(_) => self.loss_root(&format!(" while {id} was being read")),
             None => Root {
                 kind: FailureKind::Internal,
                 op: "read".to_string(),

@@ -21,9 +21,10 @@
 use futures_util::FutureExt;
 use rustc_hash::FxHashMap;
 
+use super::commit::Stale;
 use super::faults::Injected;
 use super::flush::{Part, Step, Submission};
-use super::{Data, DeviceState, Taint};
+use super::{DeviceState, State, Taint};
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion;
 use crate::ir::{OpIr, TensorId};
@@ -63,8 +64,7 @@ impl DeviceState {
                 self.resolve(submission);
             }
         }
-        self.late_taints.clear();
-        self.stale.clear();
+        self.settling.clear();
         Vec::new()
     }
 
@@ -92,7 +92,7 @@ impl DeviceState {
                     .filter(|t| {
                         !records
                             .get(t)
-                            .is_some_and(|r| matches!(r.data, Data::Failed(_)))
+                            .is_some_and(|r| matches!(r.state, State::Failed { .. }))
                     })
                     .collect();
                 for (part, outputs) in fusion::split(block, ops, &rewrite) {
@@ -147,7 +147,7 @@ impl DeviceState {
                 let expression = self
                     .records
                     .get(&t)
-                    .is_some_and(|r| matches!(r.data, Data::Expr(_)));
+                    .is_some_and(|r| matches!(r.state, State::Expr(_)));
                 if expression {
                     self.add_taints(t, taints);
                 }
@@ -155,9 +155,9 @@ impl DeviceState {
             for root in roots {
                 self.graph.prune(root);
             }
-            if !self.late_taints.is_empty() || !self.stale.is_empty() {
+            if !self.settling.is_empty() {
                 let seq = submission.seq;
-                let late = self.propagate(&run.steps, |state, t| state.late(t, seq));
+                let late = self.propagate(&run.steps, |state, t| state.settling.late(t, seq));
                 // Outputs already failed (skipped or refused on the CPU
                 // while an input was pending) gain the late failure too: a
                 // tensor reached by two failures reports both.
@@ -172,14 +172,12 @@ impl DeviceState {
                 }
             }
             for &out in &run.outputs {
-                if !failed.contains_key(&out)
-                    && let Some(record) = self.records.get_mut(&out)
-                {
-                    record.pending = None;
+                if !failed.contains_key(&out) {
+                    self.settled(out);
                 }
             }
             // Later blocks that read any of these ran on garbage too.
-            self.late_taints.extend(failed);
+            self.settling.failed.extend(failed);
         }
         // Buffers freed while pending: possibly invalid if a scope failed.
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
@@ -399,18 +397,40 @@ impl DeviceState {
             self.release_ops(&submission.ops);
         }
     }
+}
 
-    /// Drops what a tensor's GPU work wrote, before it is written again or
-    /// tainted: its buffer may be invalid, so it is destroyed, not pooled.
-    fn unwrite(&mut self, id: TensorId) {
-        let Some(record) = self.records.get_mut(&id) else {
-            return;
-        };
-        record.pending = None;
-        match std::mem::replace(&mut record.data, Data::Unwritten) {
-            Data::Owned(allocation) => self.gpu.forget(allocation, &mut self.stats),
-            other => self.discard(other, None),
+/// What settling found, for the blocks of submissions still pending that
+/// read it: tensors found failed after blocks flushed on top of them ran
+/// (on garbage), and commits decided against after blocks read their new
+/// value (never committed). Emptied once nothing is pending: blocks
+/// flushed after a decision read what it decided. The one table a pending
+/// block's late fate is looked up in (`late`).
+#[derive(Default)]
+pub(crate) struct Settling {
+    pub failed: FxHashMap<TensorId, Vec<Taint>>,
+    pub stale: Vec<Stale>,
+}
+
+impl Settling {
+    /// What `id` was found to carry, as blocks of submission `seq` read it:
+    /// a late failure, or a commit decided against after they were flushed.
+    pub fn late(&self, id: TensorId, seq: u64) -> Vec<Taint> {
+        let mut taints = self.failed.get(&id).cloned().unwrap_or_default();
+        for stale in &self.stale {
+            if stale.id == id && seq < stale.flushed_before {
+                taints.extend(stale.taints.iter().copied());
+            }
         }
+        taints
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.failed.is_empty() && self.stale.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.failed.clear();
+        self.stale.clear();
     }
 }
 

@@ -105,8 +105,8 @@ pub(super) struct Params {
 
 impl Params {
     /// Appends `value`, returning the WGSL expression that reads it. Kernels
-    /// index with 32 bits; the runtime refuses larger work before codegen
-    /// (`index_range`), so a value past that here is a broken invariant.
+    /// index with 32 bits; larger work is refused before codegen
+    /// (`fusion::refusal`), so a value past that here is a broken invariant.
     pub(super) fn push(&mut self, value: usize) -> String {
         let word = u32::try_from(value).unwrap_or_else(|_| {
             self.breaks(format!("the size {value} does not fit a 32-bit index"));

@@ -101,7 +101,8 @@ pub enum Fused<'a> {
     Prologue(Group<'a>),
     /// Runs over each reduced row once its value is known, reading it as the
     /// group's anchor (`x.sub(x.logSumExp(-1, true)).exp()`: a softmax in one
-    /// kernel). Only for a `Whole` reduction of the last axis. With `true`
+    /// kernel). Only for a reduction of the last axis in one launch
+    /// (`Whole` or `PerThread`). With `true`
     /// the reduced values are written too (binding `reduced`, the last).
     Epilogue(Group<'a>, bool),
 }

@@ -79,8 +79,7 @@ impl BlockRun {
     /// Its ops' names joined by `+` (`zeros+add`): how reports name it.
     /// Made when asked for, which is rarely: a block can hold a thousand ops.
     pub fn name(&self) -> String {
-        let names: Vec<&str> = self.steps.iter().map(|s| s.op).collect();
-        names.join("+")
+        crate::ir::fused_name(self.steps.iter().map(|s| s.op))
     }
 
     /// Where its last op was registered, when stacks are captured.
@@ -557,9 +556,7 @@ impl DeviceState {
 
 /// `block`'s ops' names joined by `+`.
 fn block_name(ops: &[OpIr], block: &Block) -> String {
-    let indices = block.op_indices();
-    let names: Vec<&str> = indices.iter().map(|&i| ops[i].kind.name()).collect();
-    names.join("+")
+    crate::ir::fused_name(block.op_indices().into_iter().map(|i| ops[i].kind.name()))
 }
 
 /// The buffer and layout to read `id` through; `None` while it has no

@@ -292,13 +292,14 @@ impl Device {
         kind: FaultKind,
     ) -> Result<(), RegistrationError> {
         let name = "injectFault";
-        if !crate::ir::OP_NAMES.contains(&op) {
+        let names = crate::ir::op_names();
+        if !names.contains(&op) {
             return Err(RegistrationError::new(
                 name,
                 ErrorClass::Range,
                 format!(
                     "no op is named '{op}'; faults go into one of: {}",
-                    crate::ir::OP_NAMES.join(", ")
+                    names.join(", ")
                 ),
             ));
         }

@@ -28,7 +28,7 @@ use super::{DeviceState, State, Taint};
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion;
 use crate::ir::{OpIr, TensorId};
-use crate::runtime::{GpuError, Scope};
+use crate::runtime::{GpuError, GpuErrorKind, Scope};
 
 impl DeviceState {
     /// Resolves every submission whose scopes have all resolved, oldest
@@ -308,10 +308,9 @@ impl DeviceState {
                 .filter(|s| errors.iter().any(|(p, _)| p.steps.contains(s)))
                 .collect(),
         };
-        let names: Vec<&str> = shared.iter().map(|&s| steps[s].op).collect();
         let failure = self.new_failure(Root {
-            kind: first.kind,
-            op: names.join("+"),
+            kind: failure_kind(first.kind),
+            op: crate::ir::fused_name(shared.iter().map(|&s| steps[s].op)),
             message: first.message.clone(),
             registered_at: shared
                 .last()
@@ -431,6 +430,15 @@ impl Settling {
     pub fn clear(&mut self) {
         self.failed.clear();
         self.stale.clear();
+    }
+}
+
+/// The kind of failure a GPU error is.
+fn failure_kind(kind: GpuErrorKind) -> FailureKind {
+    match kind {
+        GpuErrorKind::OutOfMemory => FailureKind::OutOfMemory,
+        GpuErrorKind::Validation => FailureKind::Validation,
+        GpuErrorKind::Internal => FailureKind::Internal,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! An [`OpIr`] names tensors by [`TensorId`], never by handle, so a queued op
 //! does not keep a tensor's handle alive: the device counts the queue's uses of
-//! each tensor itself (see `device::Record::uses`), which is what lets the
+//! each tensor itself (`device::Record::dependents`), which is what lets the
 //! planner know that an intermediate nobody holds need never touch memory.
 
 use std::fmt;
@@ -55,6 +55,22 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
+    pub const ALL: [UnaryOp; 13] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Square,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -92,6 +108,21 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    pub const ALL: [BinaryOp; 12] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Equal,
+        BinaryOp::Greater,
+        BinaryOp::GreaterEqual,
+        BinaryOp::Less,
+        BinaryOp::LessEqual,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             BinaryOp::Add => "add",
@@ -122,6 +153,14 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::LogSumExp,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -298,59 +337,67 @@ impl OpKind {
     }
 }
 
-/// Every name `OpKind::name` gives, for checks of names that come from
-/// users (`injectFault({ op })`).
-pub const OP_NAMES: &[&str] = &[
-    "tensor",
-    "randomUniform",
-    "randomNormal",
-    "zeros",
-    "ones",
-    "full",
-    "arange",
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "square",
-    "relu",
-    "gelu",
-    "sigmoid",
-    "tanh",
-    "sin",
-    "cos",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "pow",
-    "maximum",
-    "minimum",
-    "equal",
-    "greater",
-    "greaterEqual",
-    "less",
-    "lessEqual",
-    "clamp",
-    "where",
-    "transpose",
-    "slice",
-    "broadcastTo",
-    "reshape",
-    "expandDims",
-    "squeeze",
-    "sum",
-    "mean",
-    "max",
-    "min",
-    "logSumExp",
-    "argmax",
-    "matmul",
-    "cat",
-    "copy",
-];
+/// Every name `OpKind::name` gives an op a kernel can compute (not `commit`
+/// or `guard`, which only alias memory), in a stable order: the names a
+/// user may give (`injectFault({ op })`). Made from the kinds themselves,
+/// so each name is spelled once, in `name`.
+pub fn op_names() -> Vec<&'static str> {
+    let uniform = Distribution::Uniform { min: 0.0, max: 1.0 };
+    let normal = Distribution::Normal {
+        mean: 0.0,
+        std: 1.0,
+    };
+    let mut kinds = vec![
+        OpKind::Upload(Rc::from([])),
+        OpKind::Random {
+            dist: uniform,
+            seed: 0,
+        },
+        OpKind::Random {
+            dist: normal,
+            seed: 0,
+        },
+        OpKind::Fill(0.0),
+        OpKind::Fill(1.0),
+        OpKind::Fill(2.0),
+        OpKind::Arange {
+            start: 0.0,
+            step: 1.0,
+        },
+    ];
+    kinds.extend(UnaryOp::ALL.map(OpKind::Unary));
+    kinds.extend(BinaryOp::ALL.map(OpKind::Binary));
+    kinds.push(OpKind::Clamp { min: 0.0, max: 1.0 });
+    kinds.push(OpKind::Where);
+    kinds.extend(
+        [
+            ViewOp::Transpose(Vec::new()),
+            ViewOp::Slice(Vec::new()),
+            ViewOp::Broadcast,
+            ViewOp::Reshape,
+            ViewOp::ExpandDims(0),
+            ViewOp::Squeeze(Vec::new()),
+        ]
+        .map(OpKind::View),
+    );
+    kinds.extend(ReduceOp::ALL.map(|op| OpKind::Reduce {
+        op,
+        axes: Vec::new(),
+    }));
+    kinds.extend([
+        OpKind::Argmax { axis: 0 },
+        OpKind::Matmul,
+        OpKind::Cat { axis: 0 },
+        OpKind::Copy,
+    ]);
+    kinds.iter().map(OpKind::name).collect()
+}
+
+/// The name of ops computed together, as reports name a kernel or a part
+/// of one: their names joined by `+` (`zeros+add`).
+pub fn fused_name<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    names.into_iter().collect::<Vec<_>>().join("+")
+}
 
 /// One recorded op: it reads `inputs` and writes the new tensor `output`.
 #[derive(Debug, Clone)]
@@ -393,5 +440,32 @@ impl Queue {
     /// Whether a queued op writes `id`.
     pub fn produces(&self, id: TensorId) -> bool {
         self.ops.iter().any(|op| op.output == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_names_name_each_kernel_op_once_and_no_alias() {
+        let names = op_names();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert_eq!(names.len(), 49, "every op a kernel computes: {names:?}");
+        for name in [
+            "tensor",
+            "zeros",
+            "sigmoid",
+            "lessEqual",
+            "squeeze",
+            "logSumExp",
+            "copy",
+        ] {
+            assert!(names.contains(&name), "{name}");
+        }
+        assert!(!names.contains(&"commit") && !names.contains(&"guard"));
     }
 }

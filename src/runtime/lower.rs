@@ -29,10 +29,11 @@ pub enum Written {
     View { of: TensorId, layout: Layout },
 }
 
-/// Where a block's inputs are: a buffer and how to read it, or `None` for
-/// an input with no bytes (one that carries a failure: only ops whose
-/// outputs are discarded read it, and it binds the placeholder, which
-/// WebGPU's bounds checks keep harmless).
+/// Where a block's inputs are: a buffer and how to read it. An input that
+/// carries a failure is given as the placeholder buffer (only ops whose
+/// outputs are discarded read it, and WebGPU's bounds checks keep that
+/// harmless); `None`, an input with no buffer at all, is a broken
+/// invariant, and the block is refused.
 pub type Inputs<'a> = &'a dyn Fn(TensorId) -> Option<(wgpu::Buffer, Access)>;
 
 /// The GPU state one block's lowering records into.

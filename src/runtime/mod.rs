@@ -20,50 +20,77 @@ use futures_util::future::Shared;
 
 use crate::codegen::Kernel;
 use crate::error::RequestError;
-use crate::failure::FailureKind;
 
-/// Counters the planner's and the runtime's work is observed through
-/// (`Device::stats`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub ops_registered: u64,
-    pub flushes: u64,
-    pub kernels_launched: u64,
+/// Declares `Stats` once: each counter's field, its JS name and its doc, so
+/// the Rust struct and what JS reads (`Stats::named`) cannot drift apart;
+/// the TypeScript interface and the API doc are checked against it
+/// (`tests/native.rs`).
+macro_rules! counters {
+    ($( $(#[doc = $doc:literal])* $field:ident => $js:literal, )*) => {
+        /// Counters the planner's and the runtime's work is observed through
+        /// (`Device::stats`).
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Stats {
+            $( $(#[doc = $doc])* pub $field: u64, )*
+        }
+
+        impl Stats {
+            /// Each counter under its JS name, in declaration order: what
+            /// `stats()` returns in JS.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$( ($js, self.$field), )*]
+            }
+        }
+    };
+}
+
+counters! {
+    ops_registered => "opsRegistered",
+    flushes => "flushes",
+    kernels_launched => "kernelsLaunched",
     /// Ops that ran inside a kernel together with at least one other op.
-    pub fused_ops: u64,
-    pub buffers_allocated: u64,
+    fused_ops => "fusedOps",
+    buffers_allocated => "buffersAllocated",
     /// Bytes of the buffers created so far (pool reuse not counted).
-    pub bytes_allocated: u64,
+    bytes_allocated => "bytesAllocated",
     /// Bytes of the buffers tensors hold now (pooled buffers not counted).
-    pub bytes_in_use: u64,
+    bytes_in_use => "bytesInUse",
     /// The most `bytes_in_use` has been (`Device::profile` measures its
     /// own from where it starts).
-    pub peak_bytes_in_use: u64,
+    peak_bytes_in_use => "peakBytesInUse",
     /// Bytes kernels have written: every output and scratch buffer a
     /// launch fills (host uploads not counted). What fusion saves shows here.
-    pub bytes_written: u64,
+    bytes_written => "bytesWritten",
     /// Ops run on the host instead of in a kernel: small elementwise blocks
     /// on values the host holds (`DeviceOptions::host_max_elements`).
-    pub host_ops: u64,
+    host_ops => "hostOps",
     /// Every GPU buffer created: tensors' storage, the kernels' uniform
     /// arenas and reads' staging buffers. Flat once a loop has warmed up.
-    pub gpu_buffers_created: u64,
-    pub pipelines_compiled: u64,
-    pub pipeline_cache_hits: u64,
-    pub failures_held: u64,
+    gpu_buffers_created => "gpuBuffersCreated",
+    pipelines_compiled => "pipelinesCompiled",
+    pipeline_cache_hits => "pipelineCacheHits",
+    failures_held => "failuresHeld",
     /// Held tensors kept as expressions: their ops recorded, their bytes
     /// never written (see `device::expressions`).
-    pub expressions_held: u64,
+    expressions_held => "expressionsHeld",
     /// GPU errors no error scope caught. Every GPU call runs checked on the
     /// CPU or inside a scope, so this stays 0; the tests assert it does.
-    pub uncaptured_errors: u64,
+    uncaptured_errors => "uncapturedErrors",
 }
 
 /// What an error scope caught: its first error.
 #[derive(Debug, Clone)]
 pub struct GpuError {
-    pub kind: FailureKind,
+    pub kind: GpuErrorKind,
     pub message: String,
+}
+
+/// The filters of WebGPU's error scopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuErrorKind {
+    OutOfMemory,
+    Validation,
+    Internal,
 }
 
 /// An error scope (a submission's, or a replayed block's), resolved natively
@@ -88,14 +115,14 @@ impl OpenScope {
             errors.into_iter().flatten().next().map(|error| {
                 let (kind, message) = match error {
                     wgpu::Error::OutOfMemory { .. } => (
-                        FailureKind::OutOfMemory,
+                        GpuErrorKind::OutOfMemory,
                         "the GPU ran out of memory".to_string(),
                     ),
                     wgpu::Error::Validation { description, .. } => {
-                        (FailureKind::Validation, description)
+                        (GpuErrorKind::Validation, description)
                     }
                     wgpu::Error::Internal { description, .. } => {
-                        (FailureKind::Internal, description)
+                        (GpuErrorKind::Internal, description)
                     }
                 };
                 GpuError {

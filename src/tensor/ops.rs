@@ -194,7 +194,10 @@ impl Tensor {
         }
     }
 
-    /// Each value limited to `[min, max]`; NaN stays NaN. Refuses bounds
+    /// Each value limited to `[min, max]`, as `min(max(x, min), max)`: a NaN
+    /// becomes `min` (WGSL's `max` gives the other operand of a NaN on the
+    /// adapters here, and the host computes it the same way; TF.js keeps
+    /// the NaN). Refuses bounds
     /// that are NaN or out of order: a clamp that silently did nothing (or
     /// everything) would hide the caller's mistake.
     #[track_caller]

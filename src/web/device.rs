@@ -414,40 +414,16 @@ impl JsDevice {
         }))
     }
 
-    /// `{ opsRegistered, flushes, kernelsLaunched, fusedOps, buffersAllocated,
-    /// bytesAllocated, bytesInUse, peakBytesInUse, bytesWritten, gpuBuffersCreated,
-    /// hostOps, pipelinesCompiled, pipelineCacheHits, failuresHeld,
-    /// expressionsHeld, uncapturedErrors, tensorsHeld }`; `bytesWritten`
-    /// counts what kernels wrote, `hostOps` the ops run in wasm instead of a
-    /// kernel, `expressionsHeld` the held tensors kept as expressions (their
-    /// bytes never written),
-    /// `gpuBuffersCreated` every GPU buffer (uniforms and read staging too),
-    /// `tensorsHeld` the Tensor objects of this device JS holds undisposed
+    /// Every counter of `Stats` under its JS name (`Stats::named`), and
+    /// `tensorsHeld`: the Tensor objects of this device JS holds undisposed
     /// (TF.js's `numTensors`).
     #[wasm_bindgen(unchecked_return_type = "Stats")]
     pub fn stats(&self) -> Result<Object, JsValue> {
         let device = self.device("stats")?;
-        let s = device.stats();
+        let stats = device.stats();
         let object = Object::new();
-        for (key, value) in [
-            ("opsRegistered", s.ops_registered),
-            ("flushes", s.flushes),
-            ("kernelsLaunched", s.kernels_launched),
-            ("fusedOps", s.fused_ops),
-            ("buffersAllocated", s.buffers_allocated),
-            ("bytesAllocated", s.bytes_allocated),
-            ("bytesInUse", s.bytes_in_use),
-            ("peakBytesInUse", s.peak_bytes_in_use),
-            ("bytesWritten", s.bytes_written),
-            ("hostOps", s.host_ops),
-            ("gpuBuffersCreated", s.gpu_buffers_created),
-            ("pipelinesCompiled", s.pipelines_compiled),
-            ("pipelineCacheHits", s.pipeline_cache_hits),
-            ("failuresHeld", s.failures_held),
-            ("expressionsHeld", s.expressions_held),
-            ("uncapturedErrors", s.uncaptured_errors),
-            ("tensorsHeld", registry::tensors_held(&device) as u64),
-        ] {
+        let held = ("tensorsHeld", registry::tensors_held(&device) as u64);
+        for (key, value) in stats.named().into_iter().chain([held]) {
             Reflect::set(&object, &key.into(), &(value as f64).into())?;
         }
         Ok(object)
@@ -478,7 +454,7 @@ fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, 
     let names = js_sys::Array::new();
     for kernel in &profile.kernels {
         let k = Object::new();
-        let name = kernel.ops.join("+");
+        let name = crate::ir::fused_name(kernel.ops.iter().map(String::as_str));
         names.push(&name.as_str().into());
         Reflect::set(&k, &"name".into(), &name.into())?;
         Reflect::set(&k, &"ops".into(), &strings(&kernel.ops))?;

@@ -1925,7 +1925,7 @@ fn fault_sites(
             continue;
         }
         for &op in &site.ops {
-            if webfusion::OP_NAMES.contains(&op) && !NO_KERNEL.contains(&op) && count[op] == 1 {
+            if webfusion::op_names().contains(&op) && !NO_KERNEL.contains(&op) && count[op] == 1 {
                 out.push((i, op));
             }
         }

@@ -35,7 +35,8 @@
 //!   keep their registration sites. A read of it reports the same chain,
 //!   depth and site as if it had been written.
 //! - Recomputation is bounded, by three rules, and a fourth writes what a
-//!   kernel computes for free (see `gather` and `bound_expressions`):
+//!   kernel computes for free. All of what a flush writes is decided by one
+//!   pure function, `writes`, with a unit test per rule:
 //!   1. a flush whose queue reads an expression a kernel already computed
 //!      inline writes it, on its second computation;
 //!   2. a tensor a flush computes that an expression it leaves behind
@@ -84,18 +85,15 @@ impl DeviceState {
     /// or read by a queued op, prepended, and which of the tensors they
     /// compute must be written (`wanted` among them).
     pub(super) fn gather(&mut self, queued: Vec<OpIr>, wanted: &[TensorId]) -> Gathered {
-        let mut write: FxHashSet<TensorId> = wanted.iter().copied().collect();
+        let expression =
+            |t: &TensorId| matches!(self.records.get(t).map(|r| &r.state), Some(State::Expr(_)));
         let mut roots = wanted.to_vec();
-        for op in &queued {
-            for &t in &op.inputs {
-                if let Some(State::Expr(expr)) = self.records.get(&t).map(|r| &r.state) {
-                    if expr.inlined {
-                        write.insert(t);
-                    }
-                    roots.push(t);
-                }
-            }
-        }
+        roots.extend(
+            queued
+                .iter()
+                .flat_map(|op| op.inputs.iter().copied())
+                .filter(expression),
+        );
         let mut ops = self.expression_ops(&roots);
         for op in &ops {
             // The flush holds what it reads, as for a queued op; released
@@ -104,7 +102,15 @@ impl DeviceState {
         }
         let prepended = ops.len();
         ops.extend(queued);
-        self.bound_expressions(&ops, &mut write);
+        let records = &self.records;
+        let held = |t: TensorId| records.get(&t).is_some_and(|r| r.held);
+        let inlined = |t: TensorId| {
+            matches!(
+                records.get(&t).map(|r| &r.state),
+                Some(State::Expr(Expr { inlined: true, .. }))
+            )
+        };
+        let write = writes(&ops, prepended, wanted, &held, &inlined);
         Gathered {
             ops,
             prepended,
@@ -131,145 +137,6 @@ impl DeviceState {
             }
         }
         ops
-    }
-
-    /// Adds to `write` each held tensor `ops` compute that cannot stay an
-    /// expression (not elementwise, reading what the flush will not leave
-    /// behind, or heavier than `MAX_EXPRESSION_OPS`), and each tensor the
-    /// flush computes that an expression it leaves behind reads.
-    ///
-    /// The second rule is what keeps loops bounded: `v = v.mul(0.9).add(g)`
-    /// kept as an expression each step, and computed each step for another
-    /// use, would otherwise read last step's `v` as an expression, and that
-    /// one the step's before: every step would compute the whole history.
-    /// With it, a value a kernel computes is never computed again for an
-    /// expression that outlives the flush.
-    fn bound_expressions(&self, ops: &[OpIr], write: &mut FxHashSet<TensorId>) {
-        let producer: FxHashMap<TensorId, usize> = ops
-            .iter()
-            .enumerate()
-            .map(|(i, op)| (op.output, i))
-            .collect();
-        let held = |t: TensorId| self.records.get(&t).is_some_and(|r| r.held);
-        // For each op whose output could be left as an expression: the ops
-        // computing it inline takes.
-        let mut weight: Vec<Option<usize>> = vec![None; ops.len()];
-        let mut candidates = false;
-        for (i, op) in ops.iter().enumerate() {
-            let mut ops_inline = op.kind.is_elementwise().then_some(1usize);
-            for t in fusion::distinct(&op.inputs) {
-                if write.contains(&t) {
-                    continue; // in memory (or failed) once the flush is done
-                }
-                if let Some(&j) = producer.get(&t) {
-                    ops_inline = match (ops_inline, weight[j]) {
-                        (Some(w), Some(k)) => Some(w.saturating_add(k)),
-                        _ => None,
-                    };
-                }
-            }
-            let out = op.output;
-            match ops_inline {
-                Some(w) if w <= MAX_EXPRESSION_OPS => {
-                    weight[i] = Some(w);
-                    candidates |= !write.contains(&out) && held(out);
-                }
-                _ if held(out) => {
-                    write.insert(out);
-                }
-                _ => {}
-            }
-        }
-        if !candidates {
-            return; // nothing held stays an expression (code under `tidy`)
-        }
-        let mut runs = fusion::runs(ops, |t| write.contains(&t));
-        if self.write_epilogues(ops, &producer, &runs, &weight, write) {
-            runs = fusion::runs(ops, |t| write.contains(&t));
-        }
-        // The expressions the flush will leave: ops that do not run, held or
-        // read by another such op. What they read that does run is written.
-        let mut kept: FxHashSet<TensorId> = FxHashSet::default();
-        for (i, op) in ops.iter().enumerate().rev() {
-            let out = op.output;
-            if runs[i] || weight[i].is_none() || !(kept.contains(&out) || held(out)) {
-                continue;
-            }
-            for &t in &op.inputs {
-                match producer.get(&t) {
-                    Some(&j) if runs[j] => {
-                        write.insert(t);
-                    }
-                    Some(_) => {
-                        kept.insert(t);
-                    }
-                    None => {}
-                }
-            }
-        }
-    }
-
-    /// Rule 4: adds to `write` each held elementwise tensor that a matmul
-    /// the flush runs could compute in its epilogue (of the product's shape,
-    /// reading the product or another such tensor, and otherwise only
-    /// tensors in memory by the time the matmul runs) and that no other such
-    /// tensor reads: the ones before it stay expressions, computed inline
-    /// from the product. Returns whether it added any.
-    ///
-    /// The kernel runs anyway; left as an expression, the tensor would cost
-    /// a kernel of its own later, reading the product back. Measured on the
-    /// benchmark's training step written with every intermediate kept
-    /// (`w.sub(wt.matmul(grad).mul(lr))`, each part held): the new weights
-    /// were expressions computed by three more kernels at the next step, 24
-    /// kernels a step against 21 under `tidy`; with this rule, 20.
-    fn write_epilogues(
-        &self,
-        ops: &[OpIr],
-        producer: &FxHashMap<TensorId, usize>,
-        runs: &[bool],
-        weight: &[Option<usize>],
-        write: &mut FxHashSet<TensorId>,
-    ) -> bool {
-        // Whether `t` is in memory before the op at `anchor` runs: written by
-        // an earlier flush, or by an op of this one before it (a matmul, an
-        // upload, anything that is not elementwise writes what it makes).
-        let ready = |t: &TensorId, anchor: usize| match producer.get(t) {
-            None => true,
-            Some(&j) => {
-                j < anchor && runs[j] && (write.contains(t) || !ops[j].kind.is_elementwise())
-            }
-        };
-        // Each running product, and what its epilogue makes: its shape and
-        // the matmul's place.
-        let mut epilogue: FxHashMap<TensorId, (&[usize], usize)> = FxHashMap::default();
-        let mut tips: Vec<TensorId> = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            if runs[i] && matches!(op.kind, OpKind::Matmul) {
-                epilogue.insert(op.output, (&op.shape, i));
-                continue;
-            }
-            if runs[i] || weight[i].is_none() {
-                continue;
-            }
-            let Some((shape, anchor)) = op.inputs.iter().find_map(|t| epilogue.get(t).copied())
-            else {
-                continue;
-            };
-            let others_ready = op
-                .inputs
-                .iter()
-                .all(|t| epilogue.get(t).is_some_and(|e| e.1 == anchor) || ready(t, anchor));
-            if shape == op.shape.as_slice() && others_ready {
-                epilogue.insert(op.output, (&op.shape, anchor));
-                tips.retain(|t| !op.inputs.contains(t));
-                if self.records.get(&op.output).is_some_and(|r| r.held) {
-                    tips.push(op.output);
-                }
-            }
-        }
-        let before = write.len();
-        write.extend(tips);
-        write.len() > before
     }
 
     /// After a flush of `ops` is encoded as `blocks`: each tensor of its
@@ -302,5 +169,323 @@ impl DeviceState {
                 _ => {}
             }
         }
+    }
+}
+
+/// What a flush of `ops` (the first `prepended` of them expressions it
+/// computes again, then its queue) must leave in memory: one pure function
+/// of the ops, what is held, what a read asks for (`wanted`) and which
+/// expressions a kernel computed inline already. Every rule of the module
+/// doc is applied here, and only here:
+/// - what a read asks for is written;
+/// - rule 1: an expression a kernel already computed inline, read by the
+///   queue, is written on this, its second computation;
+/// - what is held and cannot stay an expression is written: not
+///   elementwise, reading what the flush will not leave behind, or rule 3,
+///   heavier than `MAX_EXPRESSION_OPS`;
+/// - rule 2: what the flush computes that an expression it leaves behind
+///   reads is written;
+/// - rule 4: a held chain a running matmul's epilogue can compute ends in a
+///   tensor that kernel writes.
+pub(super) fn writes(
+    ops: &[OpIr],
+    prepended: usize,
+    wanted: &[TensorId],
+    held: &dyn Fn(TensorId) -> bool,
+    inlined: &dyn Fn(TensorId) -> bool,
+) -> FxHashSet<TensorId> {
+    let mut write: FxHashSet<TensorId> = wanted.iter().copied().collect();
+    let recomputed: FxHashSet<TensorId> = ops[..prepended].iter().map(|op| op.output).collect();
+    for op in &ops[prepended..] {
+        for &t in &op.inputs {
+            if recomputed.contains(&t) && inlined(t) {
+                write.insert(t);
+            }
+        }
+    }
+    bound_expressions(ops, held, &mut write);
+    write
+}
+
+/// Adds to `write` each held tensor `ops` compute that cannot stay an
+/// expression (not elementwise, reading what the flush will not leave
+/// behind, or heavier than `MAX_EXPRESSION_OPS`), and each tensor the
+/// flush computes that an expression it leaves behind reads.
+///
+/// The second rule is what keeps loops bounded: `v = v.mul(0.9).add(g)`
+/// kept as an expression each step, and computed each step for another
+/// use, would otherwise read last step's `v` as an expression, and that
+/// one the step's before: every step would compute the whole history.
+/// With it, a value a kernel computes is never computed again for an
+/// expression that outlives the flush.
+fn bound_expressions(
+    ops: &[OpIr],
+    held: &dyn Fn(TensorId) -> bool,
+    write: &mut FxHashSet<TensorId>,
+) {
+    let producer: FxHashMap<TensorId, usize> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| (op.output, i))
+        .collect();
+    // For each op whose output could be left as an expression: the ops
+    // computing it inline takes.
+    let mut weight: Vec<Option<usize>> = vec![None; ops.len()];
+    let mut candidates = false;
+    for (i, op) in ops.iter().enumerate() {
+        let mut ops_inline = op.kind.is_elementwise().then_some(1usize);
+        for t in fusion::distinct(&op.inputs) {
+            if write.contains(&t) {
+                continue; // in memory (or failed) once the flush is done
+            }
+            if let Some(&j) = producer.get(&t) {
+                ops_inline = match (ops_inline, weight[j]) {
+                    (Some(w), Some(k)) => Some(w.saturating_add(k)),
+                    _ => None,
+                };
+            }
+        }
+        let out = op.output;
+        match ops_inline {
+            Some(w) if w <= MAX_EXPRESSION_OPS => {
+                weight[i] = Some(w);
+                candidates |= !write.contains(&out) && held(out);
+            }
+            _ if held(out) => {
+                write.insert(out);
+            }
+            _ => {}
+        }
+    }
+    if !candidates {
+        return; // nothing held stays an expression (code under `tidy`)
+    }
+    let mut runs = fusion::runs(ops, |t| write.contains(&t));
+    if write_epilogues(ops, held, &producer, &runs, &weight, write) {
+        runs = fusion::runs(ops, |t| write.contains(&t));
+    }
+    // The expressions the flush will leave: ops that do not run, held or
+    // read by another such op. What they read that does run is written.
+    let mut kept: FxHashSet<TensorId> = FxHashSet::default();
+    for (i, op) in ops.iter().enumerate().rev() {
+        let out = op.output;
+        if runs[i] || weight[i].is_none() || !(kept.contains(&out) || held(out)) {
+            continue;
+        }
+        for &t in &op.inputs {
+            match producer.get(&t) {
+                Some(&j) if runs[j] => {
+                    write.insert(t);
+                }
+                Some(_) => {
+                    kept.insert(t);
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// Rule 4: adds to `write` each held elementwise tensor that a matmul
+/// the flush runs could compute in its epilogue (of the product's shape,
+/// reading the product or another such tensor, and otherwise only
+/// tensors in memory by the time the matmul runs) and that no other such
+/// tensor reads: the ones before it stay expressions, computed inline
+/// from the product. Returns whether it added any.
+///
+/// The kernel runs anyway; left as an expression, the tensor would cost
+/// a kernel of its own later, reading the product back. Measured on the
+/// benchmark's training step written with every intermediate kept
+/// (`w.sub(wt.matmul(grad).mul(lr))`, each part held): the new weights
+/// were expressions computed by three more kernels at the next step, 24
+/// kernels a step against 21 under `tidy`; with this rule, 20.
+fn write_epilogues(
+    ops: &[OpIr],
+    held: &dyn Fn(TensorId) -> bool,
+    producer: &FxHashMap<TensorId, usize>,
+    runs: &[bool],
+    weight: &[Option<usize>],
+    write: &mut FxHashSet<TensorId>,
+) -> bool {
+    // Whether `t` is in memory before the op at `anchor` runs: written by
+    // an earlier flush, or by an op of this one before it (a matmul, an
+    // upload, anything that is not elementwise writes what it makes).
+    let ready = |t: &TensorId, anchor: usize| match producer.get(t) {
+        None => true,
+        Some(&j) => j < anchor && runs[j] && (write.contains(t) || !ops[j].kind.is_elementwise()),
+    };
+    // Each running product, and what its epilogue makes: its shape and
+    // the matmul's place.
+    let mut epilogue: FxHashMap<TensorId, (&[usize], usize)> = FxHashMap::default();
+    let mut tips: Vec<TensorId> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        if runs[i] && matches!(op.kind, OpKind::Matmul) {
+            epilogue.insert(op.output, (&op.shape, i));
+            continue;
+        }
+        if runs[i] || weight[i].is_none() {
+            continue;
+        }
+        let Some((shape, anchor)) = op.inputs.iter().find_map(|t| epilogue.get(t).copied()) else {
+            continue;
+        };
+        let others_ready = op
+            .inputs
+            .iter()
+            .all(|t| epilogue.get(t).is_some_and(|e| e.1 == anchor) || ready(t, anchor));
+        if shape == op.shape.as_slice() && others_ready {
+            epilogue.insert(op.output, (&op.shape, anchor));
+            tips.retain(|t| !op.inputs.contains(t));
+            if held(op.output) {
+                tips.push(op.output);
+            }
+        }
+    }
+    let before = write.len();
+    write.extend(tips);
+    write.len() > before
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per rule of `writes`, on ops built by hand: no GPU.
+    use super::*;
+    use crate::ir::{ReduceOp, UnaryOp};
+
+    fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
+        OpIr {
+            kind,
+            inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
+            output: TensorId(output),
+            shape: shape.to_vec(),
+        }
+    }
+
+    fn upload(output: u64) -> OpIr {
+        op(OpKind::Upload(vec![0.0; 4].into()), &[], output, &[2, 2])
+    }
+
+    fn unary(u: UnaryOp, input: u64, output: u64) -> OpIr {
+        op(OpKind::Unary(u), &[input], output, &[2, 2])
+    }
+
+    fn ids(ts: &[u64]) -> Vec<TensorId> {
+        ts.iter().map(|&t| TensorId(t)).collect()
+    }
+
+    /// `writes` of a flush with nothing prepended, holding `held` and the
+    /// tensors given as values (uploads), as a program holds its inputs.
+    fn written(ops: &[OpIr], wanted: &[u64], held: &[u64]) -> FxHashSet<TensorId> {
+        let mut held = ids(held);
+        held.extend(
+            ops.iter()
+                .filter(|op| matches!(op.kind, OpKind::Upload(_)))
+                .map(|op| op.output),
+        );
+        writes(ops, 0, &ids(wanted), &|t| held.contains(&t), &|_| false)
+    }
+
+    #[test]
+    fn what_a_read_wants_is_written_and_a_held_elementwise_result_stays_an_expression() {
+        let ops = [
+            upload(1),
+            unary(UnaryOp::Exp, 1, 2),
+            unary(UnaryOp::Tanh, 1, 3),
+        ];
+        let write = written(&ops, &[2], &[3]);
+        assert!(write.contains(&TensorId(2)));
+        assert!(
+            !write.contains(&TensorId(3)),
+            "held, elementwise, nobody read it"
+        );
+    }
+
+    #[test]
+    fn a_held_tensor_that_is_not_elementwise_is_written() {
+        let sum = op(
+            OpKind::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+            },
+            &[1],
+            2,
+            &[2],
+        );
+        let write = written(&[upload(1), sum], &[], &[2]);
+        assert!(write.contains(&TensorId(2)));
+    }
+
+    #[test]
+    fn rule_1_an_expression_a_kernel_computed_inline_is_written_when_the_queue_reads_it_again() {
+        // Prepended: the expression 2 = exp(1); queued: 3 = tanh(2), read.
+        let ops = [unary(UnaryOp::Exp, 1, 2), unary(UnaryOp::Tanh, 2, 3)];
+        let held = |t: TensorId| t == TensorId(2);
+        let once = writes(&ops, 1, &ids(&[3]), &held, &|_| false);
+        assert!(!once.contains(&TensorId(2)), "first computed inline: stays");
+        let again = writes(&ops, 1, &ids(&[3]), &held, &|t| t == TensorId(2));
+        assert!(
+            again.contains(&TensorId(2)),
+            "its second computation writes it"
+        );
+    }
+
+    #[test]
+    fn rule_2_what_an_expression_left_behind_reads_is_written_by_the_flush_that_computes_it() {
+        // 2 = exp(1) runs (the read 3 = tanh(2) needs it); 4 = sin(2) is
+        // held and left behind, so 2 must not be left to compute again.
+        let ops = [
+            upload(1),
+            unary(UnaryOp::Exp, 1, 2),
+            unary(UnaryOp::Tanh, 2, 3),
+            unary(UnaryOp::Sin, 2, 4),
+        ];
+        let write = written(&ops, &[3], &[4]);
+        assert!(write.contains(&TensorId(2)));
+        assert!(
+            !write.contains(&TensorId(4)),
+            "nobody read it: an expression"
+        );
+    }
+
+    #[test]
+    fn rule_3_an_expression_heavier_than_the_bound_is_written() {
+        let chain = |n: u64| {
+            let mut ops = vec![upload(1)];
+            ops.extend((0..n).map(|k| unary(UnaryOp::Exp, 1 + k, 2 + k)));
+            ops
+        };
+        let light = chain(10);
+        assert!(!written(&light, &[], &[11]).contains(&TensorId(11)));
+        let n = MAX_EXPRESSION_OPS as u64 + 1;
+        let heavy = chain(n);
+        assert!(written(&heavy, &[], &[1 + n]).contains(&TensorId(1 + n)));
+    }
+
+    #[test]
+    fn rule_4_a_held_chain_on_a_running_matmul_is_written_at_its_tip_by_that_kernel() {
+        // 3 = x @ w is held and runs (4 = sum(3) is read); 5 = relu(3) and
+        // 6 = exp(5) are held too: the matmul's epilogue writes 6, and 5
+        // stays an expression computed inline from the product.
+        let matmul = op(OpKind::Matmul, &[1, 2], 3, &[2, 2]);
+        let sum = op(
+            OpKind::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![0, 1],
+            },
+            &[3],
+            4,
+            &[],
+        );
+        let ops = [
+            upload(1),
+            upload(2),
+            matmul,
+            sum,
+            unary(UnaryOp::Relu, 3, 5),
+            unary(UnaryOp::Exp, 5, 6),
+        ];
+        let write = written(&ops, &[4], &[3, 5, 6]);
+        assert!(write.contains(&TensorId(6)), "{write:?}");
+        assert!(!write.contains(&TensorId(5)), "{write:?}");
     }
 }

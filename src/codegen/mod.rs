@@ -20,7 +20,7 @@ mod reduce;
 pub use elementwise::{copy, elementwise};
 pub use kernel::{Access, Group, Kernel};
 pub use matmul::matmul;
-pub use reduce::{Fused, REDUCE_CHUNK, Stage, reduce, reduces_per_thread};
+pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
 
 #[cfg(test)]
 mod tests {
@@ -271,8 +271,7 @@ mod tests {
         let kernel = reduce(
             &wide,
             &[0],
-            ReduceOp::Sum,
-            false,
+            Reducer::Fold(ReduceOp::Sum),
             Stage::PerThread,
             Fused::None,
         );
@@ -305,8 +304,7 @@ mod tests {
         let kernel = reduce(
             &contiguous(&[4, 5, 6]),
             &[1],
-            ReduceOp::Sum,
-            false,
+            Reducer::Fold(ReduceOp::Sum),
             Stage::Whole,
             Fused::None,
         );

@@ -122,21 +122,11 @@ pub(super) struct Fold {
 }
 
 impl Fold {
-    pub(super) fn new(op: ReduceOp, argmax: bool, stage: Stage, divisor: &str) -> Fold {
-        if argmax {
-            let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
-            let r = match stage {
-                Stage::Final { .. } => "in1[at]",
-                _ => "i",
-            };
-            return Fold {
-                init: "ninf()",
-                aux: Some(("u32", "0xffffffffu")),
-                element: format!("let r = {r}; {pick}"),
-                merge: pick.to_string(),
-                finish: "f32(aux)".to_string(),
-            };
-        }
+    pub(super) fn new(reducer: Reducer, stage: Stage, divisor: &str) -> Fold {
+        let op = match reducer {
+            Reducer::Fold(op) => op,
+            Reducer::Argmax => return Fold::argmax(stage),
+        };
         let plain = |init, step: &str| Fold {
             init,
             aux: None,
@@ -170,17 +160,20 @@ impl Fold {
         }
     }
 
-    /// The result as two parts whose sum it is, where one float would lose
-    /// what an epilogue needs (see `AnchorParts::Split`): a logSumExp's max
-    /// and the log of its sum.
-    pub(super) fn split(
-        &self,
-        op: ReduceOp,
-        argmax: bool,
-        acc: &str,
-        aux: &str,
-    ) -> Option<(String, String)> {
-        (op == ReduceOp::LogSumExp && !argmax).then(|| (acc.to_string(), format!("log({aux})")))
+    /// The index of the largest value, carried in `aux`.
+    fn argmax(stage: Stage) -> Fold {
+        let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
+        let r = match stage {
+            Stage::Final { .. } => "in1[at]",
+            _ => "i",
+        };
+        Fold {
+            init: "ninf()",
+            aux: Some(("u32", "0xffffffffu")),
+            element: format!("let r = {r}; {pick}"),
+            merge: pick.to_string(),
+            finish: "f32(aux)".to_string(),
+        }
     }
 
     /// A call of `row_value` (an epilogue's function computing `finish`) on
@@ -231,15 +224,35 @@ impl Fold {
     }
 }
 
+/// What a reduction kernel computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reducer {
+    /// A fold of the values along its axes.
+    Fold(ReduceOp),
+    /// The index of the largest value (the first on ties), carried with the
+    /// value.
+    Argmax,
+}
+
+impl Reducer {
+    /// Its result as two parts whose sum it is, where one float would lose
+    /// what an epilogue needs (see `AnchorParts::Split`): a logSumExp's max
+    /// and the log of its sum, from the fold's state `acc` and `aux`.
+    fn split(self, acc: &str, aux: &str) -> Option<(String, String)> {
+        (self == Reducer::Fold(ReduceOp::LogSumExp))
+            .then(|| (acc.to_string(), format!("log({aux})")))
+    }
+}
+
 /// One workgroup per output value (per chunk of it, in a `First` stage):
 /// its threads stride over the reduced elements, then combine their partial
 /// results in shared memory; or, in a `PerThread` stage, one thread per
-/// output. `argmax` carries the index with the value (`op` is then ignored).
+/// output. Its elements are loaded, or computed by a prologue; an epilogue
+/// runs over each row once its value is known.
 pub fn reduce(
     input: &Access,
     axes: &[usize],
-    op: ReduceOp,
-    argmax: bool,
+    reducer: Reducer,
     stage: Stage,
     fused_work: Fused<'_>,
 ) -> Kernel {
@@ -247,14 +260,39 @@ pub fn reduce(
         Fused::Prologue(group) => Some(group),
         _ => None,
     };
-    let epilogue = match fused_work {
+    let mut params = Params::default();
+    let folded = fold_elements(input, axes, reducer, stage, prologue.is_some(), &mut params);
+    match fused_work {
         Fused::Epilogue(group, write)
             if matches!(stage, Stage::Whole | Stage::PerThread) && axes.len() == 1 =>
         {
-            Some((group, write))
+            with_epilogue(folded, reducer, stage, group, write, params)
         }
-        _ => None,
-    };
+        _ => written(folded, reducer, stage, prologue, params),
+    }
+}
+
+/// A reduction's kernel up to its fold: each thread's share of an output's
+/// elements folded into `acc` (and `aux`).
+struct Folded {
+    body: String,
+    fold: Fold,
+    n_out: usize,
+    splits: usize,
+    /// The uniform holding the reduced elements per output.
+    count: String,
+}
+
+/// The body that finds this thread's output (`o`), walks its share of the
+/// reduced elements and folds each into the state.
+fn fold_elements(
+    input: &Access,
+    axes: &[usize],
+    reducer: Reducer,
+    stage: Stage,
+    prologue: bool,
+    params: &mut Params,
+) -> Folded {
     let kept: Vec<usize> = (0..input.shape.len())
         .filter(|d| !axes.contains(d))
         .collect();
@@ -266,8 +304,6 @@ pub fn reduce(
         Stage::First { splits } => splits,
         _ => 1,
     };
-
-    let mut params = Params::default();
     let n = params.push(n_out * splits);
     let p_splits = params.push(splits);
     let chunk = params.push(n_red.div_ceil(splits));
@@ -277,7 +313,7 @@ pub fn reduce(
         _ => n_red,
     });
     let offset = params.push(input.layout.offset);
-    let fold = Fold::new(op, argmax, stage, &divisor);
+    let fold = Fold::new(reducer, stage, &divisor);
     let per_thread = stage == Stage::PerThread;
     // Output `o` and the range of its elements this thread folds.
     let mut body = if per_thread {
@@ -293,7 +329,7 @@ pub fn reduce(
              \x20   let end = min(start + {chunk}, {count});\n    var base = {offset};\n"
         )
     };
-    coords(&mut body, &mut params, "o", "k", &kept_shape);
+    coords(&mut body, params, "o", "k", &kept_shape);
     for (i, &d) in kept.iter().enumerate() {
         let stride = params.push(input.layout.strides[d]);
         let _ = writeln!(body, "    base = base + k{i} * {stride};");
@@ -335,7 +371,7 @@ pub fn reduce(
     }
     // With a prologue the element is computed, not loaded: `input` then
     // describes the prologue's (row-major) result, so `at` is its flat index.
-    let load = if prologue.is_some() {
+    let load = if prologue {
         "fused(at, 0.0)"
     } else {
         "in0[at]"
@@ -345,72 +381,117 @@ pub fn reduce(
         "        let x = {load};\n        {}\n    }}",
         fold.element
     );
-    let per_thread_groups = n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64;
+    Folded {
+        body,
+        fold,
+        n_out,
+        splits,
+        count,
+    }
+}
 
-    if let Some((group, write)) = epilogue {
-        // The row's value, then the epilogue at each element of the row: by
-        // this thread alone, or (after the workgroup's fold, which ends on a
-        // barrier) by every thread at its share of the row.
-        let (row, (acc, aux), first, step) = if per_thread {
-            ("o", ("acc", "aux"), "0u", "1u".to_string())
-        } else {
-            body += &fold.across_workgroup();
-            let step = format!("{REDUCE_WORKGROUP}u");
-            ("wg", ("part[0]", "part_aux[0]"), "lid", step)
-        };
-        let split = fold.split(op, argmax, acc, aux);
-        let (parts, anchor) = match &split {
-            Some((hi, lo)) => {
-                let _ = writeln!(
-                    body,
-                    "    let red_hi = {hi};\n    let red_lo = {lo};\n    let red = red_hi + red_lo;"
-                );
-                (AnchorParts::Split, "red_hi, red_lo")
-            }
-            None => {
-                let _ = writeln!(body, "    let red = {};", fold.row_value(acc, aux));
-                (AnchorParts::One, "red")
-            }
-        };
-        if write {
-            let lead = if per_thread { "" } else { "if (lid == 0u) " };
-            let _ = writeln!(body, "    {lead}{{ reduced[{row}] = red; }}");
-        }
-        let _ = writeln!(
-            body,
-            "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, {anchor}); }}"
-        );
-        // The reduction's input, the epilogue's inputs and outputs, and last
-        // the reduced values when they are written. The row's value comes
-        // from a function of its own: `acc` and `aux` are the loop's names.
-        let (bindings, function) = fused(group, &mut params, 2, parts);
-        let (block, accesses) = (group.block, group.accesses);
-        let aux_param = fold
-            .aux
-            .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
-        let mut decls = format!(
-            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
-             fn row_value(acc: f32{aux_param}) -> f32 {{ return {}; }}\n",
-            fold.finish
-        );
-        if write {
+/// Workgroups a `PerThread` launch of `n_out` outputs takes.
+fn per_thread_groups(n_out: usize) -> u64 {
+    n_out.div_ceil(REDUCE_PER_THREAD as usize) as u64
+}
+
+/// The fold finished by an epilogue: the row's value, then the epilogue at
+/// each element of the row, by this thread alone, or (after the
+/// workgroup's fold, which ends on a barrier) by every thread at its share
+/// of the row. With `write` the row's value is written too.
+fn with_epilogue(
+    folded: Folded,
+    reducer: Reducer,
+    stage: Stage,
+    group: Group<'_>,
+    write: bool,
+    mut params: Params,
+) -> Kernel {
+    let Folded {
+        mut body,
+        fold,
+        n_out,
+        count,
+        ..
+    } = folded;
+    let per_thread = stage == Stage::PerThread;
+    let (row, (acc, aux), first, step) = if per_thread {
+        ("o", ("acc", "aux"), "0u", "1u".to_string())
+    } else {
+        body += &fold.across_workgroup();
+        let step = format!("{REDUCE_WORKGROUP}u");
+        ("wg", ("part[0]", "part_aux[0]"), "lid", step)
+    };
+    let (parts, anchor) = match reducer.split(acc, aux) {
+        Some((hi, lo)) => {
             let _ = writeln!(
-                decls,
-                "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
-                2 + accesses.len() + block.outputs.len()
+                body,
+                "    let red_hi = {hi};\n    let red_lo = {lo};\n    let red = red_hi + red_lo;"
             );
+            (AnchorParts::Split, "red_hi, red_lo")
         }
-        return if per_thread {
-            params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups)
-        } else {
-            fold.workgroup_memory(&mut decls);
-            params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64)
-        };
+        None => {
+            let _ = writeln!(body, "    let red = {};", fold.row_value(acc, aux));
+            (AnchorParts::One, "red")
+        }
+    };
+    if write {
+        let lead = if per_thread { "" } else { "if (lid == 0u) " };
+        let _ = writeln!(body, "    {lead}{{ reduced[{row}] = red; }}");
+    }
+    let _ = writeln!(
+        body,
+        "    for (var i = {first}; i < {count}; i = i + {step}) {{ _ = fused({row} * {count} + i, {anchor}); }}"
+    );
+    // The reduction's input, the epilogue's inputs and outputs, and last
+    // the reduced values when they are written. The row's value comes from
+    // a function of its own: `acc` and `aux` are the loop's names.
+    let (bindings, function) = fused(group, &mut params, 2, parts);
+    let (block, accesses) = (group.block, group.accesses);
+    let aux_param = fold
+        .aux
+        .map_or(String::new(), |(ty, _)| format!(", aux: {ty}"));
+    let mut decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n{bindings}{function}\
+         fn row_value(acc: f32{aux_param}) -> f32 {{ return {}; }}\n",
+        fold.finish
+    );
+    if write {
+        let _ = writeln!(
+            decls,
+            "@group(0) @binding({}) var<storage, read_write> reduced: array<f32>;",
+            2 + accesses.len() + block.outputs.len()
+        );
     }
     if per_thread {
+        params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out))
+    } else {
+        fold.workgroup_memory(&mut decls);
+        params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64)
+    }
+}
+
+/// The fold finished by writing its result: per output, or, in a `First`
+/// stage, per partial (an argmax's index into a second output).
+fn written(
+    folded: Folded,
+    reducer: Reducer,
+    stage: Stage,
+    prologue: Option<Group<'_>>,
+    mut params: Params,
+) -> Kernel {
+    let Folded {
+        mut body,
+        fold,
+        n_out,
+        splits,
+        ..
+    } = folded;
+    let argmax = reducer == Reducer::Argmax;
+    if stage == Stage::PerThread {
         let _ = writeln!(body, "    out0[o] = {};", fold.finish);
         let (decls, _) = reduce_bindings(prologue, &mut params, false);
-        return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups);
+        return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
     body += &fold.across_workgroup();
     body += "    if (lid == 0u) {\n        let acc = part[0];\n";

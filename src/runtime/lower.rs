@@ -11,11 +11,11 @@
 
 use std::borrow::Cow;
 
-use crate::codegen::{self, Access, Fused, Group, Kernel, REDUCE_CHUNK, Stage};
+use crate::codegen::{self, Access, Fused, Group, Kernel, REDUCE_CHUNK, Reducer, Stage};
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, ReduceOp, TensorId};
+use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::{Allocation, Gpu, Stats};
 
 /// What a block's output is once its commands are recorded.
@@ -190,14 +190,8 @@ impl Lowering<'_> {
             true => Stage::PerThread,
             false => Stage::Whole,
         };
-        let kernel = codegen::reduce(
-            x,
-            &last,
-            *op,
-            false,
-            stage,
-            Fused::Epilogue(group, write_reduced),
-        );
+        let fused = Fused::Epilogue(group, write_reduced);
+        let kernel = codegen::reduce(x, &last, Reducer::Fold(*op), stage, fused);
         refuse_broken(&kernel)?;
         let mut written = self.allocate_outputs(epilogue, &others);
         if write_reduced {
@@ -250,20 +244,14 @@ impl Lowering<'_> {
         inputs: Inputs<'_>,
     ) -> Result<Written, String> {
         let op = &ops[i];
-        let (axes, reduce, argmax) = match &op.kind {
-            OpKind::Reduce { op, axes } => (axes.clone(), *op, false),
-            OpKind::Argmax { axis } => (vec![*axis], ReduceOp::Max, true),
+        let (axes, reducer) = match &op.kind {
+            OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
+            OpKind::Argmax { axis } => (vec![*axis], Reducer::Argmax),
             other => return Err(format!("`{}` is not a reduction", other.name())),
         };
         let Some(prologue) = prologue else {
             let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
-            return self.reduce(
-                (&buffers, &accesses[0], None),
-                &axes,
-                reduce,
-                argmax,
-                &op.shape,
-            );
+            return self.reduce((&buffers, &accesses[0], None), &axes, reducer, &op.shape);
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
         let input = Access {
@@ -276,13 +264,7 @@ impl Lowering<'_> {
             accesses: &accesses,
             anchor: None,
         };
-        let written = self.reduce(
-            (&buffers, &input, Some(group)),
-            &axes,
-            reduce,
-            argmax,
-            &op.shape,
-        )?;
+        let written = self.reduce((&buffers, &input, Some(group)), &axes, reducer, &op.shape)?;
         self.stats.fused_ops += prologue.ops.len() as u64 + 1;
         Ok(written)
     }
@@ -390,8 +372,7 @@ impl Lowering<'_> {
         &mut self,
         source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
         axes: &[usize],
-        op: ReduceOp,
-        argmax: bool,
+        reducer: Reducer,
         out_shape: &[usize],
     ) -> Result<Written, String> {
         let (buffers, input, prologue) = source;
@@ -409,7 +390,7 @@ impl Lowering<'_> {
             None
         };
         if let Some(stage) = single {
-            let kernel = codegen::reduce(input, axes, op, argmax, stage, prologue);
+            let kernel = codegen::reduce(input, axes, reducer, stage, prologue);
             refuse_broken(&kernel)?;
             let out = self.allocate(out_shape);
             self.launch(&kernel, buffers, &[&out]);
@@ -417,7 +398,7 @@ impl Lowering<'_> {
         }
         let splits = total.div_ceil(REDUCE_CHUNK);
         let partial_shape = [n_out, splits];
-        let first = codegen::reduce(input, axes, op, argmax, Stage::First { splits }, prologue);
+        let first = codegen::reduce(input, axes, reducer, Stage::First { splits }, prologue);
         let partials = Access {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
@@ -425,8 +406,7 @@ impl Lowering<'_> {
         let last = codegen::reduce(
             &partials,
             &[1],
-            op,
-            argmax,
+            reducer,
             Stage::Final { total },
             Fused::None,
         );
@@ -434,7 +414,7 @@ impl Lowering<'_> {
         refuse_broken(&last)?;
         let out = self.allocate(out_shape);
         let values = self.allocate(&partial_shape);
-        let indices = argmax.then(|| self.allocate(&partial_shape));
+        let indices = (reducer == Reducer::Argmax).then(|| self.allocate(&partial_shape));
         let mut outputs = vec![&values];
         outputs.extend(indices.as_ref());
         self.launch(&first, buffers, &outputs);

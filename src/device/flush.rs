@@ -241,7 +241,19 @@ impl DeviceState {
             return run;
         }
 
-        // Inputs that carry failures: the ops reading them are skipped.
+        let live = self.skip_failed_inputs(&run, seq);
+        if live.is_empty() || self.refuse(ops, block, &run, &live, seq) {
+            return run;
+        }
+        run.injected = self.assign_faults(&run.steps, &live);
+        run.live = live;
+        run
+    }
+
+    /// Skips the ops that read a tensor carrying a failure: the outputs
+    /// they reach fail, one op deeper per op (each skip recorded), pending
+    /// while an input is. Returns the outputs left to write.
+    fn skip_failed_inputs(&mut self, run: &BlockRun, seq: u64) -> Vec<TensorId> {
         let tainted = self.propagate(&run.steps, |state, t| state.failures_of(t, seq));
         for &out in &run.outputs {
             if let Some(taints) = tainted.get(&out) {
@@ -250,56 +262,63 @@ impl DeviceState {
                 self.set_state(out, State::Failed { taints, pending });
             }
         }
-        let live: Vec<TensorId> = run
-            .outputs
+        run.outputs
             .iter()
             .copied()
             .filter(|o| !tainted.contains_key(o))
-            .collect();
-        if live.is_empty() {
-            return run;
-        }
+            .collect()
+    }
 
+    /// Fails `live` with a new failure when `fusion::refusal` refuses the
+    /// block on this device; says whether it did.
+    fn refuse(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        run: &BlockRun,
+        live: &[TensorId],
+        seq: u64,
+    ) -> bool {
         let placed = |t| self.access(t).map(|(_, a)| (a.shape, a.layout));
-        let refused =
-            fusion::refusal(block, ops, placed, &self.device_limits()).map(
-                |refusal| match refusal {
-                    Refusal::Allocation(message) => (FailureKind::Allocation, message),
-                    Refusal::IndexRange(message) => (FailureKind::IndexRange, message),
-                    Refusal::Bindings(message) => {
-                        debug_assert!(false, "{message}");
-                        (FailureKind::Internal, message)
-                    }
-                },
-            );
-        if let Some((kind, message)) = refused {
-            let registered_at = match kind {
-                FailureKind::Allocation | FailureKind::IndexRange => self.site_of_largest(&run),
-                _ => run.site(),
-            };
-            let root = Root {
-                kind,
-                op: run.name(),
-                message,
-                registered_at,
-            };
-            let pending = self.pending_while_inputs_are(&run.steps, seq);
-            self.root_failure(root, &live, pending);
-            return run;
+        let Some(refusal) = fusion::refusal(block, ops, placed, &self.device_limits()) else {
+            return false;
+        };
+        let (kind, message, registered_at) = match refusal {
+            Refusal::Allocation(message) => {
+                (FailureKind::Allocation, message, self.site_of_largest(run))
+            }
+            Refusal::IndexRange(message) => {
+                (FailureKind::IndexRange, message, self.site_of_largest(run))
+            }
+            Refusal::Bindings(message) => {
+                debug_assert!(false, "{message}");
+                (FailureKind::Internal, message, run.site())
+            }
+        };
+        let root = Root {
+            kind,
+            op: run.name(),
+            message,
+            registered_at,
+        };
+        let pending = self.pending_while_inputs_are(&run.steps, seq);
+        self.root_failure(root, live, pending);
+        true
+    }
+
+    /// The injected faults this block fires, each tied to its op. Only the
+    /// ops that compute a live output can fire one: a fault on a skipped op
+    /// would never run, unfused.
+    fn assign_faults(&mut self, steps: &[Step], live: &[TensorId]) -> Vec<Injected> {
+        if self.faults.is_empty() {
+            return Vec::new();
         }
-        if !self.faults.is_empty() {
-            // Only the ops that compute a live output can fire a fault: one
-            // on a skipped op would never run, unfused.
-            let producers: Vec<(TensorId, &[TensorId])> = run
-                .steps
-                .iter()
-                .map(|s| (s.output, s.inputs.as_slice()))
-                .collect();
-            let computed = fusion::cone(&producers, &live);
-            run.injected = faults::take(&mut self.faults, &run.steps, &computed);
-        }
-        run.live = live;
-        run
+        let producers: Vec<(TensorId, &[TensorId])> = steps
+            .iter()
+            .map(|s| (s.output, s.inputs.as_slice()))
+            .collect();
+        let computed = fusion::cone(&producers, live);
+        faults::take(&mut self.faults, steps, &computed)
     }
 
     /// Whether `block` runs on the host (`runtime::host`) rather than as a

@@ -4,7 +4,7 @@
 // tests import `serve` and pass port 0 for a free one.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
-import { extname, join, normalize, resolve } from 'node:path';
+import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = resolve(fileURLToPath(import.meta.url), '../..');
@@ -19,6 +19,18 @@ const TYPES = {
   '.ts': 'text/plain',
 };
 
+/**
+ * The file under `root` that `rest` (a decoded URL path below its mount)
+ * names, or null when it names something outside `root`. A prefix test on
+ * the strings is not enough: `/srv/www-x/a` starts with `/srv/www`, so the
+ * root must match whole (itself, or itself and a separator).
+ */
+function fileWithin(root, rest) {
+  const base = resolve(root);
+  const file = resolve(base, `.${sep}${rest}`);
+  return file === base || file.startsWith(base + sep) ? file : null;
+}
+
 /** Serves `mounts` ({ urlPrefix: directory }) on 127.0.0.1:`port`. */
 export function serve({ port = 8080, mounts } = {}) {
   mounts ??= {
@@ -27,13 +39,21 @@ export function serve({ port = 8080, mounts } = {}) {
     '/': join(repo, 'www'),
   };
   const prefixes = Object.keys(mounts).sort((a, b) => b.length - a.length);
-  const server = createServer(async (req, res) => {
-    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+
+  /** Answers one request; every failure becomes a status, none escapes. */
+  async function answer(req, res) {
+    let path;
+    try {
+      path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    } catch {
+      // A malformed escape (`%E0%A4%A`) names no file.
+      res.writeHead(400).end('bad request');
+      return;
+    }
     const prefix = prefixes.find((p) => path.startsWith(p));
-    const root = mounts[prefix];
-    let file = normalize(join(root, path.slice(prefix.length)));
-    if (!file.startsWith(root)) {
-      res.writeHead(403).end();
+    let file = prefix === undefined ? null : fileWithin(mounts[prefix], path.slice(prefix.length));
+    if (file === null) {
+      res.writeHead(403).end('forbidden');
       return;
     }
     try {
@@ -44,6 +64,15 @@ export function serve({ port = 8080, mounts } = {}) {
     } catch {
       res.writeHead(404).end('not found');
     }
+  }
+
+  const server = createServer((req, res) => {
+    // An async handler's rejection would be unhandled and end the process:
+    // whatever `answer` did not foresee is a 500 for this request only.
+    answer(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
   });
   return new Promise((done) => server.listen(port, '127.0.0.1', () => done(server)));
 }

@@ -1,8 +1,11 @@
 // One fixture page for a whole test file: opened (webfusion initialised)
 // before its tests, closed after them. Test files that run every test in one
 // page share this rather than each repeating it.
-import { before, after } from 'node:test';
-import { launch, serveFixture, urlOf } from './browser.mjs';
+//
+// Each test fails if the page reported an error (an uncaught exception, an
+// unhandled rejection, a console error) while it ran.
+import { before, after, afterEach } from 'node:test';
+import { assertNoPageErrors, launch, pageErrors, serveFixture, urlOf } from './browser.mjs';
 
 /**
  * Returns `run(fn, arg)`, which runs `fn(webfusionModule, arg)` in the page
@@ -12,12 +15,18 @@ export function sharedPage() {
   let browser;
   let server;
   let page;
+  let reported;
   before(async () => {
     browser = await launch();
     server = await serveFixture();
     page = await browser.newPage();
+    reported = pageErrors(page);
     await page.goto(urlOf(server));
     await page.evaluate(async () => (await import('webfusion')).default());
+    assertNoPageErrors(await reported.take(), 'the shared page, loading');
+  });
+  afterEach(async () => {
+    assertNoPageErrors(await reported.take(), 'the shared page');
   });
   after(async () => {
     await browser?.close();

@@ -2,9 +2,12 @@
 // before its tests, closed after them. Test files that run every test in one
 // page share this rather than each repeating it.
 //
-// Each test fails if the page reported an error (an uncaught exception, an
-// unhandled rejection, a console error) while it ran.
-import { before, after, afterEach } from 'node:test';
+// Each test is checked on its own, whatever ran before it: it fails if the
+// page reported an error (an uncaught exception, an unhandled rejection, a
+// console error) or the module panicked while it ran. A check that only a
+// last test made would hold only when that test runs last.
+import { before, after, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
 import { assertNoPageErrors, launch, pageErrors, serveFixture, urlOf } from './browser.mjs';
 
 /**
@@ -16,6 +19,8 @@ export function sharedPage() {
   let server;
   let page;
   let reported;
+  let panicsBefore = 0;
+  const panics = () => page.evaluate(async () => (await import('webfusion')).panicCount());
   before(async () => {
     browser = await launch();
     server = await serveFixture();
@@ -25,8 +30,12 @@ export function sharedPage() {
     await page.evaluate(async () => (await import('webfusion')).default());
     assertNoPageErrors(await reported.take(), 'the shared page, loading');
   });
+  beforeEach(async () => {
+    panicsBefore = await panics();
+  });
   afterEach(async () => {
     assertNoPageErrors(await reported.take(), 'the shared page');
+    assert.equal(await panics(), panicsBefore, 'the module panicked during this test');
   });
   after(async () => {
     await browser?.close();

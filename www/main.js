@@ -4,7 +4,8 @@
 // allocation past the limits, a lost device) to see the failure's chain and
 // that the weights were left as they were. Every piece of GPU work goes
 // through one queue of jobs (`exclusive`), so a button never interleaves
-// with a training batch.
+// with a training batch; whatever a control or a batch throws is shown on
+// the page (#error), never left unhandled.
 import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
@@ -143,10 +144,20 @@ async function observe() {
   showStats();
 }
 
+/** Trains batch after batch, a frame apart, while playing; a batch that throws stops it, shown. */
 async function play() {
-  while (state.playing) {
-    await exclusive(batch);
-    await nextFrame();
+  try {
+    let first = true;
+    while (state.playing) {
+      await exclusive(batch);
+      // Play was the action: its first batch succeeding clears an old error.
+      if (first) clearError();
+      first = false;
+      await nextFrame();
+    }
+  } catch (error) {
+    showError(error);
+    setPlaying(false);
   }
 }
 
@@ -404,19 +415,33 @@ function setPlaying(playing) {
   if (playing) play();
 }
 
+/** Shows what an action threw, where the page's errors go. */
+function showError(error) {
+  const shown = $('error');
+  shown.textContent = `${error.name}: ${error.message}`;
+  shown.hidden = false;
+}
+
+/** An action succeeded: the error an earlier one showed is gone. */
+function clearError() {
+  const shown = $('error');
+  shown.hidden = true;
+  shown.textContent = '';
+}
+
+/**
+ * A control's handler: `job` queued with the GPU work, what it throws
+ * shown (the promise never rejects, so no rejection is left unhandled), an
+ * earlier error cleared when it succeeds.
+ */
 function guarded(job) {
-  return () => exclusive(job).catch((error) => {
-    $('outcome').hidden = false;
-    $('outcome-summary').className = 'error';
-    $('outcome-summary').textContent = `${error.name}: ${error.message}`;
-    throw error;
-  });
+  return () => exclusive(job).then(clearError, showError);
 }
 
 $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(async () => { await train(1); await observe(); }));
 $('reset').addEventListener('click', guarded(reset));
-$('lr').addEventListener('change', () => exclusive(() => state.trainer.setLearningRate(Number($('lr').value))));
+$('lr').addEventListener('change', guarded(() => state.trainer.setLearningRate(Number($('lr').value))));
 $('break-fault').addEventListener('click', guarded(() => breakStep('fault')));
 $('break-alloc').addEventListener('click', guarded(() => breakStep('allocation')));
 $('break-lost').addEventListener('click', guarded(() => breakStep('lost')));
@@ -455,7 +480,5 @@ try {
   if (!new URLSearchParams(location.search).has('paused')) setPlaying(true);
 } catch (error) {
   document.body.dataset.state = 'failed';
-  $('outcome').hidden = false;
-  $('outcome-summary').className = 'error';
-  $('outcome-summary').textContent = `${error.name}: ${error.message}`;
+  showError(error);
 }

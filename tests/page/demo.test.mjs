@@ -1,25 +1,47 @@
 // `npm start`'s page, as a person uses it: it trains the spiral, draws its
 // boundary and curves, stays responsive, and each break button shows the
 // failure's chain while the weights stay as they were and training goes on.
-import { test, before, after } from 'node:test';
+// Its controls hold up: every error shown and none left unhandled (each
+// test fails if the page reported one).
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, urlOf } from './browser.mjs';
+import { assertNoPageErrors, launch, pageErrors, urlOf } from './browser.mjs';
 import { serve } from '../../scripts/serve.mjs';
 
 let browser;
 let server;
 let page;
+let reported;
+
+/** A page of the demo, paused (each test drives the training itself), once it is ready. */
+async function openDemo(options) {
+  const opened = await browser.newPage(options);
+  const errors = pageErrors(opened);
+  await opened.goto(`${urlOf(server)}?paused`);
+  await opened.waitForSelector('body[data-state]', { timeout: 60_000 });
+  return { page: opened, errors };
+}
+
 before(async () => {
   browser = await launch();
   server = await serve({ port: 0 });
-  page = await browser.newPage();
-  // Paused: each test drives the training itself.
-  await page.goto(`${urlOf(server)}?paused`);
-  await page.waitForSelector('body[data-state]', { timeout: 60_000 });
+  ({ page, errors: reported } = await openDemo());
+});
+afterEach(async () => {
+  assertNoPageErrors(await reported.take(), 'the demo');
 });
 after(async () => {
   await browser?.close();
   server?.close();
+});
+
+/** Resolves once every job the page queued before it (clicks, batches) has run. */
+const settled = () => page.evaluate(() => window.demo.exclusive(() => {}));
+
+/** The error the page shows, or null when it shows none. */
+const shownError = () => page.evaluate(() => {
+  const shown = document.getElementById('error');
+  return shown.hidden ? null : shown.textContent;
 });
 
 /** The counters memory shows in, read between two jobs of the page. */
@@ -75,6 +97,31 @@ test('while it plays, it trains and memory, failures and tensors held stay flat'
   const step = await page.evaluate(() => window.demo.state.step);
   assert.ok(step > stepBefore + 20, `it trained: ${stepBefore} -> ${step}`);
   assert.deepEqual(end, start, 'bytes, failures and tensors held');
+});
+
+test('a failing click or batch shows its error with no unhandled rejection, and the next action that succeeds clears it', async () => {
+  // A click that fails: Step on a device that is gone.
+  await page.evaluate(() => window.demo.exclusive(() => window.demo.state.trainer.gpu.destroy()));
+  await page.click('#step');
+  await settled();
+  assert.match(await shownError(), /^Error: .*was lost/);
+  assert.deepEqual(await reported.take(), [], 'no unhandled rejection');
+  await page.click('#reset');
+  await settled();
+  assert.equal(await shownError(), null, 'the reset that worked cleared it');
+  // A batch that fails while playing: the loop stops and shows why.
+  await page.evaluate(() => {
+    window.demo.state.trainer.step = () => { throw new Error('a broken step'); };
+    window.demo.setPlaying(true);
+  });
+  await page.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: 60_000 });
+  assert.equal(await shownError(), 'Error: a broken step');
+  assert.equal(await page.textContent('#play'), 'Play', 'the failed loop stopped playing');
+  assert.deepEqual(await reported.take(), [], 'no unhandled rejection');
+  await page.evaluate(() => { delete window.demo.state.trainer.step; });
+  await page.click('#step');
+  await settled();
+  assert.equal(await shownError(), null, 'the step that worked cleared it');
 });
 
 for (const [button, kind, op] of [

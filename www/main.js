@@ -4,8 +4,8 @@
 // allocation past the limits, a lost device) to see the failure's chain and
 // that the weights were left as they were. Every piece of GPU work goes
 // through one queue of jobs (`exclusive`), so a button never interleaves
-// with a training batch; whatever a control or a batch throws is shown on
-// the page (#error), never left unhandled.
+// with a training batch; at most one training loop runs; whatever a control
+// or a batch throws is shown on the page (#error), never left unhandled.
 import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
@@ -37,6 +37,10 @@ const state = {
   registrationMs: 0,
   longestTask: 0,
   longTasks: [],
+  /** Training loops running: 0 or 1 (Play starts one only once the last one ended). */
+  loops: 0,
+  /** Batches trained by the loop, in all. */
+  batches: 0,
 };
 
 // --------------------------------------------------------------- the queue
@@ -144,12 +148,24 @@ async function observe() {
   showStats();
 }
 
-/** Trains batch after batch, a frame apart, while playing; a batch that throws stops it, shown. */
-async function play() {
+/**
+ * Bumped by every Play and Pause. A loop trains only while the generation
+ * it was started in is current, so a Pause ends it even if a Play follows
+ * before the loop looks again (it used to see `playing` true and go on,
+ * beside the loop the Play started: training at twice the rate).
+ */
+let generation = 0;
+/** The last loop started: the next one starts when it has ended. */
+let lastLoop = Promise.resolve();
+
+/** Trains batch after batch, a frame apart, while `mine` is the generation. */
+async function play(mine) {
+  state.loops += 1;
   try {
     let first = true;
-    while (state.playing) {
+    while (mine === generation) {
       await exclusive(batch);
+      state.batches += 1;
       // Play was the action: its first batch succeeding clears an old error.
       if (first) clearError();
       first = false;
@@ -157,7 +173,9 @@ async function play() {
     }
   } catch (error) {
     showError(error);
-    setPlaying(false);
+    if (mine === generation) setPlaying(false);
+  } finally {
+    state.loops -= 1;
   }
 }
 
@@ -409,10 +427,13 @@ async function profileStep() {
 }
 
 // ----------------------------------------------------------------- wiring
+/** Starts or stops training; a loop starts only once the last one ended. */
 function setPlaying(playing) {
+  generation += 1;
+  const mine = generation;
   state.playing = playing;
   $('play').textContent = playing ? 'Pause' : 'Play';
-  if (playing) play();
+  if (playing) lastLoop = lastLoop.then(() => play(mine));
 }
 
 /** Shows what an action threw, where the page's errors go. */

@@ -1,8 +1,8 @@
 // `npm start`'s page, as a person uses it: it trains the spiral, draws its
 // boundary and curves, stays responsive, and each break button shows the
 // failure's chain while the weights stay as they were and training goes on.
-// Its controls hold up: every error shown and none left unhandled (each
-// test fails if the page reported one).
+// Its controls hold up: one training loop whatever is clicked, every error
+// shown and none left unhandled (each test fails if the page reported one).
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertNoPageErrors, launch, pageErrors, urlOf } from './browser.mjs';
@@ -97,6 +97,24 @@ test('while it plays, it trains and memory, failures and tensors held stay flat'
   const step = await page.evaluate(() => window.demo.state.step);
   assert.ok(step > stepBefore + 20, `it trained: ${stepBefore} -> ${step}`);
   assert.deepEqual(end, start, 'bytes, failures and tensors held');
+});
+
+test('pausing and playing again inside one batch leaves one training loop, and a pause ends it', async () => {
+  await page.evaluate(() => window.demo.setPlaying(true));
+  await page.waitForFunction(() => window.demo.state.batches > 0 && window.demo.state.loops === 1);
+  // One task of the page: the loop is inside a batch or waiting for the
+  // next frame, and has not seen the pause when the play comes.
+  await page.evaluate(() => {
+    window.demo.setPlaying(false);
+    window.demo.setPlaying(true);
+  });
+  const batches = await page.evaluate(() => window.demo.state.batches);
+  // Long enough for the first loop to have looked again and left.
+  await page.waitForFunction((target) => window.demo.state.batches >= target, batches + 5, { timeout: 120_000 });
+  const loops = await page.evaluate(() => window.demo.state.loops);
+  await page.evaluate(() => window.demo.setPlaying(false));
+  await page.waitForFunction(() => window.demo.state.loops === 0, null, { timeout: 60_000 });
+  assert.equal(loops, 1, 'training loops running after Pause and Play in one batch');
 });
 
 test('a failing click or batch shows its error with no unhandled rejection, and the next action that succeeds clears it', async () => {

@@ -37,6 +37,8 @@ const state = {
   registrationMs: 0,
   longestTask: 0,
   longTasks: [],
+  /** GPU devices requested so far (each reset and each recovery requests one). */
+  devices: 0,
   /** Training loops running: 0 or 1 (Play starts one only once the last one ended). */
   loops: 0,
   /** Batches trained by the loop, in all. */
@@ -68,17 +70,23 @@ function readConfig() {
   };
 }
 
-/** A new problem and model from the controls, on a new device. */
+/**
+ * A new problem and model from the controls, on a new device. The old
+ * trainer goes once the new one exists, with its device: a reset holds one
+ * GPU device, not one more each time.
+ */
 async function reset() {
-  state.trainer?.dispose();
-  state.config = readConfig();
-  state.data = dataset({ kind: state.config.kind, arms: state.config.arms, noise: state.config.noise, n: 300, seed: 11 });
-  state.trainer = await Trainer.create(wf, state.data, state.config);
-  state.step = 0;
-  state.loss = null;
-  state.history = { step: [], loss: [], accuracy: [] };
-  state.lastBoundary = -Infinity;
-  state.saved = { step: 0, weights: await state.trainer.readWeights() };
+  const config = readConfig();
+  const data = dataset({ kind: config.kind, arms: config.arms, noise: config.noise, n: 300, seed: 11 });
+  const trainer = await Trainer.create(wf, data, config);
+  state.devices += 1;
+  const old = state.trainer;
+  Object.assign(state, {
+    trainer, config, data, step: 0, loss: null, lastBoundary: -Infinity,
+    history: { step: [], loss: [], accuracy: [] },
+  });
+  old?.dispose();
+  state.saved = { step: 0, weights: await trainer.readWeights() };
   fillFaultTargets();
   await observe();
 }
@@ -379,6 +387,7 @@ async function recover(why, quiet = false) {
   const old = state.trainer;
   state.trainer = await Trainer.create(wf, state.data, state.config, state.saved.weights);
   state.devices += 1;
+  // Its tensors and its (lost) device.
   old.dispose();
   state.step = state.saved.step;
   if (!quiet) $('outcome-summary').textContent = `${why}; a new device took over from step ${state.saved.step}.`;
@@ -495,7 +504,6 @@ window.demo = {
 
 try {
   await init();
-  state.devices = 1;
   await exclusive(reset);
   document.body.dataset.state = 'ready';
   if (!new URLSearchParams(location.search).has('paused')) setPlaying(true);

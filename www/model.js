@@ -121,9 +121,11 @@ export class Trainer {
 
   setLearningRate(lr) { this.optimizer.learningRate = lr; }
 
+  /** Frees the tensors and destroys the device: `create` requested it for this trainer alone. */
   dispose() {
     for (const t of [this.x, this.y, this.grid, ...this.vars]) t.dispose();
     this.optimizer.dispose();
+    this.gpu.destroy();
   }
 }
 

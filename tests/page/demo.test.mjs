@@ -1,8 +1,9 @@
 // `npm start`'s page, as a person uses it: it trains the spiral, draws its
 // boundary and curves, stays responsive, and each break button shows the
 // failure's chain while the weights stay as they were and training goes on.
-// Its controls hold up: one training loop whatever is clicked, every error
-// shown and none left unhandled (each test fails if the page reported one).
+// Its controls hold up: one training loop whatever is clicked, one GPU
+// device whatever is reset, every error shown and none left unhandled (each
+// test fails if the page reported one).
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertNoPageErrors, launch, pageErrors, urlOf } from './browser.mjs';
@@ -13,9 +14,26 @@ let server;
 let page;
 let reported;
 
+/**
+ * Runs in the page before its scripts: counts the GPUDevices requested and
+ * those lost (destroyed), on `window.gpuDevices`, from WebGPU itself.
+ */
+function countDevices() {
+  const devices = { requested: 0, lost: 0 };
+  window.gpuDevices = devices;
+  const request = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = async function requestDevice(...args) {
+    const device = await request.apply(this, args);
+    devices.requested += 1;
+    device.lost.then(() => { devices.lost += 1; });
+    return device;
+  };
+}
+
 /** A page of the demo, paused (each test drives the training itself), once it is ready. */
 async function openDemo(options) {
   const opened = await browser.newPage(options);
+  await opened.addInitScript(countDevices);
   const errors = pageErrors(opened);
   await opened.goto(`${urlOf(server)}?paused`);
   await opened.waitForSelector('body[data-state]', { timeout: 60_000 });
@@ -115,6 +133,20 @@ test('pausing and playing again inside one batch leaves one training loop, and a
   await page.evaluate(() => window.demo.setPlaying(false));
   await page.waitForFunction(() => window.demo.state.loops === 0, null, { timeout: 60_000 });
   assert.equal(loops, 1, 'training loops running after Pause and Play in one batch');
+});
+
+test('each reset destroys the device it replaces, so the page holds one GPU device', async () => {
+  const before = await page.evaluate(() => ({ ...window.gpuDevices }));
+  for (let i = 0; i < 3; i += 1) await page.click('#reset');
+  await settled();
+  // Destroyed devices report their loss asynchronously: wait for them (the
+  // assertion below says what was left if they never do).
+  await page.waitForFunction(() => window.gpuDevices.requested - window.gpuDevices.lost === 1, null, { timeout: 30_000 })
+    .catch(() => {});
+  const after = await page.evaluate(() => ({ ...window.gpuDevices }));
+  assert.equal(after.requested - before.requested, 3, 'each reset requested one device');
+  assert.equal(after.requested - after.lost, 1, `GPU devices not destroyed: ${JSON.stringify(after)}`);
+  assert.equal(await shownError(), null);
 });
 
 test('a failing click or batch shows its error with no unhandled rejection, and the next action that succeeds clears it', async () => {

@@ -56,24 +56,47 @@ function exclusive(job) {
 const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
 // ---------------------------------------------------------------- training
+/**
+ * The value of the number input `id`, within the input's own min and max
+ * (an integer if `integer`, above 0 if `positive`). Throws a RangeError
+ * naming the field otherwise: `Number('')` is 0, so an emptied width would
+ * build a model with no hidden units, and a NaN learning rate would train
+ * nothing. The field is marked invalid until it holds a good value.
+ */
+function numberInput(id, { integer = false, positive = false } = {}) {
+  const input = $(id);
+  const text = input.value.trim();
+  const value = Number(text);
+  const [min, max] = [Number(input.min), Number(input.max)];
+  const good = text !== '' && Number.isFinite(value) && (!integer || Number.isInteger(value))
+    && value >= min && value <= max && (!positive || value > 0);
+  input.setAttribute('aria-invalid', String(!good));
+  if (good) return value;
+  const name = input.closest('label').firstChild.textContent.trim();
+  const range = positive ? `above ${min} and at most ${max}` : `from ${min} to ${max}`;
+  const got = text === '' ? 'an empty field (or one that is not a number)' : text;
+  throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} ${range}; got ${got}`);
+}
+
+/** The problem and model the controls describe; throws a RangeError naming a bad field. */
 function readConfig() {
-  const number = (id) => Number($(id).value);
   return {
     kind: $('kind').value,
-    arms: number('arms'),
-    noise: number('noise'),
-    width: number('width'),
-    depth: number('depth'),
+    arms: numberInput('arms', { integer: true }),
+    noise: numberInput('noise'),
+    width: numberInput('width', { integer: true }),
+    depth: numberInput('depth', { integer: true }),
     optimizer: $('optimizer').value,
-    lr: number('lr'),
+    lr: numberInput('lr', { positive: true }),
     seed: 7,
   };
 }
 
 /**
- * A new problem and model from the controls, on a new device. The old
- * trainer goes once the new one exists, with its device: a reset holds one
- * GPU device, not one more each time.
+ * A new problem and model from the controls, on a new device. A bad field
+ * throws before anything changes, so the model trains on as it was. The
+ * old trainer goes once the new one exists, with its device: a reset holds
+ * one GPU device, not one more each time.
  */
 async function reset() {
   const config = readConfig();
@@ -471,7 +494,7 @@ function guarded(job) {
 $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(async () => { await train(1); await observe(); }));
 $('reset').addEventListener('click', guarded(reset));
-$('lr').addEventListener('change', guarded(() => state.trainer.setLearningRate(Number($('lr').value))));
+$('lr').addEventListener('change', guarded(() => state.trainer.setLearningRate(numberInput('lr', { positive: true }))));
 $('break-fault').addEventListener('click', guarded(() => breakStep('fault')));
 $('break-alloc').addEventListener('click', guarded(() => breakStep('allocation')));
 $('break-lost').addEventListener('click', guarded(() => breakStep('lost')));

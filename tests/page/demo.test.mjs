@@ -2,8 +2,8 @@
 // boundary and curves, stays responsive, and each break button shows the
 // failure's chain while the weights stay as they were and training goes on.
 // Its controls hold up: one training loop whatever is clicked, one GPU
-// device whatever is reset, every error shown and none left unhandled (each
-// test fails if the page reported one).
+// device whatever is reset, bad fields refused, every error shown and none
+// left unhandled (each test fails if the page reported one).
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertNoPageErrors, launch, pageErrors, urlOf } from './browser.mjs';
@@ -172,6 +172,48 @@ test('a failing click or batch shows its error with no unhandled rejection, and 
   await page.click('#step');
   await settled();
   assert.equal(await shownError(), null, 'the step that worked cleared it');
+});
+
+test('a learning rate or a width outside its field\'s range is refused with a message naming the field, and the model trains on unchanged', async () => {
+  const model = () => page.evaluate(() => {
+    const { trainer } = window.demo.state;
+    return { lr: trainer.optimizer.learningRate, shapes: trainer.vars.map((v) => v.shape.join('x')).join() };
+  });
+  /** Types `value` into `field` and commits it, as leaving the field does. */
+  const enter = async (field, value) => {
+    await page.fill(field, value);
+    await page.dispatchEvent(field, 'change');
+    await settled();
+  };
+  await page.evaluate(() => { window.modelBefore = window.demo.state.trainer; });
+  const before = await model();
+  for (const value of ['', '0', '-0.5', '11']) {
+    await enter('#lr', value);
+    assert.match(await shownError(), /^RangeError: Learning rate must be a number above 0 and at most 10/, `lr '${value}'`);
+    assert.equal(await page.getAttribute('#lr', 'aria-invalid'), 'true');
+  }
+  for (const value of ['', '1', '2.5', '257']) {
+    await enter('#width', value);
+    assert.match(await shownError(), /^RangeError: Width must be an integer from 2 to 256/, `width '${value}'`);
+  }
+  assert.deepEqual(await model(), before, 'the learning rate and the layers are as they were');
+  assert.ok(await page.evaluate(() => window.demo.state.trainer === window.modelBefore), 'no model was built');
+  await page.evaluate(() => { delete window.modelBefore; });
+  await page.evaluate(() => window.demo.train(20));
+  assert.ok(Number.isFinite(await page.evaluate(() => window.demo.state.loss)), 'it trains on');
+  // Good values are taken, and clear the error.
+  await enter('#lr', '0.05');
+  assert.equal(await shownError(), null);
+  // The optimizer keeps it as a float32.
+  assert.equal((await model()).lr, Math.fround(0.05));
+  await enter('#width', '16');
+  assert.equal(await shownError(), null);
+  assert.equal(await page.getAttribute('#width', 'aria-invalid'), 'false');
+  assert.deepEqual(await model(), { lr: Math.fround(0.05), shapes: '2x16,16,16x16,16,16x3,3' });
+  // As the other tests expect it.
+  await enter('#lr', '0.02');
+  await enter('#width', '32');
+  assert.equal(await shownError(), null);
 });
 
 for (const [button, kind, op] of [

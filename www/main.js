@@ -17,6 +17,8 @@ const PALETTE = [[231, 76, 60], [52, 152, 219], [46, 204, 113], [155, 89, 182], 
 const FRAME_BUDGET_MS = 8;
 /** Steps between two drawings of the decision boundary. */
 const BOUNDARY_EVERY = 50;
+/** Long tasks remembered (the newest): the page may play for hours. */
+const LONG_TASKS_KEPT = 200;
 
 const state = {
   trainer: null,
@@ -36,6 +38,7 @@ const state = {
   /** Milliseconds the page's thread spent on one step (registering it and flushing), last batch. */
   registrationMs: 0,
   longestTask: 0,
+  /** The newest LONG_TASKS_KEPT tasks over 50 ms: `{ at, ms, step }`. */
   longTasks: [],
   /** GPU devices requested so far (each reset and each recovery requests one). */
   devices: 0,
@@ -503,14 +506,16 @@ for (const id of ['kind', 'arms', 'noise', 'width', 'depth', 'optimizer']) {
   $(id).addEventListener('change', guarded(reset));
 }
 
+/** Remembers a task over 50 ms (a PerformanceEntry), keeping the newest LONG_TASKS_KEPT. */
+function recordLongTask(entry) {
+  state.longTasks.push({ at: entry.startTime, ms: entry.duration, step: state.step });
+  if (state.longTasks.length > LONG_TASKS_KEPT) state.longTasks.splice(0, state.longTasks.length - LONG_TASKS_KEPT);
+  state.longestTask = Math.max(state.longestTask, entry.duration);
+}
+
 // Tasks over 50 ms on the page's thread: what would make it stutter.
 if (PerformanceObserver.supportedEntryTypes?.includes('longtask')) {
-  new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      state.longTasks.push({ at: entry.startTime, ms: entry.duration, step: state.step });
-      state.longestTask = Math.max(state.longestTask, entry.duration);
-    }
-  }).observe({ type: 'longtask' });
+  new PerformanceObserver((list) => list.getEntries().forEach(recordLongTask)).observe({ type: 'longtask' });
 }
 
 /** What the page tests drive and read. */
@@ -523,6 +528,8 @@ window.demo = {
     await observe();
   }),
   setPlaying,
+  recordLongTask,
+  longTasksKept: LONG_TASKS_KEPT,
 };
 
 try {

@@ -216,6 +216,24 @@ test('a learning rate or a width outside its field\'s range is refused with a me
   assert.equal(await shownError(), null);
 });
 
+test('the long-task list keeps only its newest entries', async () => {
+  const kept = await page.evaluate(() => window.demo.longTasksKept);
+  await page.evaluate((count) => {
+    for (let i = 0; i < count; i += 1) window.demo.recordLongTask({ startTime: -1 - i, duration: 60 + i });
+  }, kept + 10);
+  // A real one, seen by the page's PerformanceObserver: 80 ms of a task of
+  // the page's own (what a test's evaluate runs is not counted as one).
+  await page.evaluate(() => setTimeout(() => { const end = performance.now() + 80; while (performance.now() < end); }, 0));
+  await page.waitForFunction(() => window.demo.state.longTasks.at(-1).at >= 0);
+  const tasks = await page.evaluate(() => window.demo.state.longTasks);
+  assert.equal(tasks.length, kept);
+  assert.ok(tasks.at(-1).ms >= 80, 'the newest is the task the page just ran');
+  // What is left of the recorded ones are the newest of them, in order.
+  const recorded = tasks.filter((t) => t.at < 0).map((t) => t.ms);
+  assert.ok(recorded.length >= kept - 10, `${recorded.length} recorded entries kept`);
+  assert.deepEqual(recorded, recorded.map((_, i) => 60 + kept + 10 - recorded.length + i));
+});
+
 for (const [button, kind, op] of [
   ['#break-fault', 'injected', 'matmul'],
   ['#break-alloc', 'allocation', 'exp'],

@@ -19,6 +19,8 @@ const FRAME_BUDGET_MS = 8;
 const BOUNDARY_EVERY = 50;
 /** Long tasks remembered (the newest): the page may play for hours. */
 const LONG_TASKS_KEPT = 200;
+/** The heat map's size in CSS pixels (its backing store is this times devicePixelRatio). */
+const HEATMAP_SIZE = Number($('heatmap').getAttribute('width'));
 
 const state = {
   trainer: null,
@@ -46,6 +48,8 @@ const state = {
   loops: 0,
   /** Batches trained by the loop, in all. */
   batches: 0,
+  /** The probabilities last drawn, kept to draw them again at a new devicePixelRatio. */
+  probabilities: null,
 };
 
 // --------------------------------------------------------------- the queue
@@ -230,8 +234,25 @@ const shade = document.createElement('canvas');
 shade.width = GRID;
 shade.height = GRID;
 
+/**
+ * Sizes the heat map's backing store to its CSS size times
+ * devicePixelRatio, so it is crisp on a HiDPI screen, and draws what was
+ * drawn again; called again whenever the ratio changes (a zoom, another
+ * screen). uPlot does the same for the chart on its own.
+ */
+function fitHeatmap() {
+  const ratio = window.devicePixelRatio || 1;
+  const canvas = $('heatmap');
+  canvas.width = Math.round(HEATMAP_SIZE * ratio);
+  canvas.height = Math.round(HEATMAP_SIZE * ratio);
+  if (state.probabilities) drawBoundary(state.probabilities);
+  matchMedia(`(resolution: ${ratio}dppx)`).addEventListener('change', fitHeatmap, { once: true });
+}
+fitHeatmap();
+
 /** The class probabilities over the grid as colours, the points on top. */
 function drawBoundary(probabilities) {
+  state.probabilities = probabilities;
   const { classes, points, labels, n } = state.data;
   const image = shade.getContext('2d').createImageData(GRID, GRID);
   for (let i = 0; i < GRID * GRID; i += 1) {
@@ -247,9 +268,12 @@ function drawBoundary(probabilities) {
   shade.getContext('2d').putImageData(image, 0, 0);
   const canvas = $('heatmap');
   const ctx = canvas.getContext('2d');
+  // Drawn in CSS pixels, scaled to the backing store's.
+  const scale = canvas.width / HEATMAP_SIZE;
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
   ctx.imageSmoothingEnabled = true;
-  ctx.drawImage(shade, 0, 0, canvas.width, canvas.height);
-  const toPixel = (v, flip) => ((flip ? -v : v) + 1) / 2 * canvas.width;
+  ctx.drawImage(shade, 0, 0, HEATMAP_SIZE, HEATMAP_SIZE);
+  const toPixel = (v, flip) => ((flip ? -v : v) + 1) / 2 * HEATMAP_SIZE;
   for (let i = 0; i < n; i += 1) {
     ctx.beginPath();
     ctx.arc(toPixel(points[2 * i], false), toPixel(points[2 * i + 1], true), 3.2, 0, 2 * Math.PI);

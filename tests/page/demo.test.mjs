@@ -266,6 +266,51 @@ for (const [button, kind, op] of [
   });
 }
 
+test('on a HiDPI screen the heat map is drawn at devicePixelRatio times its CSS size, the same picture as at ratio 1', async () => {
+  /** The heat map of a new demo page at `ratio`, averaged down to one value per CSS pixel. */
+  const heatmap = async (ratio) => {
+    const { page: opened, errors } = await openDemo({ deviceScaleFactor: ratio });
+    try {
+      return await opened.evaluate(() => {
+        const canvas = document.getElementById('heatmap');
+        const chart = document.querySelector('#chart canvas');
+        const ratio = window.devicePixelRatio;
+        const { width, height } = canvas;
+        const css = canvas.clientWidth;
+        const { data } = canvas.getContext('2d').getImageData(0, 0, width, height);
+        const down = new Array(css * css * 4).fill(0);
+        const k = Math.round(width / css);
+        for (let y = 0; y < css * k; y += 1) {
+          for (let x = 0; x < css * k; x += 1) {
+            for (let c = 0; c < 4; c += 1) down[4 * (Math.floor(y / k) * css + Math.floor(x / k)) + c] += data[4 * (y * width + x) + c] / (k * k);
+          }
+        }
+        return {
+          ratio, width, height, css, down,
+          chart: { width: chart.width, css: chart.clientWidth },
+        };
+      });
+    } finally {
+      assertNoPageErrors(await errors.take(), `the demo at ratio ${ratio}`);
+      await opened.close();
+    }
+  };
+  const [one, two] = [await heatmap(1), await heatmap(2)];
+  assert.equal(two.ratio, 2);
+  assert.deepEqual([two.width, two.height], [2 * two.css, 2 * two.css], 'the backing store');
+  assert.equal(two.chart.width, 2 * two.chart.css, 'the chart\'s backing store (uPlot\'s own)');
+  // Points, boundary and all at the same places and sizes: a pixel of the
+  // picture at ratio 1 differs from the 2x2 pixels it became only where
+  // edges are antialiased.
+  let differ = 0;
+  for (let i = 0; i < one.down.length; i += 4) {
+    const most = Math.max(...[0, 1, 2].map((c) => Math.abs(one.down[i + c] - two.down[i + c])));
+    if (most > 48) differ += 1;
+  }
+  const fraction = differ / (one.css * one.css);
+  assert.ok(fraction < 0.01, `${(100 * fraction).toFixed(2)}% of the pixels differ from the picture at ratio 1`);
+});
+
 test('profiling one step lists its kernels, fused ones among them, each with its WGSL', async () => {
   await page.click('#profile');
   await page.waitForSelector('#ran[data-state=done]');

@@ -246,7 +246,10 @@ function fitHeatmap() {
   canvas.width = Math.round(HEATMAP_SIZE * ratio);
   canvas.height = Math.round(HEATMAP_SIZE * ratio);
   if (state.probabilities) drawBoundary(state.probabilities);
-  matchMedia(`(resolution: ${ratio}dppx)`).addEventListener('change', fitHeatmap, { once: true });
+  // A range, not `resolution: ${ratio}dppx`: a fractional ratio (1.1 as
+  // 1.100000023841858) may never match exactly, and then never change.
+  const now = `(min-resolution: ${ratio - 0.001}dppx) and (max-resolution: ${ratio + 0.001}dppx)`;
+  matchMedia(now).addEventListener('change', fitHeatmap, { once: true });
 }
 fitHeatmap();
 

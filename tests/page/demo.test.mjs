@@ -190,10 +190,14 @@ test('a learning rate or a width outside its field\'s range is refused with a me
     const { trainer } = window.demo.state;
     return { lr: trainer.optimizer.learningRate, shapes: trainer.vars.map((v) => v.shape.join('x')).join() };
   });
-  /** Types `value` into `field` and commits it, as leaving the field does. */
+  /**
+   * Types `value` into `field` and leaves it, which commits it (a `change`
+   * event). Left focused, the field would commit on the next click, of
+   * whichever later test.
+   */
   const enter = async (field, value) => {
     await page.fill(field, value);
-    await page.dispatchEvent(field, 'change');
+    await page.locator(field).blur();
     await settled();
   };
   await page.evaluate(() => { window.modelBefore = window.demo.state.trainer; });

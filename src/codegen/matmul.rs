@@ -93,10 +93,53 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         body,
         "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
     );
-    // Each thread stages r elements of each operand's tile: one at a time,
-    // or four at a time from an operand whose tile rows are contiguous and
-    // 16-byte aligned.
     let (wide_a, wide_b) = (loads_by_four(a, k), loads_by_four(b, n));
+    stage_tiles(&mut body, r, (wide_a, wide_b), [&p_m, &p_n, &p_k]);
+    body += "        workgroupBarrier();\n";
+    let _ = writeln!(
+        body,
+        "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
+    );
+    for i in 0..r {
+        let _ = writeln!(body, "            let a{i} = ta[kk][ty + {}u];", 16 * i);
+    }
+    for j in 0..r {
+        let _ = writeln!(body, "            let b{j} = tb[kk][tx + {}u];", 16 * j);
+    }
+    for i in 0..r {
+        for j in 0..r {
+            let _ = writeln!(body, "            acc{i}_{j} = acc{i}_{j} + a{i} * b{j};");
+        }
+    }
+    body += "        }\n        workgroupBarrier();\n    }\n";
+    write_outputs(&mut body, r, &p_m, &p_n);
+    let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
+    let mut decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
+         @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
+         var<workgroup> ta: array<array<f32, {tile}>, {TILE_K}>;\n\
+         var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n",
+        element(wide_a),
+        element(wide_b),
+    );
+    let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
+    decls += &bindings;
+    decls += &function;
+    params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
+}
+
+/// Stages one `TILE_K`-deep slice of each operand's tile into workgroup
+/// memory (`ta` transposed, `tb` as is), zero past the edges.
+/// Each thread stages r elements of each operand's tile: one at a time,
+/// or four at a time from an operand whose tile rows are contiguous and
+/// 16-byte aligned.
+fn stage_tiles(
+    body: &mut String,
+    r: usize,
+    (wide_a, wide_b): (bool, bool),
+    [p_m, p_n, p_k]: [&str; 3],
+) {
+    let tile = 16 * r;
     for q in 0..r {
         let off = q * 256;
         if !wide_a {
@@ -142,25 +185,11 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
             );
         }
     }
-    body += "        workgroupBarrier();\n";
-    let _ = writeln!(
-        body,
-        "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
-    );
-    for i in 0..r {
-        let _ = writeln!(body, "            let a{i} = ta[kk][ty + {}u];", 16 * i);
-    }
-    for j in 0..r {
-        let _ = writeln!(body, "            let b{j} = tb[kk][tx + {}u];", 16 * j);
-    }
-    for i in 0..r {
-        for j in 0..r {
-            let _ = writeln!(body, "            acc{i}_{j} = acc{i}_{j} + a{i} * b{j};");
-        }
-    }
-    body += "        }\n        workgroupBarrier();\n    }\n";
-    // Each output goes through the epilogue, which writes what the block
-    // writes (the product itself only when it is an output).
+}
+
+/// Each output goes through the epilogue, which writes what the block
+/// writes (the product itself only when it is an output).
+fn write_outputs(body: &mut String, r: usize, p_m: &str, p_n: &str) {
     for i in 0..r {
         for j in 0..r {
             let _ = writeln!(
@@ -172,17 +201,4 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
             );
         }
     }
-    let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
-    let mut decls = format!(
-        "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
-         @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
-         var<workgroup> ta: array<array<f32, {tile}>, {TILE_K}>;\n\
-         var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n",
-        element(wide_a),
-        element(wide_b),
-    );
-    let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
-    decls += &bindings;
-    decls += &function;
-    params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
 }

@@ -78,6 +78,9 @@ pub(crate) struct Gathered {
     /// Tensors `ops` compute that the flush must leave in memory: the
     /// planner writes each of them (when it can, failed when it cannot).
     pub write: FxHashSet<TensorId>,
+    /// Which of `ops` run with that `write` (`fusion::runs`), for the
+    /// planner.
+    pub runs: Vec<bool>,
 }
 
 impl DeviceState {
@@ -110,11 +113,12 @@ impl DeviceState {
                 Some(State::Expr(Expr { inlined: true, .. }))
             )
         };
-        let write = writes(&ops, prepended, wanted, &held, &inlined);
+        let (write, runs) = writes(&ops, prepended, wanted, &held, &inlined);
         Gathered {
             ops,
             prepended,
             write,
+            runs,
         }
     }
 
@@ -187,13 +191,16 @@ impl DeviceState {
 ///   reads is written;
 /// - rule 4: a held chain a running matmul's epilogue can compute ends in a
 ///   tensor that kernel writes.
+///
+/// Returns it with which ops run with it (`fusion::runs`): the rules need
+/// that, and the planner takes it from here instead of computing it again.
 pub(super) fn writes(
     ops: &[OpIr],
     prepended: usize,
     wanted: &[TensorId],
     held: &dyn Fn(TensorId) -> bool,
     inlined: &dyn Fn(TensorId) -> bool,
-) -> FxHashSet<TensorId> {
+) -> (FxHashSet<TensorId>, Vec<bool>) {
     let mut write: FxHashSet<TensorId> = wanted.iter().copied().collect();
     let recomputed: FxHashSet<TensorId> = ops[..prepended].iter().map(|op| op.output).collect();
     for op in &ops[prepended..] {
@@ -203,8 +210,9 @@ pub(super) fn writes(
             }
         }
     }
-    bound_expressions(ops, held, &mut write);
-    write
+    let runs = bound_expressions(ops, held, &mut write)
+        .unwrap_or_else(|| fusion::runs(ops, |t| write.contains(&t)));
+    (write, runs)
 }
 
 /// Adds to `write` each held tensor `ops` compute that cannot stay an
@@ -218,11 +226,14 @@ pub(super) fn writes(
 /// one the step's before: every step would compute the whole history.
 /// With it, a value a kernel computes is never computed again for an
 /// expression that outlives the flush.
+///
+/// Returns which ops run with the final `write`, when it had to find out
+/// (adding to `write` what already runs changes nothing of that).
 fn bound_expressions(
     ops: &[OpIr],
     held: &dyn Fn(TensorId) -> bool,
     write: &mut FxHashSet<TensorId>,
-) {
+) -> Option<Vec<bool>> {
     let producer: FxHashMap<TensorId, usize> = ops
         .iter()
         .enumerate()
@@ -258,7 +269,7 @@ fn bound_expressions(
         }
     }
     if !candidates {
-        return; // nothing held stays an expression (code under `tidy`)
+        return None; // nothing held stays an expression (code under `tidy`)
     }
     let mut runs = fusion::runs(ops, |t| write.contains(&t));
     if write_epilogues(ops, held, &producer, &runs, &weight, write) {
@@ -284,6 +295,7 @@ fn bound_expressions(
             }
         }
     }
+    Some(runs)
 }
 
 /// Rule 4: adds to `write` each held elementwise tensor that a matmul
@@ -382,7 +394,7 @@ mod tests {
                 .filter(|op| matches!(op.kind, OpKind::Upload(_)))
                 .map(|op| op.output),
         );
-        writes(ops, 0, &ids(wanted), &|t| held.contains(&t), &|_| false)
+        writes(ops, 0, &ids(wanted), &|t| held.contains(&t), &|_| false).0
     }
 
     #[test]
@@ -420,9 +432,9 @@ mod tests {
         // Prepended: the expression 2 = exp(1); queued: 3 = tanh(2), read.
         let ops = [unary(UnaryOp::Exp, 1, 2), unary(UnaryOp::Tanh, 2, 3)];
         let held = |t: TensorId| t == TensorId(2);
-        let once = writes(&ops, 1, &ids(&[3]), &held, &|_| false);
+        let (once, _) = writes(&ops, 1, &ids(&[3]), &held, &|_| false);
         assert!(!once.contains(&TensorId(2)), "first computed inline: stays");
-        let again = writes(&ops, 1, &ids(&[3]), &held, &|t| t == TensorId(2));
+        let (again, _) = writes(&ops, 1, &ids(&[3]), &held, &|t| t == TensorId(2));
         assert!(
             again.contains(&TensorId(2)),
             "its second computation writes it"

@@ -140,6 +140,7 @@ impl DeviceState {
             let write = &gathered.write;
             fusion::plan(
                 &ops,
+                &gathered.runs,
                 |t| write.contains(&t),
                 |t| records.get(&t).map(|r| r.shape.clone()),
                 &fusion::Limits {

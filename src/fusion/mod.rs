@@ -197,19 +197,21 @@ pub struct Limits {
 pub const MAX_BLOCK_OPS: usize = 2048;
 
 /// Plans `ops` (one flush, in registration order). `write` says whether a
-/// tensor must be in memory once the flush is done, `shape_of` what shape it
-/// has (`None` for a tensor the device does not know, which then anchors
-/// nothing). Linear in the number of ops: a loop that registers thousands of
-/// small ops must not pay for planning them.
+/// tensor must be in memory once the flush is done, `live` which ops run
+/// (`runs` of that `write`, which the caller has already computed to
+/// decide `write`), `shape_of` what shape a tensor has (`None` for a tensor
+/// the device does not know, which then anchors nothing). Linear in the
+/// number of ops: a loop that registers thousands of small ops must not
+/// pay for planning them.
 pub fn plan(
     ops: &[OpIr],
+    live: &[bool],
     write: impl Fn(TensorId) -> bool,
     shape_of: impl Fn(TensorId) -> Option<Vec<usize>>,
     limits: &Limits,
 ) -> Vec<Block> {
     let max_storage_buffers = limits.max_storage_buffers;
     let consumers = consumers(ops);
-    let live = runs(ops, &write);
     let live_consumers = |t: TensorId| {
         consumers
             .get(&t)
@@ -674,6 +676,18 @@ mod tests {
         }
     }
 
+    /// `plan`, with the ops that run computed from `write` as the device
+    /// does.
+    fn planned(
+        ops: &[OpIr],
+        write: impl Fn(TensorId) -> bool,
+        shape_of: impl Fn(TensorId) -> Option<Vec<usize>>,
+        limits: &Limits,
+    ) -> Vec<Block> {
+        let live = runs(ops, &write);
+        plan(ops, &live, write, shape_of, limits)
+    }
+
     fn upload(output: u64, shape: &[usize]) -> OpIr {
         op(
             OpKind::Upload(vec![0.0; shape.iter().product()].into()),
@@ -689,7 +703,7 @@ mod tests {
         for k in 0..16 {
             ops.push(op(OpKind::Unary(UnaryOp::Exp), &[1 + k], 2 + k, &[4]));
         }
-        let blocks = plan(
+        let blocks = planned(
             &ops,
             |t| t == TensorId(1) || t == TensorId(17),
             |_| None,
@@ -711,7 +725,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
         ];
-        let blocks = plan(&ops, |_| true, |_| None, &LIMITS);
+        let blocks = planned(&ops, |_| true, |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -725,7 +739,7 @@ mod tests {
             op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
             op(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
         ];
-        let blocks = plan(&ops, |t| t != TensorId(2), |_| None, &LIMITS);
+        let blocks = planned(&ops, |t| t != TensorId(2), |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
             panic!("{blocks:?}")
         };
@@ -741,7 +755,7 @@ mod tests {
             ops.push(op(OpKind::Binary(BinaryOp::Add), &[k + 8, k], k + 9, &[4]));
         }
         let last = TensorId(19);
-        let blocks = plan(&ops, |t| t == last || t.0 <= 10, |_| None, &LIMITS);
+        let blocks = planned(&ops, |t| t == last || t.0 <= 10, |_| None, &LIMITS);
         let kernels: Vec<&ElementwiseBlock> = blocks
             .iter()
             .filter_map(|b| match b {
@@ -773,7 +787,7 @@ mod tests {
             ),
             op(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
         ];
-        let blocks = plan(&ops, |t| t == TensorId(4), |_| None, &LIMITS);
+        let blocks = planned(&ops, |t| t == TensorId(4), |_| None, &LIMITS);
         assert_eq!(
             blocks
                 .iter()
@@ -807,7 +821,7 @@ mod tests {
                 Some(vec![4, 8])
             }
         };
-        let blocks = plan(
+        let blocks = planned(
             &ops,
             |t| t == TensorId(1) || t == TensorId(4),
             shape_of,
@@ -833,7 +847,7 @@ mod tests {
         // along rows: a reduction of its own.
         let mut flat = ops.clone();
         flat[1].shape = vec![4];
-        let blocks = plan(&flat[..2], |_| true, shape_of, &LIMITS);
+        let blocks = planned(&flat[..2], |_| true, shape_of, &LIMITS);
         assert!(
             matches!(
                 blocks[1],

@@ -251,3 +251,39 @@ test('a thousand steps, with tidy and without, keep memory, failures and tensors
     assert.ok(o.value < 0.05, `${form}: trained, cost ${o.value}`);
   }
 });
+
+test('minimize and variableGrads without a varList train the variables the loss reads, though another device holds trainable variables too', async () => {
+  const r = await run(async ({ Device, variableGrads, train }) => {
+    // Two models on two devices (a page with two demos), and a variable
+    // each loss never reads: TF.js keeps what the value depends on.
+    const first = await Device.request();
+    const second = await Device.request();
+    const a = first.variable(first.tensor([1, 2]), { name: 'pair-a' });
+    const idle = first.variable(first.tensor([7]), { name: 'pair-idle' });
+    const b = second.variable(second.tensor([3, 4]), { name: 'pair-b' });
+    const { value, grads } = variableGrads(() => a.square().sum());
+    const optimizer = train.sgd(0.5);
+    const cost = optimizer.minimize(() => b.square().sum(), true);
+    const out = {
+      value: (await value.data())[0],
+      gradNames: Object.keys(grads),
+      ga: Array.from(await grads['pair-a'].data()),
+      cost: (await cost.data())[0],
+      a: Array.from(await a.data()),
+      b: Array.from(await b.data()),
+      idle: Array.from(await idle.data()),
+    };
+    for (const t of [a, idle, b, value, cost, ...Object.values(grads)]) t.dispose();
+    optimizer.dispose();
+    first.destroy();
+    second.destroy();
+    return out;
+  });
+  assert.equal(r.value, 5);
+  assert.deepEqual(r.gradNames, ['pair-a']);
+  assert.deepEqual(r.ga, [2, 4]);
+  assert.equal(r.cost, 25);
+  assert.deepEqual(r.b, [0, 0], 'b - 0.5 * 2b');
+  assert.deepEqual(r.a, [1, 2], 'the other device\'s model is untouched');
+  assert.deepEqual(r.idle, [7]);
+});

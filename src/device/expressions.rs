@@ -364,21 +364,12 @@ mod tests {
     use super::*;
     use crate::ir::{ReduceOp, UnaryOp};
 
-    fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
-        OpIr {
-            kind,
-            inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
-            output: TensorId(output),
-            shape: shape.to_vec(),
-        }
-    }
-
     fn upload(output: u64) -> OpIr {
-        op(OpKind::Upload(vec![0.0; 4].into()), &[], output, &[2, 2])
+        OpIr::of(OpKind::Upload(vec![0.0; 4].into()), &[], output, &[2, 2])
     }
 
     fn unary(u: UnaryOp, input: u64, output: u64) -> OpIr {
-        op(OpKind::Unary(u), &[input], output, &[2, 2])
+        OpIr::of(OpKind::Unary(u), &[input], output, &[2, 2])
     }
 
     fn ids(ts: &[u64]) -> Vec<TensorId> {
@@ -414,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_held_tensor_that_is_not_elementwise_is_written() {
-        let sum = op(
+        let sum = OpIr::of(
             OpKind::Reduce {
                 op: ReduceOp::Sum,
                 axes: vec![1],
@@ -478,8 +469,8 @@ mod tests {
         // 3 = x @ w is held and runs (4 = sum(3) is read); 5 = relu(3) and
         // 6 = exp(5) are held too: the matmul's epilogue writes 6, and 5
         // stays an expression computed inline from the product.
-        let matmul = op(OpKind::Matmul, &[1, 2], 3, &[2, 2]);
-        let sum = op(
+        let matmul = OpIr::of(OpKind::Matmul, &[1, 2], 3, &[2, 2]);
+        let sum = OpIr::of(
             OpKind::Reduce {
                 op: ReduceOp::Sum,
                 axes: vec![0, 1],

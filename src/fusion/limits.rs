@@ -153,17 +153,8 @@ mod tests {
         max_storage_buffers: 8,
     };
 
-    fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
-        OpIr {
-            kind,
-            inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
-            output: TensorId(output),
-            shape: shape.to_vec(),
-        }
-    }
-
     fn exp_of(input: u64, shape: &[usize]) -> (Block, Vec<OpIr>) {
-        let ops = vec![op(OpKind::Unary(UnaryOp::Exp), &[input], 9, shape)];
+        let ops = vec![OpIr::of(OpKind::Unary(UnaryOp::Exp), &[input], 9, shape)];
         let block = Block::Elementwise(ElementwiseBlock {
             ops: vec![0],
             inputs: vec![TensorId(input)],
@@ -207,9 +198,9 @@ mod tests {
         // visits are 2^32.
         let big = [1 << 16, 1 << 16];
         let ops = vec![
-            op(OpKind::View(ViewOp::Broadcast), &[1], 2, &big),
-            op(OpKind::Unary(UnaryOp::Exp), &[2], 3, &big),
-            op(
+            OpIr::of(OpKind::View(ViewOp::Broadcast), &[1], 2, &big),
+            OpIr::of(OpKind::Unary(UnaryOp::Exp), &[2], 3, &big),
+            OpIr::of(
                 OpKind::Reduce {
                     op: ReduceOp::Sum,
                     axes: vec![0, 1],
@@ -263,7 +254,7 @@ mod tests {
     #[test]
     fn a_view_that_aliases_allocates_nothing_and_one_that_copies_is_held_to_the_limits() {
         let big = [1 << 15, 1 << 14];
-        let ops = vec![op(OpKind::View(ViewOp::Reshape), &[1], 2, &[1 << 29])];
+        let ops = vec![OpIr::of(OpKind::View(ViewOp::Reshape), &[1], 2, &[1 << 29])];
         let block = Block::View(0);
         // Row-major input: the reshape aliases it.
         assert_eq!(refusal(&block, &ops, |_| row_major(&big), &LIMITS), None);
@@ -284,7 +275,7 @@ mod tests {
     #[test]
     fn a_block_binding_more_buffers_than_the_device_allows_is_refused_as_bindings() {
         // Nine inputs and one output bind ten storage buffers.
-        let ops = vec![op(OpKind::Unary(UnaryOp::Exp), &[1], 20, &[4])];
+        let ops = vec![OpIr::of(OpKind::Unary(UnaryOp::Exp), &[1], 20, &[4])];
         let block = Block::Elementwise(ElementwiseBlock {
             ops: vec![0],
             inputs: (1..=9).map(TensorId).collect(),
@@ -301,7 +292,7 @@ mod tests {
     #[test]
     fn commits_and_guards_are_aliases_and_never_refused() {
         let shape = [1 << 15, 1 << 14];
-        let ops = vec![op(OpKind::Guard, &[1, 2], 3, &shape)];
+        let ops = vec![OpIr::of(OpKind::Guard, &[1, 2], 3, &shape)];
         assert_eq!(
             refusal(&Block::Guard(0), &ops, |_| row_major(&shape), &LIMITS),
             None

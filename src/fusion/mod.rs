@@ -667,15 +667,6 @@ mod tests {
         max_ops: MAX_BLOCK_OPS,
     };
 
-    fn op(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
-        OpIr {
-            kind,
-            inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
-            output: TensorId(output),
-            shape: shape.to_vec(),
-        }
-    }
-
     /// `plan`, with the ops that run computed from `write` as the device
     /// does.
     fn planned(
@@ -689,7 +680,7 @@ mod tests {
     }
 
     fn upload(output: u64, shape: &[usize]) -> OpIr {
-        op(
+        OpIr::of(
             OpKind::Upload(vec![0.0; shape.iter().product()].into()),
             &[],
             output,
@@ -701,7 +692,7 @@ mod tests {
     fn a_chain_of_elementwise_ops_is_one_block_writing_only_the_held_result() {
         let mut ops = vec![upload(1, &[4])];
         for k in 0..16 {
-            ops.push(op(OpKind::Unary(UnaryOp::Exp), &[1 + k], 2 + k, &[4]));
+            ops.push(OpIr::of(OpKind::Unary(UnaryOp::Exp), &[1 + k], 2 + k, &[4]));
         }
         let blocks = planned(
             &ops,
@@ -722,8 +713,8 @@ mod tests {
     fn a_held_intermediate_is_an_extra_output_of_the_same_block() {
         let ops = vec![
             upload(1, &[4]),
-            op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
-            op(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
+            OpIr::of(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
+            OpIr::of(OpKind::Unary(UnaryOp::Tanh), &[2], 3, &[4]),
         ];
         let blocks = planned(&ops, |_| true, |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
@@ -736,8 +727,8 @@ mod tests {
     fn an_op_nobody_can_observe_is_not_planned() {
         let ops = vec![
             upload(1, &[4]),
-            op(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
-            op(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
+            OpIr::of(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]),
+            OpIr::of(OpKind::Unary(UnaryOp::Tanh), &[1], 3, &[4]),
         ];
         let blocks = planned(&ops, |t| t != TensorId(2), |_| None, &LIMITS);
         let Block::Elementwise(block) = &blocks[1] else {
@@ -750,9 +741,14 @@ mod tests {
     fn a_group_is_split_before_it_binds_more_buffers_than_the_device_allows() {
         // Ten inputs summed: a single kernel would bind 11 storage buffers.
         let mut ops: Vec<OpIr> = (1..=10).map(|i| upload(i, &[4])).collect();
-        ops.push(op(OpKind::Binary(BinaryOp::Add), &[1, 2], 11, &[4]));
+        ops.push(OpIr::of(OpKind::Binary(BinaryOp::Add), &[1, 2], 11, &[4]));
         for k in 3..=10 {
-            ops.push(op(OpKind::Binary(BinaryOp::Add), &[k + 8, k], k + 9, &[4]));
+            ops.push(OpIr::of(
+                OpKind::Binary(BinaryOp::Add),
+                &[k + 8, k],
+                k + 9,
+                &[4],
+            ));
         }
         let last = TensorId(19);
         let blocks = planned(&ops, |t| t == last || t.0 <= 10, |_| None, &LIMITS);
@@ -775,7 +771,7 @@ mod tests {
         let ops = vec![
             upload(1, &[3]),
             upload(2, &[2, 3]),
-            op(
+            OpIr::of(
                 OpKind::BinaryScalar {
                     op: BinaryOp::Mul,
                     scalar: 2.0,
@@ -785,7 +781,7 @@ mod tests {
                 3,
                 &[3],
             ),
-            op(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
+            OpIr::of(OpKind::Binary(BinaryOp::Add), &[3, 2], 4, &[2, 3]),
         ];
         let blocks = planned(&ops, |t| t == TensorId(4), |_| None, &LIMITS);
         assert_eq!(
@@ -802,7 +798,7 @@ mod tests {
         // x [4, 8]; lse = logSumExp(x, -1, keepDims); y = exp(x - lse).
         let ops = vec![
             upload(1, &[4, 8]),
-            op(
+            OpIr::of(
                 OpKind::Reduce {
                     op: crate::ir::ReduceOp::LogSumExp,
                     axes: vec![1],
@@ -811,8 +807,8 @@ mod tests {
                 2,
                 &[4, 1],
             ),
-            op(OpKind::Binary(BinaryOp::Sub), &[1, 2], 3, &[4, 8]),
-            op(OpKind::Unary(UnaryOp::Exp), &[3], 4, &[4, 8]),
+            OpIr::of(OpKind::Binary(BinaryOp::Sub), &[1, 2], 3, &[4, 8]),
+            OpIr::of(OpKind::Unary(UnaryOp::Exp), &[3], 4, &[4, 8]),
         ];
         let shape_of = |t: TensorId| {
             if t == TensorId(2) {

@@ -444,6 +444,20 @@ impl Queue {
 }
 
 #[cfg(test)]
+impl OpIr {
+    /// An op for unit tests, its tensors named by number: `kind` reading
+    /// `inputs` into `output`, of `shape`.
+    pub fn of(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
+        OpIr {
+            kind,
+            inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
+            output: TensorId(output),
+            shape: shape.to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

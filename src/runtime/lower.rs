@@ -139,10 +139,7 @@ impl Lowering<'_> {
         let kernel = codegen::matmul(a, b, &ops[i].shape, group);
         refuse_broken(&kernel)?;
         let written = self.allocate_outputs(epilogue, &epilogue.outputs);
-        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
-        self.launch_block(&kernel, &all, &written);
-        self.count_fused(1 + epilogue.ops.len());
-        Ok(written)
+        Ok(self.launch_anchored(&kernel, operand_buffers, buffers, written, epilogue))
     }
 
     /// A reduction of rows, its epilogue running over each row once its
@@ -197,10 +194,24 @@ impl Lowering<'_> {
         if write_reduced {
             written.push((reduced, self.allocate(&ops[i].shape)));
         }
-        let all: Vec<wgpu::Buffer> = operand_buffers.into_iter().chain(buffers).collect();
-        self.launch_block(&kernel, &all, &written);
+        Ok(self.launch_anchored(&kernel, operand_buffers, buffers, written, epilogue))
+    }
+
+    /// Launches an anchored kernel, binding the anchor's operands, then its
+    /// epilogue's inputs, then `written`; the anchor and the epilogue's ops
+    /// count as fused. Returns `written`.
+    fn launch_anchored(
+        &mut self,
+        kernel: &Kernel,
+        operands: Vec<wgpu::Buffer>,
+        inputs: Vec<wgpu::Buffer>,
+        written: Vec<(TensorId, Written)>,
+        epilogue: &ElementwiseBlock,
+    ) -> Vec<(TensorId, Written)> {
+        let all: Vec<wgpu::Buffer> = operands.into_iter().chain(inputs).collect();
+        self.launch_block(kernel, &all, &written);
         self.count_fused(1 + epilogue.ops.len());
-        Ok(written)
+        written
     }
 
     /// A new buffer of `block`'s shape for each of `outputs`.

@@ -48,8 +48,9 @@ thread_local! {
     static NEXT_ID: Cell<u64> = const { Cell::new(1) };
 }
 
-/// The variables still alive, oldest first (forgetting the dead ones).
-fn alive() -> Vec<Variable> {
+/// The variables still alive, oldest first (forgetting the dead ones): the
+/// one registry of variables (JS maps them to their objects, `web::registry`).
+pub(crate) fn alive() -> Vec<Variable> {
     VARIABLES.with(|all| {
         let mut all = all.borrow_mut();
         all.retain(|v| v.strong_count() > 0);

@@ -70,10 +70,12 @@ struct Table {
     next: Key,
     tensors: FxHashMap<Key, Held>,
     devices: FxHashMap<Key, Device>,
-    /// The objects of the variables not yet disposed, oldest first: kept
-    /// until disposed, as TF.js keeps its variables (`trainableVariables`
-    /// returns these very objects).
-    variables: Vec<(Key, JsValue)>,
+    /// The JS object of each variable not yet disposed, by the variable's
+    /// id: kept until disposed, as TF.js keeps its variables
+    /// (`trainableVariables` returns these very objects). Which variables
+    /// exist, and in what order, is the one registry's (`train::alive`):
+    /// this only maps them to their objects.
+    variables: FxHashMap<u64, (Key, JsValue)>,
     /// The open `tidy()` scopes, innermost last: the tensor keys each made.
     scopes: Vec<Vec<Key>>,
 }
@@ -131,6 +133,7 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
 /// leaves variables to `dispose()`), and kept until disposed.
 pub fn wrap_variable(variable: Variable) -> JsValue {
     let id = variable.value().id();
+    let variable_id = variable.id();
     let key = table(|t| {
         let key = t.key();
         let value = Some(Value::Variable(variable));
@@ -143,7 +146,7 @@ pub fn wrap_variable(variable: Variable) -> JsValue {
         ("Tensor", &TENSOR_CLASS_READY),
         "dispose",
     );
-    table(|t| t.variables.push((key, object.clone())));
+    table(|t| t.variables.insert(variable_id, (key, object.clone())));
     object
 }
 
@@ -175,15 +178,16 @@ pub fn dispose_tensors(keys: &FxHashSet<Key>) {
     }
 }
 
-/// The objects of the variables not disposed, oldest first, with what they
-/// stand for.
+/// The variables not disposed, oldest first, with their objects.
 pub fn variables() -> Vec<(JsValue, Variable)> {
+    let alive = crate::train::alive();
     table(|t| {
-        t.variables
-            .iter()
-            .filter_map(|(key, object)| match t.tensors.get(key)?.value.as_ref()? {
-                Value::Variable(v) => Some((object.clone(), v.clone())),
-                Value::Tensor(_) => None,
+        alive
+            .into_iter()
+            .filter_map(|v| {
+                let (key, object) = t.variables.get(&v.id())?;
+                t.tensors.get(key)?.value.as_ref()?;
+                Some((object.clone(), v))
             })
             .collect()
     })
@@ -359,7 +363,7 @@ pub fn disposed(op: &'static str, id: TensorId) -> JsValue {
 /// throws `was disposed` when used.
 pub fn dispose(key: Key) {
     let released = table(|t| {
-        t.variables.retain(|(k, _)| *k != key);
+        t.variables.retain(|_, (k, _)| *k != key);
         t.tensors.get_mut(&key).and_then(|held| held.value.take())
     });
     drop(released);

@@ -3,7 +3,7 @@
 //!
 //! Whether a tensor's bytes can be trusted is a fact about that tensor, so the
 //! fact lives on its record: a tensor whose bytes were never written carries
-//! the ids of the failures that stopped them (`Data::Failed` in `device`).
+//! the ids of the failures that stopped them (`State::Failed` in `device::state`).
 //! What an id *means* lives here, one graph per device: the root error, and
 //! the skip records a read walks back from the tensor it asked about to that
 //! root.

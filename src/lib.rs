@@ -67,5 +67,5 @@ pub use failure::{
 };
 pub use ir::{TensorId, op_names};
 pub use runtime::Stats;
-pub use tensor::{Operand, Tensor};
+pub use tensor::{Operand, Split, Tensor};
 pub use train::{Optimizer, Variable, variable_grads};

@@ -2,6 +2,8 @@
 //! output shape, queue the op. Nothing here touches the GPU.
 
 mod ops;
+
+pub use ops::Split;
 pub(crate) mod tape;
 use crate::ir::shape;
 

@@ -17,6 +17,94 @@ fn invalid(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Other, reason)
 }
 
+/// Both operands of a matmul have rank 2 or more.
+fn matmul_ranks(a: &[usize], b: &[usize]) -> Result<()> {
+    if a.len() < 2 || b.len() < 2 {
+        return Err(range(
+            "matmul",
+            format!(
+                "operands need rank >= 2, got {} x {}",
+                display(a),
+                display(b)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The shape of `a @ b`: `[..batch, m, n]`, the batch dims broadcast.
+fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    matmul_ranks(a, b)?;
+    let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
+    let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+    if k != k2 {
+        return Err(invalid(
+            "matmul",
+            format!("inner dimensions differ: {} x {}", display(a), display(b)),
+        ));
+    }
+    let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
+    shape.extend([m, n]);
+    Ok(shape)
+}
+
+/// `shape` with its last two dims swapped when `swap` (rank >= 2).
+fn swapped_shape(shape: &[usize], swap: bool) -> Vec<usize> {
+    let mut shape = shape.to_vec();
+    if swap {
+        let r = shape.len();
+        shape.swap(r - 2, r - 1);
+    }
+    shape
+}
+
+/// How `split` cuts an axis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Split {
+    /// This many pieces of equal size.
+    Count(usize),
+    /// Pieces of these sizes; one may be -1, the rest of the axis.
+    Sizes(Vec<isize>),
+}
+
+/// The sizes `parts` cuts an axis of `dim` elements into, or why it cannot.
+fn split_sizes(parts: &Split, dim: usize) -> Result<Vec<usize>> {
+    let op = "split";
+    match parts {
+        Split::Count(0) => Err(range(op, "the number of pieces must be at least 1".into())),
+        Split::Count(n) if !dim.is_multiple_of(*n) => Err(range(
+            op,
+            format!("{n} pieces do not divide an axis of size {dim}"),
+        )),
+        Split::Count(n) => Ok(vec![dim / n; *n]),
+        Split::Sizes(sizes) => {
+            let rest = sizes.iter().filter(|&&s| s == -1).count();
+            if rest > 1 || sizes.iter().any(|&s| s < -1) || sizes.is_empty() {
+                return Err(range(
+                    op,
+                    format!("sizes {sizes:?} must be non-negative, with at most one -1"),
+                ));
+            }
+            let known: usize = sizes.iter().filter(|&&s| s >= 0).map(|&s| s as usize).sum();
+            let fits = if rest == 1 {
+                known <= dim
+            } else {
+                known == dim
+            };
+            if !fits {
+                return Err(range(
+                    op,
+                    format!("sizes {sizes:?} do not add up to the axis' size {dim}"),
+                ));
+            }
+            Ok(sizes
+                .iter()
+                .map(|&s| if s == -1 { dim - known } else { s as usize })
+                .collect())
+        }
+    }
+}
+
 /// `axis` (negative counts from the end) as an index into `rank` dims.
 fn axis_index(op: &'static str, axis: isize, rank: usize) -> Result<usize> {
     let r = rank as isize;
@@ -302,32 +390,68 @@ impl Tensor {
         shifted.sub(&shifted.log_sum_exp(Some(&[axis]), true)?)
     }
 
+    /// `matmul` of this tensor and `other`, each with its last two dims
+    /// swapped first when asked (TF.js's `matMul(b, transposeA,
+    /// transposeB)`). The swap is a view: the product reads the operand
+    /// through its layout, and nothing is copied.
+    #[track_caller]
+    pub fn matmul_transposed(
+        &self,
+        other: &Tensor,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Tensor> {
+        self.device().admit("matmul", &[self, other])?;
+        matmul_ranks(self.shape(), other.shape())?;
+        // Checked before a view is registered: a refused call queues nothing.
+        let a = swapped_shape(self.shape(), transpose_a);
+        let b = swapped_shape(other.shape(), transpose_b);
+        matmul_shape(&a, &b)?;
+        // Written out, not a closure: each view keeps the caller's site.
+        let last_two = |r: usize| {
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 2, r - 1);
+            perm
+        };
+        let a = match transpose_a {
+            true => self.transpose(Some(&last_two(self.rank())))?,
+            false => self.clone(),
+        };
+        let b = match transpose_b {
+            true => other.transpose(Some(&last_two(other.rank())))?,
+            false => other.clone(),
+        };
+        a.matmul(&b)
+    }
+
     /// The matrix product over the last two dims, batched over the others
     /// (which broadcast).
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let (a, b) = (self.shape(), other.shape());
-        if a.len() < 2 || b.len() < 2 {
-            return Err(range(
-                "matmul",
-                format!(
-                    "operands need rank >= 2, got {} x {}",
-                    display(a),
-                    display(b)
-                ),
-            ));
-        }
-        let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
-        let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
-        if k != k2 {
-            return Err(invalid(
-                "matmul",
-                format!("inner dimensions differ: {} x {}", display(a), display(b)),
-            ));
-        }
-        let mut shape = shape::broadcast("matmul", &a[..a.len() - 2], &b[..b.len() - 2])?;
-        shape.extend([m, n]);
+        let shape = matmul_shape(self.shape(), other.shape())?;
         self.device().record(OpKind::Matmul, &[self, other], shape)
+    }
+
+    /// `count` equal pieces along `axis` (`Split::Count`, which must divide
+    /// its size) or pieces of the given sizes (`Split::Sizes`, one of which
+    /// may be -1 for the rest): TF.js's `split`. Each piece is a slice, a
+    /// view of this tensor's memory.
+    #[track_caller]
+    pub fn split(&self, parts: &Split, axis: isize) -> Result<Vec<Tensor>> {
+        let op = "split";
+        let axis = axis_index(op, axis, self.rank())?;
+        self.device().admit(op, &[self])?;
+        let dim = self.shape()[axis];
+        let sizes = split_sizes(parts, dim)?;
+        let mut pieces = Vec::with_capacity(sizes.len());
+        let mut begin = vec![0; self.rank()];
+        for len in sizes {
+            let mut size: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
+            size[axis] = len as isize;
+            pieces.push(self.slice(&begin, &size)?);
+            begin[axis] += len;
+        }
+        Ok(pieces)
     }
 
     #[track_caller]

@@ -227,15 +227,47 @@ impl JsTensor {
         register(t.device(), || t.log_softmax(axis))
     }
 
-    /// `matmul(b)`: 2-D, or batched with broadcast batch dims.
+    /// `matmul(b, transposeA = false, transposeB = false)`: 2-D, or batched
+    /// with broadcast batch dims; a transposed operand is read in place.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn matmul(
         &self,
         #[wasm_bindgen(unchecked_param_type = "Tensor")] other: JsValue,
+        #[wasm_bindgen(js_name = transposeA, unchecked_optional_param_type = "boolean")]
+        transpose_a: JsValue,
+        #[wasm_bindgen(js_name = transposeB, unchecked_optional_param_type = "boolean")]
+        transpose_b: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("matmul")?;
-        let other = args::tensor("matmul", "", &other)?;
-        register(t.device(), || t.matmul(&other))
+        let op = "matmul";
+        let t = self.tensor(op)?;
+        let other = args::tensor(op, "", &other)?;
+        let a = args::boolean_or(op, "transposeA", &transpose_a, false)?;
+        let b = args::boolean_or(op, "transposeB", &transpose_b, false)?;
+        register(t.device(), || t.matmul_transposed(&other, a, b))
+    }
+
+    /// `split(numOrSizeSplits, axis = 0)`: pieces along `axis`, each a
+    /// view: a number of equal pieces (it must divide the axis), or their
+    /// sizes (one may be -1, the rest).
+    #[wasm_bindgen(unchecked_return_type = "Tensor[]")]
+    pub fn split(
+        &self,
+        #[wasm_bindgen(js_name = numOrSizeSplits, unchecked_param_type = "number | number[]")]
+        parts: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<Array, JsValue> {
+        let op = "split";
+        let t = self.tensor(op)?;
+        let parts = if parts.is_object() {
+            crate::Split::Sizes(args::ints(op, "numOrSizeSplits", &parts)?)
+        } else {
+            crate::Split::Count(args::count(op, "numOrSizeSplits", &parts)?)
+        };
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        let site = errors::site_if_captured(t.device());
+        let pieces = crate::tensor::with_site(site, || t.split(&parts, axis))
+            .map_err(|e| errors::registration(&e))?;
+        Ok(pieces.into_iter().map(registry::wrap_tensor).collect())
     }
 
     /// `transpose(perm?)`: dims reversed when `perm` is left out.

@@ -911,3 +911,145 @@ pub async fn softmax_of_large_inputs_is_exact_to_float32_along_every_axis() {
     // The padding is exp(-2 * 10^4) from the row's max: nothing.
     close(&heads, "along rows longer than a workgroup reduces");
 }
+
+pub async fn matmul_reads_transposed_operands_in_place_with_their_gradients() {
+    let gpu = kernels_only().await;
+    // a [k=24, m=8] and b [n=16, k=24], each read transposed: a^T @ b^T.
+    let a = gpu.random_uniform(&[24, 8], -1.0, 1.0, 14).unwrap();
+    let b = gpu.random_uniform(&[16, 24], -1.0, 1.0, 15).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let product = a.matmul_transposed(&b, true, true).unwrap();
+    assert_eq!(product.shape(), &[8, 16]);
+    let values = read(&product).await;
+    let after = gpu.stats();
+    assert_eq!(after.kernels_launched - before.kernels_launched, 1);
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "only the product's buffer: neither operand is copied"
+    );
+    let (av, bv) = (read(&a).await, read(&b).await);
+    let want: Vec<f32> = (0..8 * 16)
+        .map(|i| {
+            (0..24)
+                .map(|k| av[k * 8 + i / 16] * bv[(i % 16) * 24 + k])
+                .sum()
+        })
+        .collect();
+    close_within(&values, &want, 1e-5);
+    // One flag at a time, batched, and matmul(b) itself.
+    let batched = gpu.random_uniform(&[3, 24, 8], -1.0, 1.0, 16).unwrap();
+    let t = batched.matmul_transposed(&a, true, false).unwrap();
+    assert_eq!(t.shape(), &[3, 8, 8]);
+    let plain = batched
+        .transpose(Some(&[0, 2, 1]))
+        .unwrap()
+        .matmul(&a)
+        .unwrap();
+    close_within(&read(&t).await, &read(&plain).await, 1e-6);
+    // d/da sum(a^T @ c) for c [24, 5]: each a[k][m] gets sum_n c[k][n].
+    let c = gpu.random_uniform(&[24, 5], -1.0, 1.0, 17).unwrap();
+    let grad = gpu
+        .grad(
+            |x| x.matmul_transposed(&c, true, false)?.sum(None, false),
+            &a,
+            None,
+        )
+        .unwrap();
+    let cv = read(&c).await;
+    let want: Vec<f32> = (0..24 * 8)
+        .map(|i| (0..5).map(|n| cv[(i / 8) * 5 + n]).sum())
+        .collect();
+    close_within(&read(&grad).await, &want, 1e-5);
+    // Refused at once, naming the shapes as multiplied, queuing nothing.
+    let ops = gpu.stats().ops_registered;
+    let Err(wrong) = a.matmul_transposed(&b, false, false) else {
+        panic!("inner dims that differ are refused")
+    };
+    assert!(
+        wrong
+            .to_string()
+            .contains("inner dimensions differ: [24,8] x [16,24]"),
+        "{wrong}"
+    );
+    let flat = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let Err(rank) = flat.matmul_transposed(&a, true, false) else {
+        panic!("a 1-D operand is refused")
+    };
+    assert!(rank.to_string().contains("rank >= 2"), "{rank}");
+    assert_eq!(
+        gpu.stats().ops_registered,
+        ops + 1,
+        "only the tensor() above"
+    );
+}
+
+pub async fn split_cuts_an_axis_into_views_by_count_or_sizes_and_refuses_what_does_not_fit() {
+    use webfusion::Split;
+    let gpu = kernels_only().await;
+    let values: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    let x = gpu.tensor(&values, Some(&[2, 12])).unwrap();
+    gpu.sync().await.expect("no failure");
+    let before = gpu.stats();
+    let thirds = x.split(&Split::Count(3), 1).unwrap();
+    let rows = x.split(&Split::Count(2), 0).unwrap();
+    gpu.sync().await.expect("no failure");
+    let after = gpu.stats();
+    assert_eq!(
+        (after.kernels_launched, after.buffers_allocated),
+        (before.kernels_launched, before.buffers_allocated),
+        "the pieces are views of x: no kernel, no buffer"
+    );
+    let shapes: Vec<&[usize]> = thirds.iter().map(Tensor::shape).collect();
+    assert_eq!(shapes, vec![&[2, 4][..]; 3]);
+    assert_eq!(
+        read(&thirds[1]).await,
+        vec![4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]
+    );
+    let sized = x.split(&Split::Sizes(vec![2, -1, 3]), -1).unwrap();
+    let shapes: Vec<&[usize]> = sized.iter().map(Tensor::shape).collect();
+    assert_eq!(shapes, vec![&[2, 2][..], &[2, 7], &[2, 3]]);
+    assert_eq!(
+        read(&sized[2]).await,
+        vec![9.0, 10.0, 11.0, 21.0, 22.0, 23.0]
+    );
+    assert_eq!(read(&rows[1]).await, values[12..].to_vec());
+    // The gradient of a piece is its place in the whole.
+    let grad = gpu
+        .grad(
+            |t| t.split(&Split::Sizes(vec![5, 7]), 1)?[1].sum(None, false),
+            &x,
+            None,
+        )
+        .unwrap();
+    let want: Vec<f32> = (0..24)
+        .map(|i| if i % 12 >= 5 { 1.0 } else { 0.0 })
+        .collect();
+    assert_eq!(read(&grad).await, want);
+    // Refused at once, queuing nothing.
+    let ops = gpu.stats().ops_registered;
+    for (parts, axis, says) in [
+        (
+            Split::Count(5),
+            1,
+            "5 pieces do not divide an axis of size 12",
+        ),
+        (Split::Count(0), 1, "at least 1"),
+        (
+            Split::Sizes(vec![5, 5]),
+            1,
+            "do not add up to the axis' size 12",
+        ),
+        (Split::Sizes(vec![-1, -1]), 1, "at most one -1"),
+        (Split::Sizes(vec![13, -1]), 1, "do not add up"),
+        (Split::Sizes(vec![-2, 14]), 1, "non-negative"),
+        (Split::Count(2), 2, "axis 2 is out of range for rank 2"),
+    ] {
+        let Err(error) = x.split(&parts, axis) else {
+            panic!("{parts:?} along {axis} is refused")
+        };
+        assert!(error.to_string().contains(says), "{parts:?}: {error}");
+    }
+    assert_eq!(gpu.stats().ops_registered, ops);
+}

@@ -219,6 +219,14 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
+            matmul_reads_transposed_operands_in_place_with_their_gradients
+        );
+        $run!(
+            engine,
+            split_cuts_an_axis_into_views_by_count_or_sizes_and_refuses_what_does_not_fit
+        );
+        $run!(
+            engine,
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
         );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);

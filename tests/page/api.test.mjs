@@ -511,3 +511,46 @@ test('a read names where it was asked only on a device that captures stacks', as
   // This test's code runs through `new Function`, so its frame is `<anonymous>`.
   assert.match(result.captured, /^<anonymous>:\d+:\d+$/);
 });
+
+test('matmul(b, transposeA, transposeB) and split(numOrSizeSplits, axis) take TF.js\'s arguments and refuse bad ones by name', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    const a = gpu.tensor([[1, 2], [3, 4], [5, 6]]); // [3, 2]
+    const b = gpu.tensor([[1, 0, 2], [0, 1, 3]]); // [2, 3]
+    const x = gpu.tensor([[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]);
+    const ops = gpu.stats().opsRegistered;
+    const bad = {
+      notBoolean: error(() => a.matmul(b, 'yes')),
+      inner: error(() => a.matmul(b, true, false)),
+      notDividing: error(() => x.split(4, 1)),
+      sizes: error(() => x.split([2, 2], 1)),
+      fraction: error(() => x.split(1.5, 1)),
+      axis: error(() => x.split(2, 3)),
+    };
+    const queued = gpu.stats().opsRegistered - ops;
+    const pieces = x.split([1, -1, 2], 1);
+    return {
+      plain: await a.matmul(b).array(),
+      // a^T [2, 3] @ b^T [3, 2]
+      both: await a.matmul(b, true, true).array(),
+      shapes: pieces.map((p) => p.shape),
+      middle: await pieces[1].array(),
+      halves: await Promise.all(x.split(2).map((p) => p.array())),
+      bad,
+      queued,
+    };
+  });
+  assert.deepEqual(result.plain, [[1, 2, 8], [3, 4, 18], [5, 6, 28]]);
+  assert.deepEqual(result.both, [[11, 18], [14, 22]]);
+  assert.deepEqual(result.shapes, [[2, 1], [2, 3], [2, 2]]);
+  assert.deepEqual(result.middle, [[1, 2, 3], [7, 8, 9]]);
+  assert.deepEqual(result.halves, [[[0, 1, 2, 3, 4, 5]], [[6, 7, 8, 9, 10, 11]]]);
+  assert.match(result.bad.notBoolean, /^TypeError: matmul: transposeA must be a boolean/);
+  assert.match(result.bad.inner, /^Error: matmul: inner dimensions differ: \[2,3\] x \[2,3\]/);
+  assert.match(result.bad.notDividing, /^RangeError: split: 4 pieces do not divide an axis of size 6/);
+  assert.match(result.bad.sizes, /^RangeError: split: sizes \[2, 2\] do not add up to the axis' size 6/);
+  assert.match(result.bad.fraction, /^(TypeError|RangeError): split: numOrSizeSplits/);
+  assert.match(result.bad.axis, /^RangeError: split: axis 3 is out of range for rank 2/);
+  assert.equal(result.queued, 0, 'a refused call queues nothing');
+});

@@ -432,6 +432,97 @@ impl Tensor {
         self.device().record(OpKind::Matmul, &[self, other], shape)
     }
 
+    /// This tensor with `paddings[d] = (before, after)` elements of `value`
+    /// added around each dim `d`: TF.js's `pad`. Written as a `cat` with
+    /// filled blocks per padded dim (a copy kernel each, gradients through
+    /// the cat's slices); the whole shape is checked first, so a refused
+    /// call queues nothing.
+    #[track_caller]
+    pub fn pad(&self, paddings: &[(usize, usize)], value: f32) -> Result<Tensor> {
+        let op = "pad";
+        self.device().admit(op, &[self])?;
+        if paddings.len() != self.rank() {
+            return Err(range(
+                op,
+                format!(
+                    "paddings has {} pairs for {}; it needs one per dim",
+                    paddings.len(),
+                    display(self.shape())
+                ),
+            ));
+        }
+        let padded: Option<Vec<usize>> = self
+            .shape()
+            .iter()
+            .zip(paddings)
+            .map(|(&d, &(before, after))| d.checked_add(before)?.checked_add(after))
+            .collect();
+        let padded = padded.ok_or_else(|| range(op, format!("paddings {paddings:?} overflow")))?;
+        shape::check_size(op, &padded)?;
+        let device = self.device().clone();
+        let mut out = self.clone();
+        for (axis, &(before, after)) in paddings.iter().enumerate() {
+            if before == 0 && after == 0 {
+                continue;
+            }
+            let mut block = out.shape().to_vec();
+            let mut parts = Vec::with_capacity(3);
+            if before > 0 {
+                block[axis] = before;
+                parts.push(device.full(&block, value)?);
+            }
+            parts.push(out.clone());
+            if after > 0 {
+                block[axis] = after;
+                parts.push(device.full(&block, value)?);
+            }
+            out = device.cat(&parts.iter().collect::<Vec<_>>(), axis as isize)?;
+        }
+        Ok(out)
+    }
+
+    /// This tensor repeated `reps[d]` times along each dim `d`: TF.js's
+    /// `tile`. Written as a `cat` of the copies per repeated dim (a rep of
+    /// 0 empties the dim); the whole shape is checked first, so a refused
+    /// call queues nothing.
+    #[track_caller]
+    pub fn tile(&self, reps: &[usize]) -> Result<Tensor> {
+        let op = "tile";
+        self.device().admit(op, &[self])?;
+        if reps.len() != self.rank() {
+            return Err(range(
+                op,
+                format!(
+                    "reps {reps:?} has {} entries for {}; it needs one per dim",
+                    reps.len(),
+                    display(self.shape())
+                ),
+            ));
+        }
+        let tiled: Option<Vec<usize>> = self
+            .shape()
+            .iter()
+            .zip(reps)
+            .map(|(&d, &r)| d.checked_mul(r))
+            .collect();
+        let tiled = tiled.ok_or_else(|| range(op, format!("reps {reps:?} overflow")))?;
+        shape::check_size(op, &tiled)?;
+        let device = self.device().clone();
+        let mut out = self.clone();
+        for (axis, &r) in reps.iter().enumerate() {
+            out = match r {
+                1 => continue,
+                0 => {
+                    let mut size: Vec<isize> = out.shape().iter().map(|&d| d as isize).collect();
+                    size[axis] = 0;
+                    out.slice(&vec![0; self.rank()], &size)?
+                }
+                _ => device.cat(&vec![&out; r], axis as isize)?,
+            };
+        }
+        Ok(out)
+    }
+
     /// `count` equal pieces along `axis` (`Split::Count`, which must divide
     /// its size) or pieces of the given sizes (`Split::Sizes`, one of which
     /// may be -1 for the rest): TF.js's `split`. Each piece is a slice, a

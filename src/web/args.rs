@@ -220,6 +220,31 @@ pub fn shape(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<usize>
         .collect()
 }
 
+/// `pad`'s paddings: an array of `[before, after]` pairs of counts.
+pub fn pairs(
+    op: &'static str,
+    what: &str,
+    value: &JsValue,
+) -> Result<Vec<(usize, usize)>, JsValue> {
+    items(op, what, value)?
+        .iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            let place = format!("{what}[{i}]");
+            match shape(op, &place, &pair)?.as_slice() {
+                &[before, after] => Ok((before, after)),
+                other => Err(range_error(
+                    op,
+                    format!(
+                        "{place} must be a [before, after] pair, got {} numbers",
+                        other.len()
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
 /// An array of integers that may be negative (`reshape`'s -1).
 pub fn ints(op: &'static str, what: &str, value: &JsValue) -> Result<Vec<isize>, JsValue> {
     items(op, what, value)?

@@ -246,6 +246,33 @@ impl JsTensor {
         register(t.device(), || t.matmul_transposed(&other, a, b))
     }
 
+    /// `pad(paddings, constantValue = 0)`: `paddings` one `[before, after]`
+    /// pair per dim.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn pad(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "[number, number][]")] paddings: JsValue,
+        #[wasm_bindgen(js_name = constantValue, unchecked_optional_param_type = "number")]
+        value: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "pad";
+        let t = self.tensor(op)?;
+        let paddings = args::pairs(op, "paddings", &paddings)?;
+        let value = args::number_or(op, "constantValue", &value, 0.0)? as f32;
+        register(t.device(), || t.pad(&paddings, value))
+    }
+
+    /// `tile(reps)`: one count per dim.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn tile(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] reps: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("tile")?;
+        let reps = args::shape("tile", "reps", &reps)?;
+        register(t.device(), || t.tile(&reps))
+    }
+
     /// `split(numOrSizeSplits, axis = 0)`: pieces along `axis`, each a
     /// view: a number of equal pieces (it must divide the axis), or their
     /// sizes (one may be -1, the rest).

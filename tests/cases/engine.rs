@@ -3,7 +3,7 @@
 //! (`tests/web.rs`, WebGPU in headless Chrome). Values are small and checked
 //! by hand; `properties.rs` compares random graphs with a CPU reference.
 
-use webfusion::{Device, DeviceOptions, Tensor};
+use webfusion::{Device, DeviceOptions, FailureKind, Tensor};
 
 pub async fn device() -> Device {
     device_with(DeviceOptions::default()).await
@@ -1052,4 +1052,73 @@ pub async fn split_cuts_an_axis_into_views_by_count_or_sizes_and_refuses_what_do
         assert!(error.to_string().contains(says), "{parts:?}: {error}");
     }
     assert_eq!(gpu.stats().ops_registered, ops);
+}
+
+pub async fn pad_and_tile_match_the_cpu_pass_their_gradients_and_refuse_what_does_not_fit() {
+    let gpu = kernels_only().await;
+    let values: Vec<f32> = (1..=6).map(|v| v as f32).collect();
+    let x = gpu.tensor(&values, Some(&[2, 3])).unwrap();
+    // pad: one row above, two columns after, of -1.
+    let padded = x.pad(&[(1, 0), (0, 2)], -1.0).unwrap();
+    assert_eq!(padded.shape(), &[3, 5]);
+    #[rustfmt::skip]
+    let want = vec![
+        -1.0, -1.0, -1.0, -1.0, -1.0,
+        1.0, 2.0, 3.0, -1.0, -1.0,
+        4.0, 5.0, 6.0, -1.0, -1.0,
+    ];
+    assert_eq!(read(&padded).await, want);
+    assert_eq!(read(&x.pad(&[(0, 0), (0, 0)], 9.0).unwrap()).await, values);
+    // tile: twice down, three times across, and a rep of 0 empties a dim.
+    let tiled = x.tile(&[2, 3]).unwrap();
+    assert_eq!(tiled.shape(), &[4, 9]);
+    let got = read(&tiled).await;
+    for r in 0..4 {
+        for c in 0..9 {
+            assert_eq!(got[r * 9 + c], values[(r % 2) * 3 + c % 3], "at [{r}, {c}]");
+        }
+    }
+    let none = x.tile(&[0, 2]).unwrap();
+    assert_eq!(none.shape(), &[0, 6]);
+    assert_eq!(read(&none).await, Vec::<f32>::new());
+    // Gradients: a padded element's is its own, a tiled one's the number
+    // of its copies.
+    let pad_grad = gpu
+        .grad(
+            |t| t.pad(&[(2, 1), (1, 1)], 0.0)?.mul(3.0)?.sum(None, false),
+            &x,
+            None,
+        )
+        .unwrap();
+    assert_eq!(read(&pad_grad).await, vec![3.0; 6]);
+    let tile_grad = gpu
+        .grad(|t| t.tile(&[2, 3])?.sum(None, false), &x, None)
+        .unwrap();
+    assert_eq!(read(&tile_grad).await, vec![6.0; 6]);
+    // Refused at once, queuing nothing.
+    let ops = gpu.stats().ops_registered;
+    let refused = [
+        (
+            x.pad(&[(1, 1)], 0.0).err(),
+            "paddings has 1 pairs for [2,3]",
+        ),
+        (x.pad(&[(0, 0), (usize::MAX, 1)], 0.0).err(), "overflow"),
+        (x.tile(&[2]).err(), "reps [2] has 1 entries for [2,3]"),
+        (x.tile(&[usize::MAX, 2]).err(), "overflow"),
+    ];
+    for (error, says) in refused {
+        let error = error.expect("refused");
+        assert!(error.to_string().contains(says), "{error}");
+    }
+    assert_eq!(gpu.stats().ops_registered, ops);
+    // A shape that can be named but not held registers, and fails where
+    // every such tensor fails: as an allocation, on the tensors that need it.
+    let huge = x.pad(&[(0, 0), (1 << 28, 0)], 0.0).unwrap();
+    let error = read_err(&huge).await;
+    assert_eq!(
+        error.first().unwrap().root.kind,
+        FailureKind::Allocation,
+        "{error}"
+    );
+    assert_eq!(read(&x).await, values);
 }

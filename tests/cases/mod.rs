@@ -227,6 +227,10 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
+            pad_and_tile_match_the_cpu_pass_their_gradients_and_refuse_what_does_not_fit
+        );
+        $run!(
+            engine,
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
         );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);

@@ -554,3 +554,38 @@ test('matmul(b, transposeA, transposeB) and split(numOrSizeSplits, axis) take TF
   assert.match(result.bad.axis, /^RangeError: split: axis 3 is out of range for rank 2/);
   assert.equal(result.queued, 0, 'a refused call queues nothing');
 });
+
+test('pad(paddings, constantValue) and tile(reps) take TF.js\'s arguments and refuse bad ones by name', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    const x = gpu.tensor([[1, 2], [3, 4]]);
+    const ops = gpu.stats().opsRegistered;
+    const bad = {
+      notPairs: error(() => x.pad([1, 1])),
+      triple: error(() => x.pad([[0, 0], [1, 2, 3]])),
+      negative: error(() => x.pad([[0, 0], [-1, 0]])),
+      value: error(() => x.pad([[0, 0], [0, 1]], 'zero')),
+      tooFew: error(() => x.tile([2])),
+      fraction: error(() => x.tile([1.5, 1])),
+    };
+    const queued = gpu.stats().opsRegistered - ops;
+    return {
+      padded: await x.pad([[0, 1], [1, 0]], 7).array(),
+      zeros: await x.pad([[1, 0], [0, 0]]).array(),
+      tiled: await x.tile([1, 2]).array(),
+      bad,
+      queued,
+    };
+  });
+  assert.deepEqual(result.padded, [[7, 1, 2], [7, 3, 4], [7, 7, 7]]);
+  assert.deepEqual(result.zeros, [[0, 0], [1, 2], [3, 4]]);
+  assert.deepEqual(result.tiled, [[1, 2, 1, 2], [3, 4, 3, 4]]);
+  assert.match(result.bad.notPairs, /^TypeError: pad: paddings\[0\]/);
+  assert.match(result.bad.triple, /^RangeError: pad: paddings\[1\] must be a \[before, after\] pair, got 3 numbers/);
+  assert.match(result.bad.negative, /^RangeError: pad: paddings\[1\]\[0\]/);
+  assert.match(result.bad.value, /^TypeError: pad: constantValue must be a number/);
+  assert.match(result.bad.tooFew, /^RangeError: tile: reps \[2\] has 1 entries for \[2,2\]/);
+  assert.match(result.bad.fraction, /^(TypeError|RangeError): tile: reps\[0\]/);
+  assert.equal(result.queued, 0, 'a refused call queues nothing');
+});

@@ -481,6 +481,46 @@ impl Tensor {
         Ok(out)
     }
 
+    /// Each matrix (the last two dims) with the elements outside a band set
+    /// to 0: those more than `num_lower` below the diagonal and more than
+    /// `num_upper` above it, a negative bound keeping that whole triangle
+    /// (TF.js's `linalg.bandPart`; `bandPart(-1, 0)` is a causal mask).
+    /// The band is an `[m, n]` mask computed from row and column `arange`s
+    /// (three small kernels, or the host for matrices it takes), selected
+    /// with `where`, which fuses with what reads the result.
+    #[track_caller]
+    pub fn band_part(&self, num_lower: isize, num_upper: isize) -> Result<Tensor> {
+        let op = "bandPart";
+        self.device().admit(op, &[self])?;
+        let r = self.rank();
+        if r < 2 {
+            return Err(range(
+                op,
+                format!("needs a matrix (rank >= 2), got {}", display(self.shape())),
+            ));
+        }
+        let (m, n) = (self.shape()[r - 2], self.shape()[r - 1]);
+        let device = self.device().clone();
+        // Indices made in their broadcast shapes: a reshape would be a view,
+        // and a view needs its input written.
+        let index = OpKind::Arange {
+            start: 0.0,
+            step: 1.0,
+        };
+        let rows = device.record(index.clone(), &[], vec![m, 1])?;
+        let cols = device.record(index, &[], vec![1, n])?;
+        // Below the diagonal by `row - col`, above it by `col - row`.
+        let below = rows.sub(&cols)?;
+        let mut keep = device.ones(&[m, n])?;
+        if num_lower >= 0 {
+            keep = keep.mul(&below.less_equal(num_lower as f32)?)?;
+        }
+        if num_upper >= 0 {
+            keep = keep.mul(&below.greater_equal(-(num_upper as f32))?)?;
+        }
+        device.where_(&keep, self, &device.zeros(&[])?)
+    }
+
     /// This tensor repeated `reps[d]` times along each dim `d`: TF.js's
     /// `tile`. Written as a `cat` of the copies per repeated dim (a rep of
     /// 0 empties the dim); the whole shape is checked first, so a refused

@@ -262,6 +262,22 @@ impl JsTensor {
         register(t.device(), || t.pad(&paddings, value))
     }
 
+    /// `bandPart(numLower, numUpper)`: TF.js's `linalg.bandPart`, each
+    /// matrix with the elements outside the band set to 0 (a negative bound
+    /// keeps that whole triangle; `bandPart(-1, 0)` is a causal mask).
+    #[wasm_bindgen(js_name = bandPart, unchecked_return_type = "Tensor")]
+    pub fn band_part(
+        &self,
+        #[wasm_bindgen(js_name = numLower, unchecked_param_type = "number")] num_lower: JsValue,
+        #[wasm_bindgen(js_name = numUpper, unchecked_param_type = "number")] num_upper: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "bandPart";
+        let t = self.tensor(op)?;
+        let lower = args::int(op, "numLower", &num_lower)?;
+        let upper = args::int(op, "numUpper", &num_upper)?;
+        register(t.device(), || t.band_part(lower, upper))
+    }
+
     /// `tile(reps)`: one count per dim.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn tile(

@@ -1122,3 +1122,63 @@ pub async fn pad_and_tile_match_the_cpu_pass_their_gradients_and_refuse_what_doe
     );
     assert_eq!(read(&x).await, values);
 }
+
+pub async fn band_part_keeps_the_band_of_each_matrix_with_its_gradient() {
+    let gpu = kernels_only().await;
+    let values: Vec<f32> = (1..=24).map(|v| v as f32).collect();
+    let x = gpu.tensor(&values, Some(&[2, 3, 4])).unwrap();
+    gpu.sync().await.expect("no failure");
+    let kept = |lower: isize, upper: isize, i: usize, j: usize| {
+        (lower < 0 || i as isize - j as isize <= lower)
+            && (upper < 0 || j as isize - i as isize <= upper)
+    };
+    // Small: on a device that runs small work on the host too.
+    let host = device().await;
+    let on_host = host.tensor(&values, Some(&[2, 3, 4])).unwrap();
+    for (lower, upper) in [(-1, 0), (0, -1), (1, 2), (0, 0), (-1, -1), (5, 5)] {
+        let got = read(&x.band_part(lower, upper).unwrap()).await;
+        let small = read(&on_host.band_part(lower, upper).unwrap()).await;
+        assert_eq!(got, small, "bandPart({lower}, {upper}) on the host");
+        let want: Vec<f32> = (0..24)
+            .map(|e| {
+                let (i, j) = ((e % 12) / 4, e % 4);
+                if kept(lower, upper, i, j) {
+                    values[e]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        assert_eq!(got, want, "bandPart({lower}, {upper})");
+    }
+    // Outside the band is 0 whatever was there, NaN included.
+    let nan = gpu
+        .tensor(&[f32::NAN, f32::NAN, f32::NAN, f32::NAN], Some(&[2, 2]))
+        .unwrap();
+    let causal = read(&nan.band_part(-1, 0).unwrap()).await;
+    assert!(causal[0].is_nan() && causal[1] == 0.0 && causal[2].is_nan() && causal[3].is_nan());
+    // The gradient passes inside the band only.
+    let grad = gpu
+        .grad(|t| t.band_part(-1, 0)?.sum(None, false), &x, None)
+        .unwrap();
+    let want: Vec<f32> = (0..24)
+        .map(|e| f32::from(u8::from(kept(-1, 0, (e % 12) / 4, e % 4))))
+        .collect();
+    assert_eq!(read(&grad).await, want);
+    // A vector is refused at once, queuing nothing.
+    let ops = gpu.stats().ops_registered;
+    let Err(error) = gpu.tensor(&[1.0], None).unwrap().band_part(0, 0) else {
+        panic!("a vector has no band");
+    };
+    assert!(
+        error
+            .to_string()
+            .contains("needs a matrix (rank >= 2), got [1]"),
+        "{error}"
+    );
+    assert_eq!(
+        gpu.stats().ops_registered,
+        ops + 1,
+        "only the tensor() above"
+    );
+}

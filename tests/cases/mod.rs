@@ -231,6 +231,10 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
+            band_part_keeps_the_band_of_each_matrix_with_its_gradient
+        );
+        $run!(
+            engine,
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
         );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);

@@ -555,7 +555,7 @@ test('matmul(b, transposeA, transposeB) and split(numOrSizeSplits, axis) take TF
   assert.equal(result.queued, 0, 'a refused call queues nothing');
 });
 
-test('pad(paddings, constantValue) and tile(reps) take TF.js\'s arguments and refuse bad ones by name', async () => {
+test('pad(paddings, constantValue), tile(reps) and bandPart(numLower, numUpper) take TF.js\'s arguments and refuse bad ones by name', async () => {
   const { result } = await inPage(browser, server, async ({ Device }) => {
     const gpu = await Device.request();
     const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
@@ -568,12 +568,15 @@ test('pad(paddings, constantValue) and tile(reps) take TF.js\'s arguments and re
       value: error(() => x.pad([[0, 0], [0, 1]], 'zero')),
       tooFew: error(() => x.tile([2])),
       fraction: error(() => x.tile([1.5, 1])),
+      bandVector: error(() => gpu.tensor([1, 2]).bandPart(0, 0)),
+      bandFraction: error(() => x.bandPart(0.5, 0)),
     };
     const queued = gpu.stats().opsRegistered - ops;
     return {
       padded: await x.pad([[0, 1], [1, 0]], 7).array(),
       zeros: await x.pad([[1, 0], [0, 0]]).array(),
       tiled: await x.tile([1, 2]).array(),
+      causal: await gpu.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]).bandPart(-1, 0).array(),
       bad,
       queued,
     };
@@ -587,5 +590,8 @@ test('pad(paddings, constantValue) and tile(reps) take TF.js\'s arguments and re
   assert.match(result.bad.value, /^TypeError: pad: constantValue must be a number/);
   assert.match(result.bad.tooFew, /^RangeError: tile: reps \[2\] has 1 entries for \[2,2\]/);
   assert.match(result.bad.fraction, /^(TypeError|RangeError): tile: reps\[0\]/);
-  assert.equal(result.queued, 0, 'a refused call queues nothing');
+  assert.deepEqual(result.causal, [[1, 0, 0], [4, 5, 0], [7, 8, 9]]);
+  assert.match(result.bad.bandVector, /^RangeError: bandPart: needs a matrix \(rank >= 2\), got \[2\]/);
+  assert.match(result.bad.bandFraction, /^(TypeError|RangeError): bandPart: numLower/);
+  assert.equal(result.queued, 1, 'a refused call queues nothing (the tensor() of bandVector is queued)');
 });

@@ -60,8 +60,6 @@ pub(crate) struct BlockRun {
     pub injected: Vec<Injected>,
     /// Once replayed: the parts it ran as, each in its own scope.
     pub parts: Vec<Part>,
-    /// Whether it is a `commit`, decided when it settles (`commit`).
-    pub commit: bool,
 }
 
 /// A piece of a replayed block that writes some of its outputs (with one
@@ -229,7 +227,6 @@ impl DeviceState {
             live: Vec::new(),
             injected: Vec::new(),
             parts: Vec::new(),
-            commit: false,
         };
         if self.runs_on_host(ops, block, &run.steps) {
             self.run_on_host(ops, block, &run);
@@ -237,7 +234,6 @@ impl DeviceState {
         }
         self.upload_host_inputs(&run.steps);
         if let Block::Commit(i) = block {
-            run.commit = true;
             self.prepare_commit(&ops[*i], &mut run, seq);
             return run;
         }

@@ -26,7 +26,7 @@ use super::faults::Injected;
 use super::flush::{Part, Step, Submission};
 use super::{DeviceState, State, Taint};
 use crate::failure::{FailureId, FailureKind, Root};
-use crate::fusion;
+use crate::fusion::{self, Block};
 use crate::ir::{OpIr, TensorId};
 use crate::runtime::{GpuError, GpuErrorKind, Scope};
 
@@ -123,8 +123,9 @@ impl DeviceState {
     /// that failure one op deeper. Everything else is trusted from now on,
     /// and the queue's hold on what the flush read and wrote ends.
     fn resolve(&mut self, submission: Submission) {
-        for run in &submission.runs {
-            if run.commit {
+        for (block, run) in submission.blocks.iter().zip(&submission.runs) {
+            // A commit is decided when its submission settles (`commit`).
+            if matches!(block, Block::Commit(_)) {
                 self.settle_commit(run, submission.seq);
                 continue;
             }

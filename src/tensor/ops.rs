@@ -58,6 +58,36 @@ fn swapped_shape(shape: &[usize], swap: bool) -> Vec<usize> {
     shape
 }
 
+/// The whole shape `dims` makes (`None` where a dim overflows, `what`
+/// naming the argument), checked before anything is registered: `pad`'s
+/// and `tile`'s result.
+fn whole_shape(
+    op: &'static str,
+    what: impl Fn() -> String,
+    dims: impl Iterator<Item = Option<usize>>,
+) -> Result<Vec<usize>> {
+    let shape: Vec<usize> = dims
+        .collect::<Option<_>>()
+        .ok_or_else(|| range(op, format!("{} overflow", what())))?;
+    shape::check_size(op, &shape)?;
+    Ok(shape)
+}
+
+/// `dims` as the signed sizes the view ops take, refused where one passes
+/// `isize` (a dim of 2^31 or more in 32-bit wasm) rather than wrapped.
+fn signed(op: &'static str, dims: &[usize]) -> Result<Vec<isize>> {
+    dims.iter()
+        .map(|&d| {
+            isize::try_from(d)
+                .map_err(|_| range(op, format!("a dim of {d} is past what an index can hold")))
+        })
+        .collect()
+}
+
+/// The largest index a float32 holds exactly (2^24): past it, `bandPart`'s
+/// row and column indices would round and the band be wrong.
+const EXACT_INDEX: usize = 1 << 24;
+
 /// How `split` cuts an axis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Split {
@@ -85,21 +115,25 @@ fn split_sizes(parts: &Split, dim: usize) -> Result<Vec<usize>> {
                     format!("sizes {sizes:?} must be non-negative, with at most one -1"),
                 ));
             }
-            let known: usize = sizes.iter().filter(|&&s| s >= 0).map(|&s| s as usize).sum();
-            let fits = if rest == 1 {
-                known <= dim
-            } else {
-                known == dim
-            };
-            if !fits {
+            let known = sizes
+                .iter()
+                .filter(|&&s| s >= 0)
+                .try_fold(0usize, |sum, &s| sum.checked_add(s.unsigned_abs()));
+            let Some(known) = known.filter(|&k| if rest == 1 { k <= dim } else { k == dim }) else {
                 return Err(range(
                     op,
                     format!("sizes {sizes:?} do not add up to the axis' size {dim}"),
                 ));
-            }
+            };
             Ok(sizes
                 .iter()
-                .map(|&s| if s == -1 { dim - known } else { s as usize })
+                .map(|&s| {
+                    if s == -1 {
+                        dim - known
+                    } else {
+                        s.unsigned_abs()
+                    }
+                })
                 .collect())
         }
     }
@@ -451,14 +485,12 @@ impl Tensor {
                 ),
             ));
         }
-        let padded: Option<Vec<usize>> = self
-            .shape()
-            .iter()
-            .zip(paddings)
-            .map(|(&d, &(before, after))| d.checked_add(before)?.checked_add(after))
-            .collect();
-        let padded = padded.ok_or_else(|| range(op, format!("paddings {paddings:?} overflow")))?;
-        shape::check_size(op, &padded)?;
+        let dims = self.shape().iter().zip(paddings);
+        whole_shape(
+            op,
+            || format!("paddings {paddings:?}"),
+            dims.map(|(&d, &(before, after))| d.checked_add(before)?.checked_add(after)),
+        )?;
         let device = self.device().clone();
         let mut out = self.clone();
         for (axis, &(before, after)) in paddings.iter().enumerate() {
@@ -500,6 +532,15 @@ impl Tensor {
             ));
         }
         let (m, n) = (self.shape()[r - 2], self.shape()[r - 1]);
+        if m.max(n) > EXACT_INDEX {
+            return Err(range(
+                op,
+                format!(
+                    "rows and columns of {}: float32 indices are exact only to {EXACT_INDEX}",
+                    display(self.shape())
+                ),
+            ));
+        }
         let device = self.device().clone();
         // Indices made in their broadcast shapes: a reshape would be a view,
         // and a view needs its input written.
@@ -522,8 +563,8 @@ impl Tensor {
     }
 
     /// This tensor repeated `reps[d]` times along each dim `d`: TF.js's
-    /// `tile`. Written as a `cat` of the copies per repeated dim (a rep of
-    /// 0 empties the dim); the whole shape is checked first, so a refused
+    /// `tile`. Per repeated dim, a broadcast view copied once (a rep of 0
+    /// empties the dim); the whole shape is checked first, so a refused
     /// call queues nothing.
     #[track_caller]
     pub fn tile(&self, reps: &[usize]) -> Result<Tensor> {
@@ -539,25 +580,31 @@ impl Tensor {
                 ),
             ));
         }
-        let tiled: Option<Vec<usize>> = self
-            .shape()
-            .iter()
-            .zip(reps)
-            .map(|(&d, &r)| d.checked_mul(r))
-            .collect();
-        let tiled = tiled.ok_or_else(|| range(op, format!("reps {reps:?} overflow")))?;
-        shape::check_size(op, &tiled)?;
-        let device = self.device().clone();
+        let dims = self.shape().iter().zip(reps);
+        let tiled = whole_shape(
+            op,
+            || format!("reps {reps:?}"),
+            dims.map(|(&d, &r)| d.checked_mul(r)),
+        )?;
         let mut out = self.clone();
         for (axis, &r) in reps.iter().enumerate() {
+            let mut size = signed(op, out.shape())?;
             out = match r {
                 1 => continue,
                 0 => {
-                    let mut size: Vec<isize> = out.shape().iter().map(|&d| d as isize).collect();
                     size[axis] = 0;
                     out.slice(&vec![0; self.rank()], &size)?
                 }
-                _ => device.cat(&vec![&out; r], axis as isize)?,
+                // `r` copies side by side: a broadcast along a new dim before
+                // `axis`, read row-major. One copy kernel, whatever `r`.
+                _ => {
+                    let mut wide = out.shape().to_vec();
+                    wide.insert(axis, r);
+                    size[axis] = signed(op, &tiled[axis..=axis])?[0];
+                    out.expand_dims(axis as isize)?
+                        .broadcast_to(&wide)?
+                        .reshape(&size)?
+                }
             };
         }
         Ok(out)
@@ -577,8 +624,8 @@ impl Tensor {
         let mut pieces = Vec::with_capacity(sizes.len());
         let mut begin = vec![0; self.rank()];
         for len in sizes {
-            let mut size: Vec<isize> = self.shape().iter().map(|&d| d as isize).collect();
-            size[axis] = len as isize;
+            let mut size = signed(op, self.shape())?;
+            size[axis] = signed(op, &[len])?[0];
             pieces.push(self.slice(&begin, &size)?);
             begin[axis] += len;
         }

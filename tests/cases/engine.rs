@@ -1182,3 +1182,45 @@ pub async fn band_part_keeps_the_band_of_each_matrix_with_its_gradient() {
         "only the tensor() above"
     );
 }
+
+pub async fn the_new_shape_ops_fail_only_their_dependents_and_refuse_a_second_devices_operand() {
+    use webfusion::{FaultKind, Split};
+    // Written as users write it: intermediates in variables, no tidy.
+    let gpu = device().await;
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let other = gpu.tensor(&[5.0, 6.0], None).unwrap().add(1.0).unwrap();
+    gpu.inject_fault("cat", 1, FaultKind::Validation).unwrap();
+    let padded = x.pad(&[(1, 0), (0, 0)], 0.0).unwrap();
+    let tiled = x.tile(&[1, 2]).unwrap();
+    let product = padded.matmul_transposed(&x, false, true).unwrap();
+    let error = read_err(&product).await;
+    let report = error.first().expect("a report");
+    assert_eq!(report.root.kind, FailureKind::Injected);
+    assert_eq!(report.root.op, "cat");
+    assert_eq!(
+        read_err(&padded).await.first().unwrap().failure,
+        report.failure
+    );
+    // What does not read the failed cat reads normally.
+    assert_eq!(
+        read(&tiled).await,
+        vec![1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]
+    );
+    let pieces = x.split(&Split::Count(2), 0).unwrap();
+    assert_eq!(read(&pieces[1]).await, vec![3.0, 4.0]);
+    assert_eq!(read(&other).await, vec![6.0, 7.0]);
+    assert_eq!(
+        read(&x.band_part(0, 0).unwrap()).await,
+        vec![1.0, 0.0, 0.0, 4.0]
+    );
+    // An operand of another device is refused at once, naming it.
+    let second = device().await;
+    let there = second.tensor(&[1.0, 0.0, 0.0, 1.0], Some(&[2, 2])).unwrap();
+    let Err(refused) = x.matmul_transposed(&there, true, false) else {
+        panic!("mixing devices is refused")
+    };
+    assert!(refused.to_string().contains("lives on"), "{refused}");
+    drop((padded, product));
+    let _ = gpu.sync().await;
+    assert_eq!(gpu.stats().failures_held, 0, "freed with its carriers");
+}

@@ -235,6 +235,10 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
+            the_new_shape_ops_fail_only_their_dependents_and_refuse_a_second_devices_operand
+        );
+        $run!(
+            engine,
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
         );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);

@@ -65,7 +65,7 @@ pub use error::{ErrorClass, RegistrationError, RequestError};
 pub use failure::{
     ExecutionError, FailureId, FailureKind, FailureSummary, Report, Root, Skip, TensorError,
 };
-pub use ir::{TensorId, op_names};
+pub use ir::{DType, TensorId, Values, op_names};
 pub use runtime::Stats;
 pub use tensor::{Operand, Split, Tensor};
 pub use train::{Optimizer, Variable, variable_grads};

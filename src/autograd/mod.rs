@@ -123,6 +123,15 @@ pub(crate) fn gradients(
     dy: Option<&Tensor>,
 ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
     let op = "grads";
+    // Gradients are of floats only, as in TF.js: an int's or a bool's
+    // would be zero everywhere it is defined.
+    if let Some(x) = xs.iter().find(|x| x.dtype() != crate::ir::DType::Float32) {
+        return Err(RegistrationError::new(
+            op,
+            ErrorClass::Other,
+            format!("{} is {}: gradients are taken of float32 tensors", x.id(), x.dtype()),
+        ));
+    }
     tape::watch(device, xs);
     let value = f(xs);
     let tape = tape::stop().ok_or_else(|| internal("the tape was gone"))?;

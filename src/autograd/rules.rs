@@ -5,7 +5,10 @@
 //!
 //! Conventions where the derivative is not defined everywhere, each chosen
 //! as TF.js does:
-//! - comparisons and `argmax` pass no gradient (they are piecewise constant);
+//! - comparisons, `floorDiv`, `argMax` and `argMin` pass no gradient (they
+//!   are piecewise constant), and nothing passes one to an int or a bool:
+//!   the tape records only ops with a float32 result (`tensor::tape`);
+//! - `mod(a, b)` sends `g` to `a` and `-g * floor(a / b)` to `b`;
 //! - `relu` and `abs` take derivative 0 at 0; `clamp` passes the gradient
 //!   where `min <= x <= max` (both ends included);
 //! - `maximum(a, b)` sends it to `a` where `a >= b`, else to `b`
@@ -75,7 +78,10 @@ pub(super) fn vjp(
         OpKind::View(view) => vec![Some(view_grad(view, operand(x)?, g)?)],
         OpKind::Copy => vec![Some(g.clone())],
         OpKind::Reduce { op, axes } => vec![Some(reduce(*op, axes, operand(x)?, output, g)?)],
-        OpKind::Argmax { .. } => vec![None],
+        OpKind::ArgReduce { .. } => vec![None],
+        // Recorded only with a float result: from an int, whose gradient
+        // the tape never asks for.
+        OpKind::Cast => vec![None],
         // Not a function of its inputs' values but of their fate: no
         // gradient flows through a step's commit.
         OpKind::Commit { .. } => vec![None; inputs.len()],
@@ -138,6 +144,8 @@ fn unary(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
         UnaryOp::Tanh => g.mul(&y.square()?.neg()?.add(1.0)?),
         UnaryOp::Sin => g.mul(&x.cos()?),
         UnaryOp::Cos => g.mul(&x.sin()?.neg()?),
+        // A bool's op: never on the tape.
+        UnaryOp::LogicalNot => Err(super::internal("logicalNot has no gradient")),
     }
 }
 
@@ -160,17 +168,22 @@ fn binary(
         ),
         BinaryOp::Maximum => {
             let to_a = a.greater_equal(b)?;
-            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.neg()?.add(1.0)?)?))
+            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.logical_not()?)?))
         }
         BinaryOp::Minimum => {
             let to_a = a.less_equal(b)?;
-            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.neg()?.add(1.0)?)?))
+            (Some(g.mul(&to_a)?), Some(g.mul(&to_a.logical_not()?)?))
         }
-        BinaryOp::Equal
+        BinaryOp::Mod => (Some(g.clone()), Some(g.mul(&a.floor_div(b)?)?.neg()?)),
+        BinaryOp::FloorDiv
+        | BinaryOp::Equal
         | BinaryOp::Greater
         | BinaryOp::GreaterEqual
         | BinaryOp::Less
-        | BinaryOp::LessEqual => (None, None),
+        | BinaryOp::LessEqual
+        | BinaryOp::LogicalAnd
+        | BinaryOp::LogicalOr
+        | BinaryOp::LogicalXor => (None, None),
     })
 }
 
@@ -195,8 +208,18 @@ fn binary_scalar(
         (BinaryOp::Pow, true) => g.mul(&y.mul(s.ln())?)?,
         (BinaryOp::Maximum, _) => g.mul(&x.greater_equal(s)?)?,
         (BinaryOp::Minimum, _) => g.mul(&x.less_equal(s)?)?,
+        (BinaryOp::Mod, false) => g.clone(),
+        // d/dx (s mod x) = -floor(s / x)
+        (BinaryOp::Mod, true) => {
+            let s = x.device().full(x.shape(), s)?;
+            g.mul(&s.floor_div(x)?)?.neg()?
+        }
         (
-            BinaryOp::Equal
+            BinaryOp::FloorDiv
+            | BinaryOp::LogicalAnd
+            | BinaryOp::LogicalOr
+            | BinaryOp::LogicalXor
+            | BinaryOp::Equal
             | BinaryOp::Greater
             | BinaryOp::GreaterEqual
             | BinaryOp::Less

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::fusion::ElementwiseBlock;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{BinaryOp, OpIr, OpKind, TensorId};
+use crate::ir::{BinaryOp, DType, OpIr, OpKind, TensorId};
 
 use super::kernel::*;
 
@@ -70,9 +70,10 @@ pub(super) fn fused(
     for (j, access) in accesses.iter().enumerate() {
         let _ = writeln!(
             decls,
-            "@group(0) @binding({}) var<storage, read> in{}: array<f32>;",
+            "@group(0) @binding({}) var<storage, read> in{}: array<{}>;",
             first_binding + j,
-            first_binding - 1 + j
+            first_binding - 1 + j,
+            access.dtype.wgsl()
         );
         let index = if access.is_direct(out) {
             "idx".to_string()
@@ -98,6 +99,16 @@ pub(super) fn fused(
         .enumerate()
         .map(|(k, &i)| (ops[i].output, k))
         .collect();
+    // Each value's dtype: an input's from its access, an op's its own; an
+    // anchor is a float (only float32 matmuls and reductions anchor).
+    let dtype_of = |t: TensorId| -> DType {
+        match (input_index.get(&t), producer.get(&t)) {
+            _ if Some(t) == anchor => DType::Float32,
+            (Some(&j), _) => accesses.get(j).map_or(DType::Float32, |a| a.dtype),
+            (None, Some(&k)) => ops[block.ops[k]].dtype,
+            (None, None) => DType::Float32,
+        }
+    };
     let missing = std::cell::Cell::new(None);
     let value_of = |t: TensorId| -> Value {
         match (input_index.get(&t), producer.get(&t)) {
@@ -125,13 +136,21 @@ pub(super) fn fused(
         let op = &ops[i];
         let _ = write!(body, "    let v{k} = ");
         let arg = |n: usize| value_of(op.inputs[n]);
+        let arg_dtype = |n: usize| dtype_of(op.inputs[n]);
         let split_sub = parts == AnchorParts::Split
             && matches!(op.kind, OpKind::Binary(BinaryOp::Sub))
             && Some(op.inputs[1]) == anchor;
         if split_sub {
             let _ = write!(body, "(({} - anchor_hi) - anchor_lo)", arg(0));
         } else {
-            let _ = expression(&mut body, &op.kind, &arg, &mut |p, v| p.push_f32(v), params);
+            let _ = expression(
+                &mut body,
+                op,
+                &arg,
+                &arg_dtype,
+                &mut |p, v| p.push_f32(v),
+                params,
+            );
         }
         body.push_str(";\n");
         k += 1;
@@ -140,50 +159,61 @@ pub(super) fn fused(
     for (k, &output) in block.outputs.iter().enumerate() {
         let _ = writeln!(
             decls,
-            "@group(0) @binding({}) var<storage, read_write> out{k}: array<f32>;",
-            first_output + k
+            "@group(0) @binding({}) var<storage, read_write> out{k}: array<{}>;",
+            first_output + k,
+            dtype_of(output).wgsl()
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
     if let Some(t) = missing.get() {
         params.breaks(format!("{t} has no source in the fused block"));
     }
-    let last = match block.ops.len() {
-        0 => "anchor".to_string(),
-        n => format!("v{}", n - 1),
+    // The last op's value: what a prologue hands its reduction.
+    let (last, ty) = match block.ops.last() {
+        None => ("anchor".to_string(), "f32"),
+        Some(&i) => (format!("v{}", block.ops.len() - 1), ops[i].dtype.wgsl()),
     };
     let function = match parts {
         AnchorParts::One => {
-            format!("fn fused(idx: u32, anchor: f32) -> f32 {{\n{body}    return {last};\n}}\n")
+            format!("fn fused(idx: u32, anchor: f32) -> {ty} {{\n{body}    return {last};\n}}\n")
         }
         AnchorParts::Split => format!(
-            "fn fused(idx: u32, anchor_hi: f32, anchor_lo: f32) -> f32 {{\n\
+            "fn fused(idx: u32, anchor_hi: f32, anchor_lo: f32) -> {ty} {{\n\
              \x20   let anchor = anchor_hi + anchor_lo;\n{body}    return {last};\n}}\n"
         ),
     };
     (decls, function)
 }
 
-/// Copies `src` (of `shape`) into the positions `dst` names: materialises a
-/// view, or places one input of a `cat`.
-/// Writes the WGSL expression of elementwise op `kind`, its operands given by
-/// `arg` and each scalar it takes by `scalar`. The one place each op's
-/// arithmetic is spelled, whether it is written out or runs in a loop.
+/// Writes the WGSL expression of elementwise `op`, its operands given by
+/// `arg` (of dtypes `arg_dtype`) and each float scalar it takes by
+/// `scalar`. The one place each op's arithmetic is spelled, whether it is
+/// written out or runs in a loop. An op computes in its operands' dtype
+/// (registration made them agree), so only a cast looks at two dtypes.
 fn expression(
     body: &mut String,
-    kind: &OpKind,
+    op: &OpIr,
     arg: &dyn Fn(usize) -> Value,
+    arg_dtype: &dyn Fn(usize) -> DType,
     scalar: &mut dyn FnMut(&mut Params, f32) -> Value,
     params: &mut Params,
 ) -> std::fmt::Result {
-    match kind {
-        OpKind::Fill(v) => write!(body, "{}", scalar(params, *v)),
+    let int = op.dtype != DType::Float32;
+    match &op.kind {
+        // An int's scalars are exact words: `Fill` checked they fit.
+        OpKind::Fill(v) if int => write!(body, "{}", params.push_i32(*v as i32)),
+        OpKind::Fill(v) => write!(body, "{}", scalar(params, *v as f32)),
+        OpKind::Arange { start, step } if int => {
+            let (start, step) = (params.push_i32(*start as i32), params.push_i32(*step as i32));
+            write!(body, "({start} + i32(idx) * {step})")
+        }
         OpKind::Arange { start, step } => {
-            let (start, step) = (scalar(params, *start), scalar(params, *step));
+            let (start, step) = (scalar(params, *start as f32), scalar(params, *step as f32));
             write!(body, "({start} + f32(idx) * {step})")
         }
-        OpKind::Unary(u) => unary(body, *u, arg(0)),
-        OpKind::Binary(b) => binary(body, *b, arg(0), arg(1)),
+        OpKind::Cast => cast(body, arg_dtype(0), op.dtype, arg(0)),
+        OpKind::Unary(u) => unary(body, *u, op.dtype, arg(0)),
+        OpKind::Binary(b) => binary(body, *b, arg_dtype(0), arg(0), arg(1)),
         OpKind::BinaryScalar {
             op: b,
             scalar: value,
@@ -191,20 +221,44 @@ fn expression(
         } => {
             let s = scalar(params, *value);
             if *scalar_first {
-                binary(body, *b, s, arg(0))
+                binary(body, *b, DType::Float32, s, arg(0))
             } else {
-                binary(body, *b, arg(0), s)
+                binary(body, *b, DType::Float32, arg(0), s)
             }
+        }
+        OpKind::Clamp { min, max } if int => {
+            let (lo, hi) = int_bounds(*min, *max);
+            let (lo, hi) = (params.push_i32(lo), params.push_i32(hi));
+            write!(body, "min(max({}, {lo}), {hi})", arg(0))
         }
         OpKind::Clamp { min, max } => {
             let (lo, hi) = (scalar(params, *min), scalar(params, *max));
             write!(body, "min(max({}, {lo}), {hi})", arg(0))
         }
-        OpKind::Where => write!(body, "select({}, {}, {} != 0.0)", arg(2), arg(1), arg(0)),
+        OpKind::Where => write!(body, "select({}, {}, {} != 0)", arg(2), arg(1), arg(0)),
         other => {
             params.breaks(format!("`{}` is not elementwise", other.name()));
             write!(body, "0.0")
         }
+    }
+}
+
+/// The int32 bounds a clamp of an int tensor applies: the ints within
+/// `[min, max]` (`as` saturates).
+pub fn int_bounds(min: f32, max: f32) -> (i32, i32) {
+    (min.ceil() as i32, max.floor() as i32)
+}
+
+/// Writes `x` (of dtype `from`) converted to `to`: the rules `OpKind::Cast`
+/// names, a float tested by its bits (WGSL lets a compiler assume floats are
+/// finite, so `x != x` tests nothing).
+fn cast(body: &mut String, from: DType, to: DType, x: Value) -> std::fmt::Result {
+    match (from, to) {
+        (DType::Float32, DType::Int32) => write!(body, "wf_f2i({x})"),
+        (DType::Float32, DType::Bool) => write!(body, "wf_nonzero({x})"),
+        (DType::Int32 | DType::Bool, DType::Float32) => write!(body, "f32({x})"),
+        (DType::Int32, DType::Bool) => write!(body, "select(0, 1, {x} != 0)"),
+        _ => write!(body, "{x}"),
     }
 }
 
@@ -266,6 +320,8 @@ fn periodic_run(
     let roles: Vec<Option<Vec<Role>>> = (0..n)
         .map(|k| {
             let op = &ops[block.ops[k]];
+            let previous = &ops[*block.ops.get(k.checked_sub(1)?)?];
+            // Floats only: the loop's carried value and scalar table are.
             let chainable = matches!(
                 op.kind,
                 OpKind::Unary(_)
@@ -273,8 +329,9 @@ fn periodic_run(
                     | OpKind::BinaryScalar { .. }
                     | OpKind::Clamp { .. }
                     | OpKind::Where
-            );
-            let previous = ops[*block.ops.get(k.checked_sub(1)?)?].output;
+            ) && op.dtype == DType::Float32
+                && previous.dtype == DType::Float32;
+            let previous = previous.output;
             if !chainable || uses.get(&previous) != Some(&1) {
                 return None;
             }
@@ -401,7 +458,13 @@ fn rolled(
             next += 1;
             Value::Tabled(next - 1)
         };
-        let _ = expression(body, &op.kind, &arg, &mut scalar, params);
+        // A chained op and the one before it are floats; a `where`'s
+        // condition, a loaded input, is the one bool.
+        let arg_dtype = |n: usize| match (&op.kind, n) {
+            (OpKind::Where, 0) => DType::Bool,
+            _ => DType::Float32,
+        };
+        let _ = expression(body, op, &arg, &arg_dtype, &mut scalar, params);
         body.push_str(";\n");
     }
     let _ = writeln!(body, "        c = r{};\n    }}", run.period - 1);
@@ -417,6 +480,8 @@ fn scalars_of(kind: &OpKind) -> Vec<f32> {
     }
 }
 
+/// Copies `src` (of `shape`) into the positions `dst` names: materialises a
+/// view, or places one input of a `cat`.
 pub fn copy(src: &Access, dst: &Layout) -> Kernel {
     let shape = &src.shape;
     let numel = shape::numel(shape);
@@ -431,13 +496,15 @@ pub fn copy(src: &Access, dst: &Layout) -> Kernel {
         &Access {
             shape: shape.clone(),
             layout: dst.clone(),
+            dtype: src.dtype,
         },
         shape,
         "c",
     );
     let _ = writeln!(body, "    out0[{to}] = in0[{from}];");
-    let decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
-                 @group(0) @binding(2) var<storage, read_write> out0: array<f32>;\n";
+    // Words, whatever the dtype: a copy moves bits, never values.
+    let decls = "@group(0) @binding(1) var<storage, read> in0: array<u32>;\n\
+                 @group(0) @binding(2) var<storage, read_write> out0: array<u32>;\n";
     params.kernel(
         decls,
         WORKGROUP_SIZE,

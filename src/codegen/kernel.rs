@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::fusion::ElementwiseBlock;
 use crate::ir::TensorId;
 use crate::ir::layout::Layout;
-use crate::ir::{BinaryOp, OpIr, UnaryOp};
+use crate::ir::{BinaryOp, DType, OpIr, UnaryOp};
 
 /// Threads per workgroup of the elementwise, copy and reduction kernels.
 pub const WORKGROUP_SIZE: u32 = 256;
@@ -82,11 +82,13 @@ pub struct Group<'a> {
     pub anchor: Option<TensorId>,
 }
 
-/// How a kernel reads one input: its shape and where its elements sit.
+/// How a kernel reads one input: its shape, where its elements sit, and
+/// what they are.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Access {
     pub shape: Vec<usize>,
     pub layout: Layout,
+    pub dtype: DType,
 }
 
 impl Access {
@@ -128,6 +130,13 @@ impl Params {
         self.scalars.push(self.words.len());
         self.words.push(value.to_bits());
         Value::Scalar(self.words.len() - 1)
+    }
+
+    /// Appends an int32 operand (never written in: `specialized` writes
+    /// floats only).
+    pub(super) fn push_i32(&mut self, value: i32) -> Value {
+        self.words.push(value as u32);
+        Value::IntScalar(self.words.len() - 1)
     }
 
     /// Appends `values` as a table a loop reads `per` at a time (never
@@ -182,6 +191,8 @@ pub(super) enum Value {
     Op(usize),
     /// Uniform word `k` read as a float.
     Scalar(usize),
+    /// Uniform word `k` read as an int32.
+    IntScalar(usize),
     /// Stands in for an operand with no source, in a kernel marked broken
     /// (never launched).
     Missing,
@@ -201,6 +212,7 @@ impl std::fmt::Display for Value {
             Value::Input(j) => write!(f, "x{j}"),
             Value::Op(i) => write!(f, "v{i}"),
             Value::Scalar(k) => write!(f, "bitcast<f32>(param({k}u))"),
+            Value::IntScalar(k) => write!(f, "bitcast<i32>(param({k}u))"),
             Value::Missing => f.write_str("0.0"),
             Value::Carried => f.write_str("c"),
             Value::Looped(j) => write!(f, "r{j}"),
@@ -262,7 +274,9 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
 
 /// Helpers every kernel may call. WGSL's own `pow` is undefined for a negative
 /// base and its `tanh` overflows to NaN on some drivers for large inputs;
-/// these follow NumPy instead. NaN and infinity come from variables because
+/// these follow NumPy instead. The integer ones follow TF.js (`floorDiv` and
+/// `mod` round toward negative infinity) and never trap: a division by zero
+/// gives 0, as TF.js's int32 result of an infinite quotient does. NaN and infinity come from variables because
 /// WGSL rejects non-finite constant expressions.
 pub(super) const PRELUDE: &str = "\
 var<private> wf_nan_bits: u32 = 0x7fc00000u;
@@ -276,10 +290,41 @@ fn wf_pow(a: f32, b: f32) -> f32 {
     let m = pow(-a, b);
     return select(m, -m, fract(b * 0.5) != 0.0);
 }
+fn wf_pow_i(a: i32, b: i32) -> i32 {
+    if (b < 0) { return select(select(0, 1, a == 1), select(1, -1, (b & 1) != 0), a == -1); }
+    var r = 1; var base = a; var e = b;
+    loop { if (e == 0) { break; } if ((e & 1) != 0) { r = r * base; } base = base * base; e = e >> 1u; }
+    return r;
+}
+fn wf_f2i(x: f32) -> i32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { return 0; }
+    if (x >= 2147483648.0) { return 2147483647; }
+    return i32(max(x, -2147483648.0));
+}
+fn wf_nonzero(x: f32) -> i32 { return select(0, 1, (bitcast<u32>(x) & 0x7fffffffu) != 0u); }
+fn wf_floordiv_i(a: i32, b: i32) -> i32 {
+    if (b == 0) { return 0; }
+    if (b == -1) { return 0 - a; }
+    let q = a / b;
+    return select(q, q - 1, a % b != 0 && ((a < 0) != (b < 0)));
+}
+fn wf_mod_i(a: i32, b: i32) -> i32 {
+    if (b == 0 || b == -1) { return 0; }
+    let r = a % b;
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+fn wf_mod(a: f32, b: f32) -> f32 {
+    let r = a - b * trunc(a / b);
+    return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
+}
 
 ";
 
-pub(super) fn unary(out: &mut String, op: UnaryOp, x: Value) -> std::fmt::Result {
+/// Writes unary `op` of `x`, computed in `dtype` (an int's only unary ops
+/// are those TF.js keeps ints for: neg, abs, square, relu, and `!` of a
+/// bool; registration casts or refuses the rest).
+pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> std::fmt::Result {
+    let zero = if dtype == DType::Float32 { "0.0" } else { "0" };
     match op {
         UnaryOp::Neg => write!(out, "-({x})"),
         UnaryOp::Abs => write!(out, "abs({x})"),
@@ -288,7 +333,7 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, x: Value) -> std::fmt::Result
         UnaryOp::Sqrt => write!(out, "sqrt({x})"),
         UnaryOp::Rsqrt => write!(out, "inverseSqrt({x})"),
         UnaryOp::Square => write!(out, "({x} * {x})"),
-        UnaryOp::Relu => write!(out, "max({x}, 0.0)"),
+        UnaryOp::Relu => write!(out, "max({x}, {zero})"),
         UnaryOp::Gelu => write!(
             out,
             "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
@@ -297,23 +342,42 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, x: Value) -> std::fmt::Result
         UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
         UnaryOp::Sin => write!(out, "sin({x})"),
         UnaryOp::Cos => write!(out, "cos({x})"),
+        UnaryOp::LogicalNot => write!(out, "(1 ^ {x})"),
     }
 }
 
-pub(super) fn binary(out: &mut String, op: BinaryOp, a: Value, b: Value) -> std::fmt::Result {
+/// Writes binary `op` of `a` and `b`, both of dtype `dtype` (a comparison
+/// or logical op gives a bool, 0 or 1, whatever they are).
+pub(super) fn binary(
+    out: &mut String,
+    op: BinaryOp,
+    dtype: DType,
+    a: Value,
+    b: Value,
+) -> std::fmt::Result {
+    let int = dtype != DType::Float32;
     let (open, sym, close) = match op {
         BinaryOp::Add => ("(", " + ", ")"),
         BinaryOp::Sub => ("(", " - ", ")"),
         BinaryOp::Mul => ("(", " * ", ")"),
+        // An int's `div` is registered as `floorDiv` (TF.js's rule).
         BinaryOp::Div => ("(", " / ", ")"),
+        BinaryOp::Pow if int => ("wf_pow_i(", ", ", ")"),
         BinaryOp::Pow => ("wf_pow(", ", ", ")"),
         BinaryOp::Maximum => ("max(", ", ", ")"),
         BinaryOp::Minimum => ("min(", ", ", ")"),
-        BinaryOp::Equal => ("select(0.0, 1.0, ", " == ", ")"),
-        BinaryOp::Greater => ("select(0.0, 1.0, ", " > ", ")"),
-        BinaryOp::GreaterEqual => ("select(0.0, 1.0, ", " >= ", ")"),
-        BinaryOp::Less => ("select(0.0, 1.0, ", " < ", ")"),
-        BinaryOp::LessEqual => ("select(0.0, 1.0, ", " <= ", ")"),
+        BinaryOp::Equal => ("select(0, 1, ", " == ", ")"),
+        BinaryOp::Greater => ("select(0, 1, ", " > ", ")"),
+        BinaryOp::GreaterEqual => ("select(0, 1, ", " >= ", ")"),
+        BinaryOp::Less => ("select(0, 1, ", " < ", ")"),
+        BinaryOp::LessEqual => ("select(0, 1, ", " <= ", ")"),
+        BinaryOp::Mod if int => ("wf_mod_i(", ", ", ")"),
+        BinaryOp::Mod => ("wf_mod(", ", ", ")"),
+        BinaryOp::FloorDiv if int => ("wf_floordiv_i(", ", ", ")"),
+        BinaryOp::FloorDiv => ("floor(", " / ", ")"),
+        BinaryOp::LogicalAnd => ("(", " & ", ")"),
+        BinaryOp::LogicalOr => ("(", " | ", ")"),
+        BinaryOp::LogicalXor => ("(", " ^ ", ")"),
     };
     write!(out, "{open}{a}{sym}{b}{close}")
 }

@@ -72,6 +72,7 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
                 offset: access.layout.offset,
                 strides: access.layout.strides[..r - 2].to_vec(),
             },
+            dtype: access.dtype,
         };
         let base = strided_index(params, &batch, batch_shape, "b");
         let (rows, cols) = (

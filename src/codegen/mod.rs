@@ -17,7 +17,7 @@ mod kernel;
 mod matmul;
 mod reduce;
 
-pub use elementwise::{copy, elementwise};
+pub use elementwise::{copy, elementwise, int_bounds};
 pub use kernel::{Access, Group, Kernel};
 pub use matmul::matmul;
 pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
@@ -43,12 +43,13 @@ mod tests {
         }
     }
     use crate::ir::layout::Layout;
-    use crate::ir::{BinaryOp, OpIr, OpKind, ReduceOp, TensorId, UnaryOp};
+    use crate::ir::{BinaryOp, DType, OpIr, OpKind, ReduceOp, TensorId, UnaryOp};
 
     fn contiguous(shape: &[usize]) -> Access {
         Access {
             shape: shape.to_vec(),
             layout: Layout::contiguous(shape),
+            dtype: DType::Float32,
         }
     }
 
@@ -58,6 +59,7 @@ mod tests {
             inputs: vec![TensorId(1)],
             output: TensorId(2),
             shape: vec![n],
+            dtype: DType::Float32,
         }];
         let block = ElementwiseBlock {
             ops: vec![0],
@@ -92,6 +94,7 @@ mod tests {
                     inputs,
                     output: TensorId(k as u64 + 2),
                     shape: vec![16],
+                    dtype: DType::Float32,
                 }
             })
             .collect();
@@ -158,6 +161,7 @@ mod tests {
                 inputs: vec![TensorId(1)],
                 output: TensorId(2),
                 shape: vec![4],
+                dtype: DType::Float32,
             },
             OpIr {
                 kind: OpKind::BinaryScalar {
@@ -168,6 +172,7 @@ mod tests {
                 inputs: vec![TensorId(2)],
                 output: TensorId(3),
                 shape: vec![4],
+                dtype: DType::Float32,
             },
         ];
         let block = ElementwiseBlock {
@@ -223,6 +228,7 @@ mod tests {
                 offset: 0,
                 strides: vec![1, 12],
             },
+            dtype: DType::Float32,
         };
         assert_eq!(
             declared(&contiguous(&[8, 12]), &transposed, &[8, 16]),
@@ -248,6 +254,7 @@ mod tests {
                 offset: 0,
                 strides: vec![1, 300],
             },
+            dtype: DType::Float32,
         };
         assert!(
             !reduces_per_thread(&transposed, &[0], false),
@@ -259,6 +266,7 @@ mod tests {
                 offset: 0,
                 strides: vec![1, 1024],
             },
+            dtype: DType::Float32,
         };
         assert!(reduces_per_thread(&rows_of_a_transpose, &[1], false));
         // A CPU adapter: rows too, once there are enough of them.
@@ -290,6 +298,7 @@ mod tests {
                 offset: 0,
                 strides: vec![1, 2],
             },
+            dtype: DType::Float32,
         };
         let kernel = elementwise(alone(&block, &ops, std::slice::from_ref(&transposed)));
         assert!(kernel.wgsl.contains("c0 * param"), "{}", kernel.wgsl);
@@ -319,6 +328,7 @@ mod tests {
             inputs: vec![TensorId(1), TensorId(2)],
             output: TensorId(3),
             shape: vec![3, 100, 70],
+            dtype: DType::Float32,
         };
         let block = ElementwiseBlock {
             ops: vec![],

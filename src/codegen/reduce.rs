@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::ir::ReduceOp;
+use crate::ir::{DType, ReduceOp};
 use crate::ir::shape;
 
 use super::elementwise::{AnchorParts, fused};
@@ -16,6 +16,8 @@ use super::kernel::*;
 pub(super) fn reduce_bindings(
     prologue: Option<Group<'_>>,
     params: &mut Params,
+    element: DType,
+    out: DType,
     final_argmax: bool,
 ) -> (String, usize) {
     let (mut decls, mut binding) = match prologue {
@@ -24,7 +26,10 @@ pub(super) fn reduce_bindings(
             (format!("{bindings}{function}"), 1 + group.accesses.len())
         }
         None => (
-            "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n".to_string(),
+            format!(
+                "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n",
+                element.wgsl()
+            ),
             2,
         ),
     };
@@ -34,7 +39,8 @@ pub(super) fn reduce_bindings(
     }
     let _ = writeln!(
         decls,
-        "@group(0) @binding({binding}) var<storage, read_write> out0: array<f32>;"
+        "@group(0) @binding({binding}) var<storage, read_write> out0: array<{}>;",
+        out.wgsl()
     );
     (decls, binding)
 }
@@ -110,6 +116,10 @@ pub enum Fused<'a> {
 /// How a reduction folds elements, as WGSL statements over its state `acc`
 /// (and `aux`: for argmax the index, for logSumExp the sum of exp(x - acc)).
 pub(super) struct Fold {
+    /// What the elements, and `acc`, are.
+    ty: DType,
+    /// What the result is.
+    out: DType,
     init: &'static str,
     /// `aux`'s type and initial value, when there is one.
     aux: Option<(&'static str, &'static str)>,
@@ -122,12 +132,18 @@ pub(super) struct Fold {
 }
 
 impl Fold {
-    pub(super) fn new(reducer: Reducer, stage: Stage, divisor: &str) -> Fold {
+    /// The fold of `reducer` over elements of `element`. A mean and a
+    /// logSumExp fold floats only (registration casts an int to a float for
+    /// them); an int's sum wraps, as its `add` does.
+    pub(super) fn new(reducer: Reducer, stage: Stage, divisor: &str, element: DType) -> Fold {
         let op = match reducer {
             Reducer::Fold(op) => op,
-            Reducer::Argmax => return Fold::argmax(stage),
+            Reducer::Arg { max } => return Fold::arg(stage, max, element),
         };
+        let int = element != DType::Float32;
         let plain = |init, step: &str| Fold {
+            ty: element,
+            out: element,
             init,
             aux: None,
             element: step.to_string(),
@@ -135,6 +151,7 @@ impl Fold {
             finish: "acc".to_string(),
         };
         match op {
+            ReduceOp::Sum if int => plain("0", "acc = acc + x;"),
             ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
             // Partials of a mean are raw sums.
             ReduceOp::Mean => Fold {
@@ -144,6 +161,8 @@ impl Fold {
                 },
                 ..plain("0.0", "acc = acc + x;")
             },
+            ReduceOp::Max if int => plain(I32_MIN, "acc = max(acc, x);"),
+            ReduceOp::Min if int => plain(I32_MAX, "acc = min(acc, x);"),
             ReduceOp::Max => plain("ninf()", "acc = max(acc, x);"),
             ReduceOp::Min => plain("-ninf()", "acc = min(acc, x);"),
             // log(sum(exp(x))) in one pass: `acc` is the running max and
@@ -151,6 +170,8 @@ impl Fold {
             // partial result is itself a logSumExp, so the final stage folds
             // partials exactly like elements.
             ReduceOp::LogSumExp => Fold {
+                ty: element,
+                out: element,
                 init: "ninf()",
                 aux: Some(("f32", "0.0")),
                 element: "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
@@ -160,19 +181,30 @@ impl Fold {
         }
     }
 
-    /// The index of the largest value, carried in `aux`.
-    fn argmax(stage: Stage) -> Fold {
-        let pick = "if (x > acc || (x == acc && r < aux)) { acc = x; aux = r; }";
+    /// The index of the largest value (or with `max` false the smallest),
+    /// carried in `aux`; the first on ties. A row of NaNs alone has none,
+    /// and gives 0, as a row of equal values does.
+    fn arg(stage: Stage, max: bool, element: DType) -> Fold {
+        let better = if max { ">" } else { "<" };
+        let pick = format!("if (x {better} acc || (x == acc && r < aux)) {{ acc = x; aux = r; }}");
         let r = match stage {
             Stage::Final { .. } => "in1[at]",
             _ => "i",
         };
+        let init = match (element, max) {
+            (DType::Float32, true) => "ninf()",
+            (DType::Float32, false) => "-ninf()",
+            (_, true) => I32_MIN,
+            (_, false) => I32_MAX,
+        };
         Fold {
-            init: "ninf()",
+            ty: element,
+            out: DType::Int32,
+            init,
             aux: Some(("u32", "0xffffffffu")),
             element: format!("let r = {r}; {pick}"),
-            merge: pick.to_string(),
-            finish: "f32(aux)".to_string(),
+            merge: pick,
+            finish: "i32(select(aux, 0u, aux == 0xffffffffu))".to_string(),
         }
     }
 
@@ -213,7 +245,8 @@ impl Fold {
     pub(super) fn workgroup_memory(&self, decls: &mut String) {
         let _ = writeln!(
             decls,
-            "var<workgroup> part: array<f32, {REDUCE_WORKGROUP}>;"
+            "var<workgroup> part: array<{}, {REDUCE_WORKGROUP}>;",
+            self.ty.wgsl()
         );
         if let Some((ty, _)) = self.aux {
             let _ = writeln!(
@@ -229,10 +262,14 @@ impl Fold {
 pub enum Reducer {
     /// A fold of the values along its axes.
     Fold(ReduceOp),
-    /// The index of the largest value (the first on ties), carried with the
-    /// value.
-    Argmax,
+    /// The index of the largest value (with `max` false the smallest; the
+    /// first on ties), carried with the value.
+    Arg { max: bool },
 }
+
+/// An int32's extremes, as WGSL writes them (a literal of -2^31 is not one).
+const I32_MIN: &str = "bitcast<i32>(0x80000000u)";
+const I32_MAX: &str = "2147483647";
 
 impl Reducer {
     /// Its result as two parts whose sum it is, where one float would lose
@@ -313,7 +350,7 @@ fn fold_elements(
         _ => n_red,
     });
     let offset = params.push(input.layout.offset);
-    let fold = Fold::new(reducer, stage, &divisor);
+    let fold = Fold::new(reducer, stage, &divisor, input.dtype);
     let per_thread = stage == Stage::PerThread;
     // Output `o` and the range of its elements this thread folds.
     let mut body = if per_thread {
@@ -487,10 +524,10 @@ fn written(
         splits,
         ..
     } = folded;
-    let argmax = reducer == Reducer::Argmax;
+    let argmax = matches!(reducer, Reducer::Arg { .. });
     if stage == Stage::PerThread {
         let _ = writeln!(body, "    out0[o] = {};", fold.finish);
-        let (decls, _) = reduce_bindings(prologue, &mut params, false);
+        let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
         return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
     body += &fold.across_workgroup();
@@ -499,7 +536,12 @@ fn written(
         body += "        let aux = part_aux[0];\n";
     }
     let final_argmax = argmax && matches!(stage, Stage::Final { .. });
-    let (mut decls, binding) = reduce_bindings(prologue, &mut params, final_argmax);
+    // A first stage writes raw partials, of the elements' dtype.
+    let out = match stage {
+        Stage::First { .. } => fold.ty,
+        _ => fold.out,
+    };
+    let (mut decls, binding) = reduce_bindings(prologue, &mut params, fold.ty, out, final_argmax);
     match stage {
         Stage::First { .. } if argmax => {
             let _ = writeln!(

@@ -362,10 +362,10 @@ fn write_epilogues(
 mod tests {
     //! One test per rule of `writes`, on ops built by hand: no GPU.
     use super::*;
-    use crate::ir::{ReduceOp, UnaryOp};
+    use crate::ir::{ReduceOp, UnaryOp, Values};
 
     fn upload(output: u64) -> OpIr {
-        OpIr::of(OpKind::Upload(vec![0.0; 4].into()), &[], output, &[2, 2])
+        OpIr::of(OpKind::Upload(Values::float32(&[0.0; 4])), &[], output, &[2, 2])
     }
 
     fn unary(u: UnaryOp, input: u64, output: u64) -> OpIr {

@@ -33,7 +33,7 @@ use crate::failure::{FailureKind, Root};
 use crate::fusion::{self, Block, Refusal};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{OpIr, OpKind, TensorId, Values};
 use crate::runtime::Scope;
 use crate::runtime::host;
 use crate::runtime::lower::{Lowering, Written};
@@ -363,7 +363,7 @@ impl DeviceState {
                 OpKind::Upload(values) => Ok(vec![(ops[*i].output, values.clone())]),
                 OpKind::Random { dist, seed } => {
                     let values = host::random(*dist, *seed, shape::numel(&ops[*i].shape));
-                    Ok(vec![(ops[*i].output, Rc::from(values))])
+                    Ok(vec![(ops[*i].output, Values::float32(&values))])
                 }
                 other => Err(format!("`{}` is not made on the host", other.name())),
             },
@@ -412,7 +412,7 @@ impl DeviceState {
     }
 
     /// `t`'s values and shape, if the host holds them.
-    fn host_values(&self, t: TensorId) -> Option<(Rc<[f32]>, Vec<usize>)> {
+    fn host_values(&self, t: TensorId) -> Option<(Values, Vec<usize>)> {
         let record = self.records.get(&t)?;
         match &record.state {
             State::Host { values, .. } => Some((values.clone(), record.shape.clone())),
@@ -435,7 +435,7 @@ impl DeviceState {
                 continue;
             };
             let bytes = shape::bytes(&record.shape);
-            *uploaded = Some(self.gpu.upload(values, bytes, &mut self.stats));
+            *uploaded = Some(self.gpu.upload(&values.words, bytes, &mut self.stats));
         }
     }
 
@@ -501,7 +501,8 @@ impl DeviceState {
                 carries.then(|| {
                     let layout = Layout::contiguous(&record.shape);
                     let shape = record.shape.clone();
-                    (placeholder.clone(), Access { shape, layout })
+                    let dtype = record.dtype;
+                    (placeholder.clone(), Access { shape, layout, dtype })
                 })
             })
         };
@@ -610,6 +611,7 @@ pub(crate) fn access(
         Access {
             shape: record.shape.clone(),
             layout,
+            dtype: record.dtype,
         },
     ))
 }

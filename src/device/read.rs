@@ -10,7 +10,7 @@
 use super::{DeviceState, State};
 use crate::failure::{FailureKind, Report, Root};
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 use crate::runtime::{PendingRead, Scope};
 
 /// What a read does next.
@@ -22,7 +22,7 @@ pub enum ReadStep {
     /// The bytes are on their way.
     Go(PendingRead),
     /// The host holds the values: no GPU work to wait for.
-    Ready(Vec<f32>),
+    Ready(Values),
     /// The bytes are strided: read this row-major copy instead (queued and
     /// flushed; its record is held, and the reader releases it).
     Via(TensorId),
@@ -56,7 +56,7 @@ impl DeviceState {
             return ReadStep::Failed(reports);
         }
         if let State::Host { values, .. } = &record.state {
-            return ReadStep::Ready(values.to_vec());
+            return ReadStep::Ready(values.clone());
         }
         let Some((buffer, access)) = self.access(id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);
@@ -75,17 +75,17 @@ impl DeviceState {
     /// Queues and flushes a row-major copy of `id`, held until the reader
     /// releases it.
     fn queue_copy(&mut self, id: TensorId) -> TensorId {
-        let shape = self
+        let (shape, dtype) = self
             .records
             .get(&id)
-            .map(|r| r.shape.clone())
-            .unwrap_or_default();
+            .map_or((Vec::new(), DType::Float32), |r| (r.shape.clone(), r.dtype));
         let copy = TensorId::next();
         let op = OpIr {
             kind: OpKind::Copy,
             inputs: vec![id],
             output: copy,
             shape,
+            dtype,
         };
         self.register(op, None);
         self.flush();

@@ -30,12 +30,13 @@ use std::rc::Rc;
 use super::DeviceState;
 use crate::failure::FailureId;
 use crate::ir::layout::Layout;
-use crate::ir::{OpIr, TensorId};
+use crate::ir::{DType, OpIr, TensorId, Values};
 use crate::runtime::Allocation;
 
 /// What the device knows of one tensor.
 pub(crate) struct Record {
     pub shape: Vec<usize>,
+    pub dtype: DType,
     /// Whether a handle (Rust `Tensor` or JS object) still refers to it.
     pub held: bool,
     /// Queued ops that read it, plus views that alias its memory and
@@ -62,7 +63,7 @@ pub(crate) enum State {
     /// the host keeps its values, so later host work still reads them and
     /// later kernels the same upload.
     Host {
-        values: Rc<[f32]>,
+        values: Values,
         uploaded: Option<Allocation>,
     },
     /// Its bytes, trusted once `pending` (the submission that writes them)
@@ -130,9 +131,16 @@ impl State {
 
 impl DeviceState {
     /// A record for `id`, held by the handle about to be returned, queued.
-    pub(super) fn insert_record(&mut self, id: TensorId, shape: Vec<usize>, site: Option<Rc<str>>) {
+    pub(super) fn insert_record(
+        &mut self,
+        id: TensorId,
+        shape: Vec<usize>,
+        dtype: DType,
+        site: Option<Rc<str>>,
+    ) {
         let record = Record {
             shape,
+            dtype,
             held: true,
             dependents: 0,
             state: State::Queued,
@@ -309,7 +317,7 @@ impl DeviceState {
     /// is about to return. Flushes when the queue is full.
     pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
         self.hold(&op.inputs);
-        self.insert_record(op.output, op.shape.clone(), site);
+        self.insert_record(op.output, op.shape.clone(), op.dtype, site);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
             self.flush();

@@ -5,7 +5,7 @@
 use super::state::{Bytes, State, Taint};
 use super::{DeviceState, MAX_UNREPORTED};
 use crate::failure::{FailureId, FailureSummary, Root, Skip, TensorError};
-use crate::ir::TensorId;
+use crate::ir::{DType, TensorId};
 
 impl DeviceState {
     /// A new failure rooted at `root`, reported to the next `sync()`.
@@ -148,10 +148,11 @@ impl DeviceState {
         &mut self,
         id: TensorId,
         shape: Vec<usize>,
+        dtype: DType,
         error: &TensorError,
         from: &str,
     ) {
-        self.insert_record(id, shape, None);
+        self.insert_record(id, shape, dtype, None);
         let mut taints = Vec::new();
         for report in &error.failures {
             let failure = self.graph.insert(Root {

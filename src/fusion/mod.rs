@@ -112,7 +112,7 @@ impl Block {
             OpKind::Cat { .. } => Block::Cat(i),
             OpKind::Commit { .. } => Block::Commit(i),
             OpKind::Guard => Block::Guard(i),
-            OpKind::Reduce { .. } | OpKind::Argmax { .. } => Block::Reduction {
+            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } => Block::Reduction {
                 op: i,
                 prologue: None,
             },
@@ -229,7 +229,7 @@ pub fn plan(
         if !live[i] {
             continue;
         }
-        let reduces = matches!(op.kind, OpKind::Reduce { .. } | OpKind::Argmax { .. });
+        let reduces = matches!(op.kind, OpKind::Reduce { .. } | OpKind::ArgReduce { .. });
         if reduces
             && group
                 .as_ref()
@@ -592,7 +592,7 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
 /// value and an index per partial.
 fn reduction_outputs(kind: &OpKind) -> usize {
     match kind {
-        OpKind::Argmax { .. } => 2,
+        OpKind::ArgReduce { .. } => 2,
         _ => 1,
     }
 }
@@ -600,7 +600,8 @@ fn reduction_outputs(kind: &OpKind) -> usize {
 /// The input shape of a reduction that can anchor an epilogue, if `op` is
 /// one: it folds only the last axis and keeps it (so its value broadcasts
 /// along rows), over rows short enough for one workgroup (no split launch),
-/// and is not an argmax.
+/// and is a float32 fold (an anchor hands its epilogue a float; an argmax
+/// is not a fold).
 fn row_reduction_input(
     op: &OpIr,
     shape_of: &impl Fn(TensorId) -> Option<Vec<usize>>,
@@ -609,6 +610,9 @@ fn row_reduction_input(
     let OpKind::Reduce { axes, .. } = &op.kind else {
         return None;
     };
+    if op.dtype != crate::ir::DType::Float32 {
+        return None;
+    }
     let input = shape_of(*op.inputs.first()?)?;
     let rank = input.len();
     let row = *input.last()?;
@@ -659,7 +663,7 @@ pub fn runs(ops: &[OpIr], write: impl Fn(TensorId) -> bool) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{BinaryOp, UnaryOp};
+    use crate::ir::{BinaryOp, UnaryOp, Values};
 
     const LIMITS: Limits = Limits {
         max_storage_buffers: 8,
@@ -681,7 +685,7 @@ mod tests {
 
     fn upload(output: u64, shape: &[usize]) -> OpIr {
         OpIr::of(
-            OpKind::Upload(vec![0.0; shape.iter().product()].into()),
+            OpKind::Upload(Values::float32(&vec![0.0; shape.iter().product()])),
             &[],
             output,
             shape,

@@ -6,10 +6,12 @@
 //! planner know that an intermediate nobody holds need never touch memory.
 
 use std::fmt;
-use std::rc::Rc;
 
+pub mod dtype;
 pub mod layout;
 pub mod shape;
+
+pub use dtype::{DType, Values};
 
 /// A tensor's name on its device, and in reports (`tensor #5`).
 ///
@@ -52,10 +54,12 @@ pub enum UnaryOp {
     Tanh,
     Sin,
     Cos,
+    /// `!x` of a bool.
+    LogicalNot,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 13] = [
+    pub const ALL: [UnaryOp; 14] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -69,6 +73,7 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::LogicalNot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +91,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::LogicalNot => "logicalNot",
         }
     }
 }
@@ -105,10 +111,17 @@ pub enum BinaryOp {
     GreaterEqual,
     Less,
     LessEqual,
+    /// The remainder with the divisor's sign (TF.js's floor-mod).
+    Mod,
+    /// `floor(a / b)`.
+    FloorDiv,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 12] = [
+    pub const ALL: [BinaryOp; 17] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -121,6 +134,11 @@ impl BinaryOp {
         BinaryOp::GreaterEqual,
         BinaryOp::Less,
         BinaryOp::LessEqual,
+        BinaryOp::Mod,
+        BinaryOp::FloorDiv,
+        BinaryOp::LogicalAnd,
+        BinaryOp::LogicalOr,
+        BinaryOp::LogicalXor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,7 +155,33 @@ impl BinaryOp {
             BinaryOp::GreaterEqual => "greaterEqual",
             BinaryOp::Less => "less",
             BinaryOp::LessEqual => "lessEqual",
+            BinaryOp::Mod => "mod",
+            BinaryOp::FloorDiv => "floorDiv",
+            BinaryOp::LogicalAnd => "logicalAnd",
+            BinaryOp::LogicalOr => "logicalOr",
+            BinaryOp::LogicalXor => "logicalXor",
         }
+    }
+
+    /// Whether the op compares its operands: its result is a bool,
+    /// whatever theirs are.
+    pub fn compares(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Equal
+                | BinaryOp::Greater
+                | BinaryOp::GreaterEqual
+                | BinaryOp::Less
+                | BinaryOp::LessEqual
+        )
+    }
+
+    /// Whether the op is logical: it takes bools and gives a bool.
+    pub fn is_logical(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor
+        )
     }
 }
 
@@ -217,7 +261,7 @@ impl ViewOp {
 pub enum OpKind {
     // Host sources: values made on the CPU and copied into a new buffer.
     /// Values given by the caller (`tensor(values)`).
-    Upload(Rc<[f32]>),
+    Upload(Values),
     /// Seeded random values, made on the host so the same seed gives the
     /// same bits on every device and in both worlds.
     Random {
@@ -227,13 +271,18 @@ pub enum OpKind {
 
     // Elementwise: the value at one output position depends only on the
     // inputs at the positions broadcasting maps it to. The planner fuses these.
-    /// A constant (`zeros`, `ones`, `full`).
-    Fill(f32),
-    /// `start + i * step` at flat position `i`.
+    /// A constant (`zeros`, `ones`, `full`), in the op's dtype: an `f64`
+    /// holds every float32 and every int32 exactly.
+    Fill(f64),
+    /// `start + i * step` at flat position `i`, computed in the op's dtype.
     Arange {
-        start: f32,
-        step: f32,
+        start: f64,
+        step: f64,
     },
+    /// The input converted to the op's dtype: a float to an int truncated
+    /// toward zero, saturating, NaN to 0; anything to a bool by whether it
+    /// is non-zero (a NaN is).
+    Cast,
     Unary(UnaryOp),
     /// `inputs[0] op inputs[1]`.
     Binary(BinaryOp),
@@ -247,7 +296,7 @@ pub enum OpKind {
         min: f32,
         max: f32,
     },
-    /// `inputs[0] != 0 ? inputs[1] : inputs[2]`.
+    /// `inputs[0] ? inputs[1] : inputs[2]`, the condition a bool.
     Where,
 
     /// No kernel: the output aliases the input's memory.
@@ -260,9 +309,11 @@ pub enum OpKind {
         op: ReduceOp,
         axes: Vec<usize>,
     },
-    /// The index (as a float) of the largest value along `axis`.
-    Argmax {
+    /// The index (an int32) of the largest value along `axis`, or with
+    /// `max` false of the smallest; the first on ties.
+    ArgReduce {
         axis: usize,
+        max: bool,
     },
     /// Batched matrix product with broadcast batch dims.
     Matmul,
@@ -307,13 +358,15 @@ impl OpKind {
             OpKind::Fill(v) if *v == 1.0 => "ones",
             OpKind::Fill(_) => "full",
             OpKind::Arange { .. } => "arange",
+            OpKind::Cast => "cast",
             OpKind::Unary(op) => op.name(),
             OpKind::Binary(op) | OpKind::BinaryScalar { op, .. } => op.name(),
             OpKind::Clamp { .. } => "clamp",
             OpKind::Where => "where",
             OpKind::View(view) => view.name(),
             OpKind::Reduce { op, .. } => op.name(),
-            OpKind::Argmax { .. } => "argmax",
+            OpKind::ArgReduce { max: true, .. } => "argMax",
+            OpKind::ArgReduce { max: false, .. } => "argMin",
             OpKind::Matmul => "matmul",
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
@@ -328,6 +381,7 @@ impl OpKind {
             self,
             OpKind::Fill(_)
                 | OpKind::Arange { .. }
+                | OpKind::Cast
                 | OpKind::Unary(_)
                 | OpKind::Binary(_)
                 | OpKind::BinaryScalar { .. }
@@ -348,7 +402,7 @@ pub fn op_names() -> Vec<&'static str> {
         std: 1.0,
     };
     let mut kinds = vec![
-        OpKind::Upload(Rc::from([])),
+        OpKind::Upload(Values::float32(&[])),
         OpKind::Random {
             dist: uniform,
             seed: 0,
@@ -364,6 +418,7 @@ pub fn op_names() -> Vec<&'static str> {
             start: 0.0,
             step: 1.0,
         },
+        OpKind::Cast,
     ];
     kinds.extend(UnaryOp::ALL.map(OpKind::Unary));
     kinds.extend(BinaryOp::ALL.map(OpKind::Binary));
@@ -385,7 +440,11 @@ pub fn op_names() -> Vec<&'static str> {
         axes: Vec::new(),
     }));
     kinds.extend([
-        OpKind::Argmax { axis: 0 },
+        OpKind::ArgReduce { axis: 0, max: true },
+        OpKind::ArgReduce {
+            axis: 0,
+            max: false,
+        },
         OpKind::Matmul,
         OpKind::Cat { axis: 0 },
         OpKind::Copy,
@@ -406,6 +465,11 @@ pub struct OpIr {
     pub inputs: Vec<TensorId>,
     pub output: TensorId,
     pub shape: Vec<usize>,
+    /// The output's dtype. An op's operands were given the dtypes it
+    /// computes in at registration (`tensor::ops`: a cast is registered
+    /// where TF.js would upcast), so codegen and the host read each value's
+    /// type from the op that made it.
+    pub dtype: DType,
 }
 
 /// The ops registered on one device and not yet run, in registration order.
@@ -446,13 +510,14 @@ impl Queue {
 #[cfg(test)]
 impl OpIr {
     /// An op for unit tests, its tensors named by number: `kind` reading
-    /// `inputs` into `output`, of `shape`.
+    /// `inputs` into `output`, of `shape`, a float32.
     pub fn of(kind: OpKind, inputs: &[u64], output: u64, shape: &[usize]) -> OpIr {
         OpIr {
             kind,
             inputs: inputs.iter().map(|&i| TensorId(i)).collect(),
             output: TensorId(output),
             shape: shape.to_vec(),
+            dtype: DType::Float32,
         }
     }
 }
@@ -468,7 +533,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 49, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 57, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

@@ -15,13 +15,13 @@ use std::rc::Rc;
 use crate::fusion::ElementwiseBlock;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{BinaryOp, Distribution, OpIr, OpKind, TensorId, UnaryOp, ViewOp};
+use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, ViewOp, Values};
 
 /// A block's input on the host: its values (row-major) and shape.
-pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Rc<[f32]>, Vec<usize>)>;
+pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Values, Vec<usize>)>;
 
 /// What a host block computed: each tensor's values, row-major.
-pub type Computed = Vec<(TensorId, Rc<[f32]>)>;
+pub type Computed = Vec<(TensorId, Values)>;
 
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
 /// values of each of its outputs and of each value it computes that `keep`
@@ -39,7 +39,7 @@ pub fn elementwise(
     // Each value the block reads or makes, by tensor: an input loaded at the
     // block's positions (broadcast), then each op's value in turn. Dropped
     // after its last use, so a long chain holds two vectors, not all.
-    let mut values: rustc_hash::FxHashMap<TensorId, Rc<[f32]>> = Default::default();
+    let mut values: rustc_hash::FxHashMap<TensorId, Values> = Default::default();
     for &t in &block.inputs {
         let (data, in_shape) = inputs(t).ok_or_else(|| format!("{t} has no host values"))?;
         if shape::numel(&in_shape) != data.len() {
@@ -47,8 +47,11 @@ pub fn elementwise(
         }
         let loaded = match in_shape == *out {
             true => data,
-            false => broadcast(&data, &in_shape, out)
-                .ok_or_else(|| format!("{t} does not broadcast to the block's shape"))?,
+            false => Values {
+                dtype: data.dtype,
+                words: broadcast(&data.words, &in_shape, out)
+                    .ok_or_else(|| format!("{t} does not broadcast to the block's shape"))?,
+            },
         };
         values.insert(t, loaded);
     }
@@ -70,14 +73,13 @@ pub fn elementwise(
     let mut kept = Vec::new();
     for (k, &i) in block.ops.iter().enumerate() {
         let op = &ops[i];
-        let operand = |n: usize| -> Result<&[f32], String> {
+        let operand = |n: usize| -> Result<&Values, String> {
             let t = op.inputs.get(n).ok_or("an operand is missing")?;
-            let v = values
+            values
                 .get(t)
-                .ok_or_else(|| format!("{t} has no source in the block"))?;
-            Ok(&v[..])
+                .ok_or_else(|| format!("{t} has no source in the block"))
         };
-        let value = compute(&op.kind, numel, &operand)?;
+        let value = compute(op, numel, &operand)?;
         for &t in &op.inputs {
             if last_use.get(&t) == Some(&k) && !block.outputs.contains(&t) {
                 values.remove(&t);
@@ -99,7 +101,7 @@ pub fn elementwise(
 
 /// `data` (row-major, of `shape`) read at each position of `out`, which
 /// `shape` broadcasts to.
-fn broadcast(data: &[f32], shape: &[usize], out: &[usize]) -> Option<Rc<[f32]>> {
+fn broadcast(data: &[u32], shape: &[usize], out: &[usize]) -> Option<Rc<[u32]>> {
     if shape::broadcast("", shape, out).ok()? != out {
         return None;
     }
@@ -113,20 +115,25 @@ fn broadcast(data: &[f32], shape: &[usize], out: &[usize]) -> Option<Rc<[f32]>> 
 /// `view` of `data` (row-major, of `shape`), row-major: the values a kernel
 /// would read through the view's layout.
 pub fn view(
-    data: &[f32],
+    data: &Values,
     shape: &[usize],
     view: &ViewOp,
     out: &[usize],
-) -> Result<Rc<[f32]>, String> {
+) -> Result<Values, String> {
     let layout = Layout::contiguous(shape)
         .view(view, shape, out)
         .ok_or_else(|| format!("`{}` does not apply to a row-major tensor", view.name()))?;
-    gather(data, &layout, out).ok_or_else(|| format!("`{}` reads past its input", view.name()))
+    let words = gather(&data.words, &layout, out)
+        .ok_or_else(|| format!("`{}` reads past its input", view.name()))?;
+    Ok(Values {
+        dtype: data.dtype,
+        words,
+    })
 }
 
-/// The values at each position of `out` of `data` read through `layout`;
+/// The words at each position of `out` of `data` read through `layout`;
 /// `None` if a position falls outside `data`.
-fn gather(data: &[f32], layout: &Layout, out: &[usize]) -> Option<Rc<[f32]>> {
+fn gather(data: &[u32], layout: &Layout, out: &[usize]) -> Option<Rc<[u32]>> {
     if layout.strides.len() != out.len() {
         return None;
     }
@@ -142,46 +149,105 @@ fn gather(data: &[f32], layout: &Layout, out: &[usize]) -> Option<Rc<[f32]>> {
         .collect()
 }
 
-/// The values of elementwise op `kind` at `numel` positions, its operands
-/// given by `operand`.
+/// A float's word.
+fn f(x: f32) -> u32 {
+    x.to_bits()
+}
+
+/// A float read from its word.
+fn fl(w: u32) -> f32 {
+    f32::from_bits(w)
+}
+
+/// A bool's word.
+fn b(c: bool) -> u32 {
+    u32::from(c)
+}
+
+/// The values of elementwise `op` at `numel` positions, its operands given
+/// by `operand`, in `op.dtype`. Registration gave the operands the dtype
+/// the op computes in, so only a cast looks at two.
 fn compute<'a>(
-    kind: &OpKind,
+    op: &OpIr,
     numel: usize,
-    operand: &dyn Fn(usize) -> Result<&'a [f32], String>,
-) -> Result<Rc<[f32]>, String> {
+    operand: &dyn Fn(usize) -> Result<&'a Values, String>,
+) -> Result<Values, String> {
+    let dtype = op.dtype;
+    let int = dtype != DType::Float32;
     // Each collected straight into its `Rc`: one allocation per op.
-    let map2 = |a: &[f32], b: &[f32], f: &dyn Fn(f32, f32) -> f32| {
-        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+    let map = |x: &Values, g: &dyn Fn(u32) -> u32| -> Rc<[u32]> { x.words.iter().map(|&w| g(w)).collect() };
+    let map2 = |x: &Values, y: &Values, g: &dyn Fn(u32, u32) -> u32| -> Rc<[u32]> {
+        x.words.iter().zip(y.words.iter()).map(|(&a, &b)| g(a, b)).collect()
     };
-    Ok(match kind {
-        OpKind::Fill(v) => (0..numel).map(|_| *v).collect(),
-        OpKind::Arange { start, step } => (0..numel).map(|i| start + i as f32 * step).collect(),
-        OpKind::Unary(u) => operand(0)?.iter().map(|&x| unary(*u, x)).collect(),
-        OpKind::Binary(b) => map2(operand(0)?, operand(1)?, &|x, y| binary(*b, x, y)),
+    let words: Rc<[u32]> = match &op.kind {
+        OpKind::Fill(v) => {
+            let w = if int { *v as i32 as u32 } else { f(*v as f32) };
+            (0..numel).map(|_| w).collect()
+        }
+        OpKind::Arange { start, step } if int => {
+            let (start, step) = (*start as i32, *step as i32);
+            (0..numel)
+                .map(|i| start.wrapping_add((i as i32).wrapping_mul(step)) as u32)
+                .collect()
+        }
+        OpKind::Arange { start, step } => {
+            let (start, step) = (*start as f32, *step as f32);
+            (0..numel).map(|i| f(start + i as f32 * step)).collect()
+        }
+        OpKind::Cast => {
+            let x = operand(0)?;
+            map(x, &|w| cast(x.dtype, dtype, w))
+        }
+        OpKind::Unary(u) if int => map(operand(0)?, &|w| unary_i32(*u, w as i32)),
+        OpKind::Unary(u) => map(operand(0)?, &|w| f(unary(*u, fl(w)))),
+        OpKind::Binary(o) => {
+            let (x, y) = (operand(0)?, operand(1)?);
+            match x.dtype {
+                DType::Float32 => map2(x, y, &|a, b| binary(*o, fl(a), fl(b))),
+                _ => map2(x, y, &|a, b| binary_i32(*o, a as i32, b as i32)),
+            }
+        }
         OpKind::BinaryScalar {
-            op,
+            op: o,
             scalar,
             scalar_first,
         } => {
-            let a = operand(0)?;
+            let x = operand(0)?;
             match scalar_first {
-                true => a.iter().map(|&x| binary(*op, *scalar, x)).collect(),
-                false => a.iter().map(|&x| binary(*op, x, *scalar)).collect(),
+                true => map(x, &|w| binary(*o, *scalar, fl(w))),
+                false => map(x, &|w| binary(*o, fl(w), *scalar)),
             }
         }
-        OpKind::Clamp { min, max } => operand(0)?
-            .iter()
-            .map(|&x| wgsl_min(wgsl_max(x, *min), *max))
-            .collect(),
+        OpKind::Clamp { min, max } if int => {
+            let (lo, hi) = crate::codegen::int_bounds(*min, *max);
+            map(operand(0)?, &|w| (w as i32).max(lo).min(hi) as u32)
+        }
+        OpKind::Clamp { min, max } => {
+            map(operand(0)?, &|w| f(wgsl_min(wgsl_max(fl(w), *min), *max)))
+        }
         OpKind::Where => {
-            let (c, a, b) = (operand(0)?, operand(1)?, operand(2)?);
-            c.iter()
-                .zip(a.iter().zip(b))
-                .map(|(&c, (&a, &b))| if c != 0.0 { a } else { b })
+            let (c, x, y) = (operand(0)?, operand(1)?, operand(2)?);
+            c.words
+                .iter()
+                .zip(x.words.iter().zip(y.words.iter()))
+                .map(|(&c, (&a, &b))| if c != 0 { a } else { b })
                 .collect()
         }
         other => return Err(format!("`{}` is not elementwise", other.name())),
-    })
+    };
+    Ok(Values { dtype, words })
+}
+
+/// The kernels' conversion of word `w` from `from` to `to` (`OpKind::Cast`):
+/// Rust's `as` saturates and maps NaN to 0, as `wf_f2i` does.
+fn cast(from: DType, to: DType, w: u32) -> u32 {
+    match (from, to) {
+        (DType::Float32, DType::Int32) => fl(w) as i32 as u32,
+        (DType::Float32, DType::Bool) => b(w & 0x7fff_ffff != 0),
+        (DType::Int32 | DType::Bool, DType::Float32) => f(w as i32 as f32),
+        (DType::Int32, DType::Bool) => b(w != 0),
+        _ => w,
+    }
 }
 
 /// WGSL's `max`, as the adapters here compute it: NaN in either operand
@@ -215,25 +281,127 @@ fn unary(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Tanh => tanh(x),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
+        // A bool is never a float: registration refuses it.
+        UnaryOp::LogicalNot => f32::NAN,
     }
 }
 
-fn binary(op: BinaryOp, a: f32, b: f32) -> f32 {
-    let flag = |c: bool| if c { 1.0 } else { 0.0 };
+/// The unary ops of an int32 or bool (see `codegen::unary`), wrapping as
+/// WGSL's `i32` does.
+fn unary_i32(op: UnaryOp, x: i32) -> u32 {
+    let v = match op {
+        UnaryOp::Neg => x.wrapping_neg(),
+        UnaryOp::Abs => x.wrapping_abs(),
+        UnaryOp::Square => x.wrapping_mul(x),
+        UnaryOp::Relu => x.max(0),
+        UnaryOp::LogicalNot => 1 ^ x,
+        // Registration casts or refuses an int for the others.
+        _ => 0,
+    };
+    v as u32
+}
+
+/// Binary `op` of two floats, as a word of its result's dtype.
+fn binary(op: BinaryOp, a: f32, b: f32) -> u32 {
     match op {
-        BinaryOp::Add => a + b,
-        BinaryOp::Sub => a - b,
-        BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
-        BinaryOp::Pow => pow(a, b),
-        BinaryOp::Maximum => wgsl_max(a, b),
-        BinaryOp::Minimum => wgsl_min(a, b),
-        BinaryOp::Equal => flag(a == b),
-        BinaryOp::Greater => flag(a > b),
-        BinaryOp::GreaterEqual => flag(a >= b),
-        BinaryOp::Less => flag(a < b),
-        BinaryOp::LessEqual => flag(a <= b),
+        BinaryOp::Add => f(a + b),
+        BinaryOp::Sub => f(a - b),
+        BinaryOp::Mul => f(a * b),
+        BinaryOp::Div => f(a / b),
+        BinaryOp::Pow => f(pow(a, b)),
+        BinaryOp::Maximum => f(wgsl_max(a, b)),
+        BinaryOp::Minimum => f(wgsl_min(a, b)),
+        BinaryOp::Mod => f(floor_mod(a, b)),
+        BinaryOp::FloorDiv => f((a / b).floor()),
+        BinaryOp::Equal => self::b(a == b),
+        BinaryOp::Greater => self::b(a > b),
+        BinaryOp::GreaterEqual => self::b(a >= b),
+        BinaryOp::Less => self::b(a < b),
+        BinaryOp::LessEqual => self::b(a <= b),
+        // Logical ops take bools: registration refuses floats.
+        BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => 0,
     }
+}
+
+/// Binary `op` of two int32s (or bools), as a word of its result's dtype:
+/// the kernels' integer arithmetic, wrapping, and a division by 0 giving 0.
+fn binary_i32(op: BinaryOp, a: i32, b: i32) -> u32 {
+    let v = match op {
+        BinaryOp::Add => a.wrapping_add(b),
+        BinaryOp::Sub => a.wrapping_sub(b),
+        BinaryOp::Mul => a.wrapping_mul(b),
+        BinaryOp::Div | BinaryOp::FloorDiv => floor_div_i32(a, b),
+        BinaryOp::Pow => pow_i32(a, b),
+        BinaryOp::Maximum => a.max(b),
+        BinaryOp::Minimum => a.min(b),
+        BinaryOp::Mod => mod_i32(a, b),
+        BinaryOp::Equal => i32::from(a == b),
+        BinaryOp::Greater => i32::from(a > b),
+        BinaryOp::GreaterEqual => i32::from(a >= b),
+        BinaryOp::Less => i32::from(a < b),
+        BinaryOp::LessEqual => i32::from(a <= b),
+        BinaryOp::LogicalAnd => a & b,
+        BinaryOp::LogicalOr => a | b,
+        BinaryOp::LogicalXor => a ^ b,
+    };
+    v as u32
+}
+
+/// The kernels' `wf_mod`: the remainder of a truncated division (WGSL's
+/// `%`, written out so both compute it alike), moved to the divisor's sign.
+fn floor_mod(a: f32, b: f32) -> f32 {
+    let r = a - b * (a / b).trunc();
+    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+/// The kernels' `wf_floordiv_i`.
+fn floor_div_i32(a: i32, b: i32) -> i32 {
+    match b {
+        0 => 0,
+        -1 => a.wrapping_neg(),
+        _ if a % b != 0 && ((a < 0) != (b < 0)) => a / b - 1,
+        _ => a / b,
+    }
+}
+
+/// The kernels' `wf_mod_i`.
+fn mod_i32(a: i32, b: i32) -> i32 {
+    if b == 0 || b == -1 {
+        return 0;
+    }
+    let r = a % b;
+    if r != 0 && ((r < 0) != (b < 0)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+/// The kernels' `wf_pow_i`: by squaring, wrapping; a negative exponent
+/// gives what TF.js's int32 result of a fraction does (0, unless the base
+/// is 1 or -1).
+fn pow_i32(a: i32, b: i32) -> i32 {
+    if b < 0 {
+        return match a {
+            1 => 1,
+            -1 if b & 1 != 0 => -1,
+            -1 => 1,
+            _ => 0,
+        };
+    }
+    let (mut r, mut base, mut e) = (1i32, a, b);
+    while e != 0 {
+        if e & 1 != 0 {
+            r = r.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    r
 }
 
 /// The kernels' `wf_pow`: NumPy's `pow`, defined for a negative base when

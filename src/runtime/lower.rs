@@ -15,7 +15,7 @@ use crate::codegen::{self, Access, Fused, Group, Kernel, REDUCE_CHUNK, Reducer, 
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 use crate::runtime::{Allocation, Gpu, Stats};
 
 /// What a block's output is once its commands are recorded.
@@ -257,7 +257,7 @@ impl Lowering<'_> {
         let op = &ops[i];
         let (axes, reducer) = match &op.kind {
             OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
-            OpKind::Argmax { axis } => (vec![*axis], Reducer::Argmax),
+            OpKind::ArgReduce { axis, max } => (vec![*axis], Reducer::Arg { max: *max }),
             other => return Err(format!("`{}` is not a reduction", other.name())),
         };
         let Some(prologue) = prologue else {
@@ -265,9 +265,12 @@ impl Lowering<'_> {
             return self.reduce((&buffers, &accesses[0], None), &axes, reducer, &op.shape);
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
+        // What the prologue computes: its last op's value.
+        let last = prologue.ops.last().map(|&k| &ops[k]);
         let input = Access {
             shape: prologue.shape.clone(),
             layout: Layout::contiguous(&prologue.shape),
+            dtype: last.map_or(DType::Float32, |o| o.dtype),
         };
         let group = Group {
             block: prologue,
@@ -285,9 +288,9 @@ impl Lowering<'_> {
         match &op.kind {
             OpKind::Random { dist, seed } => {
                 let values = super::host::random(*dist, *seed, shape::numel(&op.shape));
-                self.upload_values(&op.shape, &values)
+                self.upload_values(&op.shape, &Values::float32(&values).words)
             }
-            OpKind::Upload(values) => self.upload_values(&op.shape, values),
+            OpKind::Upload(values) => self.upload_values(&op.shape, &values.words),
             _ => Written::Empty,
         }
     }
@@ -413,6 +416,7 @@ impl Lowering<'_> {
         let partials = Access {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
+            dtype: input.dtype,
         };
         let last = codegen::reduce(
             &partials,
@@ -425,7 +429,7 @@ impl Lowering<'_> {
         refuse_broken(&last)?;
         let out = self.allocate(out_shape);
         let values = self.allocate(&partial_shape);
-        let indices = (reducer == Reducer::Argmax).then(|| self.allocate(&partial_shape));
+        let indices = matches!(reducer, Reducer::Arg { .. }).then(|| self.allocate(&partial_shape));
         let mut outputs = vec![&values];
         outputs.extend(indices.as_ref());
         self.launch(&first, buffers, &outputs);
@@ -440,10 +444,10 @@ impl Lowering<'_> {
         Ok(out)
     }
 
-    fn upload_values(&mut self, shape: &[usize], values: &[f32]) -> Written {
+    fn upload_values(&mut self, shape: &[usize], words: &[u32]) -> Written {
         match shape::bytes(shape) {
             0 => Written::Empty,
-            bytes => Written::Owned(self.gpu.upload(values, bytes, self.stats)),
+            bytes => Written::Owned(self.gpu.upload(words, bytes, self.stats)),
         }
     }
 

@@ -138,7 +138,7 @@ impl OpenScope {
 
 /// A read on its way back from the GPU.
 pub type PendingRead =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<f32>, String>>>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u32>, String>>>>;
 
 /// A buffer a tensor holds, and the pool bucket it returns to.
 #[derive(Debug)]
@@ -319,12 +319,12 @@ impl Gpu {
         self.uniforms = Uniforms::default();
     }
 
-    /// A buffer of `bytes` (not 0) holding `values`, row-major: the queue
+    /// A buffer of `bytes` (not 0) holding `words`, row-major: the queue
     /// writes it before the commands of the next submit run.
-    pub fn upload(&mut self, values: &[f32], bytes: u64, stats: &mut Stats) -> Allocation {
+    pub fn upload(&mut self, words: &[u32], bytes: u64, stats: &mut Stats) -> Allocation {
         let allocation = self.allocate(bytes, stats);
         self.queue
-            .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(values));
+            .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(words));
         allocation
     }
 
@@ -557,7 +557,7 @@ impl Gpu {
                 let view = staging
                     .get_mapped_range(..bytes)
                     .map_err(|e| format!("mapping the result failed: {e}"))?;
-                bytemuck::pod_collect_to_vec::<u8, f32>(&view)
+                bytemuck::pod_collect_to_vec::<u8, u32>(&view)
             };
             staging.unmap();
             // Unmapped, it serves the next read of this size.

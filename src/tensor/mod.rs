@@ -17,7 +17,7 @@ use std::panic::Location;
 use crate::device::read::ReadStep;
 use crate::error::{ErrorClass, RegistrationError};
 use crate::failure::TensorError;
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 
 /// A tensor on a device. Its shape is known at once; its values are computed
 /// when something reads them. Cloning gives another handle to the same
@@ -33,6 +33,7 @@ struct Handle {
     device: Device,
     id: TensorId,
     shape: Vec<usize>,
+    dtype: DType,
 }
 
 impl Drop for Handle {
@@ -61,12 +62,23 @@ impl From<f32> for Operand<'_> {
 }
 
 impl Device {
-    /// A tensor holding `values` in row-major order. `shape` defaults to
-    /// `[values.len()]`.
+    /// A float32 tensor holding `values` in row-major order. `shape`
+    /// defaults to `[values.len()]`.
     #[track_caller]
     pub fn tensor(
         &self,
         values: &[f32],
+        shape: Option<&[usize]>,
+    ) -> Result<Tensor, RegistrationError> {
+        self.tensor_of(Values::float32(values), shape)
+    }
+
+    /// A tensor of `values`' dtype holding them in row-major order
+    /// (`Values::int32(&[1, 2])`). `shape` defaults to `[values.len()]`.
+    #[track_caller]
+    pub fn tensor_of(
+        &self,
+        values: Values,
         shape: Option<&[usize]>,
     ) -> Result<Tensor, RegistrationError> {
         let shape = shape.map_or_else(|| vec![values.len()], <[usize]>::to_vec);
@@ -83,7 +95,8 @@ impl Device {
                 ),
             ));
         }
-        self.record(OpKind::Upload(values.into()), &[], shape)
+        let dtype = values.dtype;
+        self.record(OpKind::Upload(values), &[], shape, dtype)
     }
 
     /// A tensor of `shape` filled with 0.
@@ -98,10 +111,35 @@ impl Device {
         self.full(shape, 1.0)
     }
 
-    /// A tensor of `shape` filled with `value`.
+    /// A float32 tensor of `shape` filled with `value`.
     #[track_caller]
     pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor, RegistrationError> {
-        self.record(OpKind::Fill(value), &[], shape.to_vec())
+        self.fill(shape, value.into(), DType::Float32)
+    }
+
+    /// A tensor of `shape` and `dtype` filled with `value` (TF.js's
+    /// `fill`): for an int32, a whole number in its range; for a bool, any
+    /// number (true where non-zero).
+    #[track_caller]
+    pub fn fill(
+        &self,
+        shape: &[usize],
+        value: f64,
+        dtype: DType,
+    ) -> Result<Tensor, RegistrationError> {
+        let value = match dtype {
+            DType::Float32 => value as f32 as f64,
+            DType::Int32 if value.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&value) => value,
+            DType::Int32 => {
+                return Err(RegistrationError::new(
+                    "fill",
+                    ErrorClass::Range,
+                    format!("{value} is not an int32"),
+                ));
+            }
+            DType::Bool => f64::from(u8::from(value != 0.0)),
+        };
+        self.record(OpKind::Fill(value), &[], shape.to_vec(), dtype)
     }
 
     /// Queues an op whose arguments were validated, and returns the handle to
@@ -117,6 +155,7 @@ impl Device {
         kind: OpKind,
         inputs: &[&Tensor],
         shape: Vec<usize>,
+        dtype: DType,
     ) -> Result<Tensor, RegistrationError> {
         let op = kind.name();
         self.admit(op, inputs)?;
@@ -136,11 +175,12 @@ impl Device {
                     inputs: inputs.iter().map(|t| t.id()).collect(),
                     output,
                     shape: shape.clone(),
+                    dtype,
                 },
                 site,
             );
         });
-        let output = self.handle(output, shape);
+        let output = self.handle(output, shape, dtype);
         if let Some(kind) = taped {
             tape::record(&kind, inputs, &output);
         }
@@ -176,12 +216,13 @@ impl Device {
         self.with_state(|state| state.check_alive(op))
     }
 
-    fn handle(&self, id: TensorId, shape: Vec<usize>) -> Tensor {
+    fn handle(&self, id: TensorId, shape: Vec<usize>, dtype: DType) -> Tensor {
         Tensor {
             handle: Rc::new(Handle {
                 device: self.clone(),
                 id,
                 shape,
+                dtype,
             }),
         }
     }
@@ -225,6 +266,10 @@ impl Tensor {
         &self.handle.shape
     }
 
+    pub fn dtype(&self) -> DType {
+        self.handle.dtype
+    }
+
     pub fn rank(&self) -> usize {
         self.handle.shape.len()
     }
@@ -237,19 +282,31 @@ impl Tensor {
         &self.handle.device
     }
 
-    /// The tensor's values, row-major. Runs whatever is queued first. Fails
-    /// with the whole chain back to the root when its bytes were never
-    /// written.
+    /// The tensor's values, row-major, as floats (an int32 is exact within
+    /// ±2^24; `values` reads every dtype exactly). Runs whatever is queued
+    /// first. Fails with the whole chain back to the root when its bytes
+    /// were never written.
     #[track_caller]
     pub fn to_vec(
         &self,
     ) -> impl std::future::Future<Output = Result<Vec<f32>, TensorError>> + 'static {
         let asked_at = Location::caller().to_string();
         let tensor = self.clone();
+        async move { Ok(tensor.read(Some(asked_at)).await?.to_f32()) }
+    }
+
+    /// The tensor's values, row-major, in its dtype: `to_vec` without the
+    /// conversion to floats.
+    #[track_caller]
+    pub fn values(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Values, TensorError>> + 'static {
+        let asked_at = Location::caller().to_string();
+        let tensor = self.clone();
         async move { tensor.read(Some(asked_at)).await }
     }
 
-    pub(crate) async fn read(&self, asked_at: Option<String>) -> Result<Vec<f32>, TensorError> {
+    pub(crate) async fn read(&self, asked_at: Option<String>) -> Result<Values, TensorError> {
         let fail = |failures| TensorError {
             tensor: self.id(),
             shape: self.shape().to_vec(),
@@ -269,16 +326,19 @@ impl Tensor {
                 }
                 ReadStep::Via(id) => {
                     target = id;
-                    copy = Some(self.device().handle(id, self.shape().to_vec()));
+                    copy = Some(self.device().handle(id, self.shape().to_vec(), self.dtype()));
                     self.device().with_state(|state| state.reread(target))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
                 ReadStep::Ready(values) => return Ok(values),
                 ReadStep::Go(pending) => {
-                    let values = pending.await;
+                    let words = pending.await;
                     drop(copy);
-                    return match values {
-                        Ok(values) => Ok(values),
+                    return match words {
+                        Ok(words) => Ok(Values {
+                            dtype: self.dtype(),
+                            words: words.into(),
+                        }),
                         Err(why) => {
                             let report = self
                                 .device()
@@ -307,14 +367,14 @@ impl Tensor {
                 return Ok(tensor);
             }
             match tensor.read(None).await {
-                Ok(values) => device.tensor(&values, Some(tensor.shape())),
+                Ok(values) => device.tensor_of(values, Some(tensor.shape())),
                 Err(error) => {
                     let id = TensorId::next();
                     let from = tensor.device().label();
                     device.with_state(|state| {
-                        state.adopt_failures(id, tensor.shape().to_vec(), &error, &from)
+                        state.adopt_failures(id, tensor.shape().to_vec(), tensor.dtype(), &error, &from)
                     });
-                    Ok(device.handle(id, tensor.shape().to_vec()))
+                    Ok(device.handle(id, tensor.shape().to_vec(), tensor.dtype()))
                 }
             }
         })

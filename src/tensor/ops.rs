@@ -4,7 +4,7 @@
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
 use crate::ir::shape::{self, display};
-use crate::ir::{BinaryOp, Distribution, OpKind, ReduceOp, UnaryOp, ViewOp};
+use crate::ir::{BinaryOp, DType, Distribution, OpKind, ReduceOp, UnaryOp, ViewOp};
 use crate::tensor::{Operand, Tensor};
 
 type Result<T> = std::result::Result<T, RegistrationError>;
@@ -15,6 +15,46 @@ fn range(op: &'static str, reason: String) -> RegistrationError {
 
 fn invalid(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Other, reason)
+}
+
+/// Refuses `t` unless it is a float32: the ops TF.js defines for floats
+/// only (`log`, `sqrt`, `matmul`, ...), in TF.js's words.
+fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
+    match t.dtype() {
+        DType::Float32 => Ok(()),
+        other => Err(invalid(
+            op,
+            format!(
+                "{} must be a float32 tensor, but it is {other}; cast it first",
+                t.id()
+            ),
+        )),
+    }
+}
+
+/// Refuses `t` unless it is a bool: a logical op's operand, or a
+/// condition.
+fn bool_only(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    match t.dtype() {
+        DType::Bool => Ok(()),
+        other => Err(invalid(
+            op,
+            format!(
+                "{what} ({}) must be a bool tensor, but it is {other}; compare it, or cast it",
+                t.id()
+            ),
+        )),
+    }
+}
+
+/// The dtype arithmetic computes in: TF.js's upcast, except that two bools
+/// add as int32s (TF.js's `maximum`, `sum` and `relu` cast a bool so, and
+/// a sum of bools stored as a bool would be no number at all).
+fn arithmetic(dtype: DType) -> DType {
+    match dtype {
+        DType::Bool => DType::Int32,
+        other => other,
+    }
 }
 
 /// Both operands of a matmul have rank 2 or more.
@@ -173,9 +213,31 @@ fn axes_indices(op: &'static str, axes: Option<&[isize]>, rank: usize) -> Result
 }
 
 impl Device {
-    /// `start, start + step, ...` up to but excluding `stop`.
+    /// `start, start + step, ...` up to but excluding `stop`, float32.
     #[track_caller]
     pub fn arange(&self, start: f32, stop: f32, step: f32) -> Result<Tensor> {
+        self.range(start.into(), stop.into(), step.into(), DType::Float32)
+    }
+
+    /// `start, start + step, ...` up to but excluding `stop`, of `dtype`
+    /// (TF.js's `range`; an int32 range takes whole numbers within int32,
+    /// so each value is exact).
+    #[track_caller]
+    pub fn range(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        if dtype == DType::Bool {
+            return Err(invalid("arange", "a range is float32 or int32, not bool".into()));
+        }
+        let whole = |v: f64| v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v);
+        if dtype == DType::Int32 && !(whole(start) && whole(stop) && whole(step)) {
+            return Err(range(
+                "arange",
+                format!("an int32 range takes whole int32 bounds and step, got {start}, {stop}, {step}"),
+            ));
+        }
+        let (start, step) = match dtype {
+            DType::Float32 => (start as f32 as f64, step as f32 as f64),
+            _ => (start, step),
+        };
         if !(start.is_finite() && stop.is_finite() && step.is_finite()) || step == 0.0 {
             return Err(range(
                 "arange",
@@ -184,11 +246,16 @@ impl Device {
                 ),
             ));
         }
-        let n = ((stop as f64 - start as f64) / step as f64).ceil().max(0.0);
+        let n = ((stop - start) / step).ceil().max(0.0);
         if n > u32::MAX as f64 {
             return Err(range("arange", format!("{n} elements are too many")));
         }
-        self.record(OpKind::Arange { start, step }, &[], vec![n as usize])
+        // An int32 range whose last value would pass int32 wraps nowhere:
+        // it is refused.
+        if dtype == DType::Int32 && n > 0.0 && !whole(start + (n - 1.0) * step) {
+            return Err(range("arange", format!("{n} values from {start} by {step} pass int32")));
+        }
+        self.record(OpKind::Arange { start, step }, &[], vec![n as usize], dtype)
     }
 
     /// Uniform values in `[min, max)`; the same seed gives the same values on
@@ -218,23 +285,31 @@ impl Device {
 
     #[track_caller]
     fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
-        self.record(OpKind::Random { dist, seed }, &[], shape.to_vec())
+        self.record(OpKind::Random { dist, seed }, &[], shape.to_vec(), DType::Float32)
     }
 
-    /// `a` where `cond` is non-zero, `b` elsewhere, all three broadcast.
+    /// `a` where the bool `cond` is true, `b` elsewhere, all three
+    /// broadcast; `a` and `b` upcast to one dtype.
     #[track_caller]
     pub fn where_(&self, cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        let shape = shape::broadcast("where", cond.shape(), a.shape())?;
-        let shape = shape::broadcast("where", &shape, b.shape())?;
-        self.record(OpKind::Where, &[cond, a, b], shape)
+        let op = "where";
+        self.admit(op, &[cond, a, b])?;
+        bool_only(op, "the condition", cond)?;
+        let shape = shape::broadcast(op, cond.shape(), a.shape())?;
+        let shape = shape::broadcast(op, &shape, b.shape())?;
+        let dtype = a.dtype().upcast(b.dtype());
+        let (a, b) = (a.as_dtype(dtype)?, b.as_dtype(dtype)?);
+        self.record(OpKind::Where, &[cond, &a, &b], shape, dtype)
     }
 
-    /// The tensors joined along `axis`; every other dim must agree.
+    /// The tensors joined along `axis`; every other dim must agree, and
+    /// they upcast to one dtype.
     #[track_caller]
     pub fn cat(&self, tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         let Some((first, rest)) = tensors.split_first() else {
             return Err(invalid("cat", "needs at least one tensor".to_string()));
         };
+        self.admit("cat", tensors)?;
         let rank = first.rank();
         let axis = axis_index("cat", axis, rank)?;
         let mut shape = first.shape().to_vec();
@@ -254,7 +329,14 @@ impl Device {
             }
             shape[axis] = shape[axis].saturating_add(t.shape()[axis]);
         }
-        self.record(OpKind::Cat { axis }, tensors, shape)
+        shape::check_size("cat", &shape)?;
+        let dtype = tensors.iter().fold(first.dtype(), |d, t| d.upcast(t.dtype()));
+        let cast = tensors
+            .iter()
+            .map(|t| t.as_dtype(dtype))
+            .collect::<Result<Vec<_>>>()?;
+        let cast: Vec<&Tensor> = cast.iter().collect();
+        self.record(OpKind::Cat { axis }, &cast, shape, dtype)
     }
 
     /// The tensors (all of one shape) stacked along a new `axis`.
@@ -290,28 +372,103 @@ impl Device {
 }
 
 impl Tensor {
+    /// This tensor converted to `dtype` (TF.js's `cast`): a float to an
+    /// int truncated toward zero (saturating, NaN to 0), anything to a
+    /// bool by whether it is non-zero. The tensor itself when it is of
+    /// `dtype` already.
     #[track_caller]
-    fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        self.device()
-            .record(OpKind::Unary(op), &[self], self.shape().to_vec())
+    pub fn cast(&self, dtype: DType) -> Result<Tensor> {
+        self.device().admit("cast", &[self])?;
+        self.as_dtype(dtype)
     }
 
+    /// `cast` without its own admission: how an op converts an operand
+    /// it has already admitted.
+    #[track_caller]
+    fn as_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if self.dtype() == dtype {
+            return Ok(self.clone());
+        }
+        self.device()
+            .record(OpKind::Cast, &[self], self.shape().to_vec(), dtype)
+    }
+
+    /// Unary `op`, with TF.js's dtype rules: the float functions refuse an
+    /// int (`log`, `sqrt`, ...), `exp` makes a float of one, `neg`, `abs`,
+    /// `square` and `relu` keep an int (a bool becomes an int32 for them),
+    /// and `logicalNot` takes a bool.
+    #[track_caller]
+    fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        self.device().admit(op.name(), &[self])?;
+        let dtype = match op {
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Relu => {
+                arithmetic(self.dtype())
+            }
+            UnaryOp::Exp => DType::Float32,
+            UnaryOp::LogicalNot => {
+                bool_only(op.name(), "its operand", self)?;
+                DType::Bool
+            }
+            _ => {
+                float_only(op.name(), self)?;
+                DType::Float32
+            }
+        };
+        let x = self.as_dtype(dtype)?;
+        self.device()
+            .record(OpKind::Unary(op), &[&x], self.shape().to_vec(), dtype)
+    }
+
+    /// Binary `op`, with TF.js's dtype rules: the operands upcast to one
+    /// dtype (two bools to int32 for arithmetic), a number is a float32
+    /// (so an int tensor with a number computes in floats, as in TF.js),
+    /// an int32 `div` is `floorDiv`, comparisons give a bool, and the
+    /// logical ops take bools.
     #[track_caller]
     fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let name = op.name();
+        let out = |compute: DType| match op.compares() || op.is_logical() {
+            true => DType::Bool,
+            false => compute,
+        };
         match other.into() {
-            Operand::Scalar(scalar) => self.device().record(
-                OpKind::BinaryScalar {
-                    op,
-                    scalar,
-                    scalar_first: false,
-                },
-                &[self],
-                self.shape().to_vec(),
-            ),
+            Operand::Scalar(scalar) => {
+                self.device().admit(name, &[self])?;
+                if op.is_logical() {
+                    return Err(invalid(name, "takes two bool tensors, not a number".into()));
+                }
+                let x = self.as_dtype(DType::Float32)?;
+                self.device().record(
+                    OpKind::BinaryScalar {
+                        op,
+                        scalar,
+                        scalar_first: false,
+                    },
+                    &[&x],
+                    self.shape().to_vec(),
+                    out(DType::Float32),
+                )
+            }
             Operand::Tensor(other) => {
-                let shape = shape::broadcast(op.name(), self.shape(), other.shape())?;
+                self.device().admit(name, &[self, other])?;
+                let shape = shape::broadcast(name, self.shape(), other.shape())?;
+                let upcast = self.dtype().upcast(other.dtype());
+                let compute = if op.is_logical() {
+                    bool_only(name, "operand 0", self)?;
+                    bool_only(name, "operand 1", other)?;
+                    DType::Bool
+                } else if op.compares() {
+                    upcast
+                } else {
+                    arithmetic(upcast)
+                };
+                let op = match (op, compute) {
+                    (BinaryOp::Div, DType::Int32) => BinaryOp::FloorDiv,
+                    _ => op,
+                };
+                let (a, b) = (self.as_dtype(compute)?, other.as_dtype(compute)?);
                 self.device()
-                    .record(OpKind::Binary(op), &[self, other], shape)
+                    .record(OpKind::Binary(op), &[&a, &b], shape, out(compute))
             }
         }
     }
@@ -330,16 +487,29 @@ impl Tensor {
                 format!("needs min <= max (neither NaN), got {min}, {max}"),
             ));
         }
+        // An int stays an int, clamped to the ints within the bounds.
+        self.device().admit("clamp", &[self])?;
+        let dtype = arithmetic(self.dtype());
+        let x = self.as_dtype(dtype)?;
         self.device()
-            .record(OpKind::Clamp { min, max }, &[self], self.shape().to_vec())
+            .record(OpKind::Clamp { min, max }, &[&x], self.shape().to_vec(), dtype)
     }
 
+    /// Reduction `op`, with TF.js's dtype rules: a sum of bools is an
+    /// int32, a mean or logSumExp a float32, a max or min keeps the dtype.
     #[track_caller]
     fn reduce(&self, op: ReduceOp, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         let axes = axes_indices(op.name(), axes, self.rank())?;
+        self.device().admit(op.name(), &[self])?;
         let shape = reduced_shape(self.shape(), &axes, keep_dims);
+        let dtype = match op {
+            ReduceOp::Sum => arithmetic(self.dtype()),
+            ReduceOp::Mean | ReduceOp::LogSumExp => DType::Float32,
+            ReduceOp::Max | ReduceOp::Min => self.dtype(),
+        };
+        let x = self.as_dtype(dtype)?;
         self.device()
-            .record(OpKind::Reduce { op, axes }, &[self], shape)
+            .record(OpKind::Reduce { op, axes }, &[&x], shape, dtype)
     }
 
     /// The sum over `axes` (all when `None`).
@@ -366,14 +536,33 @@ impl Tensor {
         self.reduce(ReduceOp::Min, axes, keep_dims)
     }
 
-    /// The index of the largest value along `axis`, as a float; the first
+    /// The index (an int32) of the largest value along `axis`; the first
     /// wins on ties. The axis is removed.
     #[track_caller]
-    pub fn argmax(&self, axis: isize) -> Result<Tensor> {
-        let axis = axis_index("argmax", axis, self.rank())?;
+    pub fn arg_max(&self, axis: isize) -> Result<Tensor> {
+        self.arg_reduce(axis, true)
+    }
+
+    /// The index (an int32) of the smallest value along `axis`; the first
+    /// wins on ties. The axis is removed.
+    #[track_caller]
+    pub fn arg_min(&self, axis: isize) -> Result<Tensor> {
+        self.arg_reduce(axis, false)
+    }
+
+    #[track_caller]
+    fn arg_reduce(&self, axis: isize, max: bool) -> Result<Tensor> {
+        let kind = OpKind::ArgReduce { axis: 0, max };
+        let axis = axis_index(kind.name(), axis, self.rank())?;
+        if self.shape()[axis] == 0 {
+            return Err(range(
+                kind.name(),
+                format!("axis {axis} of {} is empty: it has no index", display(self.shape())),
+            ));
+        }
         let shape = reduced_shape(self.shape(), &[axis], false);
         self.device()
-            .record(OpKind::Argmax { axis }, &[self], shape)
+            .record(OpKind::ArgReduce { axis, max }, &[self], shape, DType::Int32)
     }
 
     /// `log(sum(exp(x)))` over `axes` (all when `None`), computed stably in
@@ -397,6 +586,7 @@ impl Tensor {
     pub fn softmax(&self, axis: isize) -> Result<Tensor> {
         let axis = axis_index("softmax", axis, self.rank())?;
         self.device().admit("softmax", &[self])?;
+        float_only("softmax", self)?;
         let row = self.shape()[axis];
         if axis + 1 == self.rank() && row <= crate::codegen::REDUCE_CHUNK {
             let axis = axis as isize;
@@ -420,6 +610,7 @@ impl Tensor {
     pub fn log_softmax(&self, axis: isize) -> Result<Tensor> {
         axis_index("logSoftmax", axis, self.rank())?;
         self.device().admit("logSoftmax", &[self])?;
+        float_only("logSoftmax", self)?;
         let shifted = self.sub(&self.max(Some(&[axis]), true)?)?;
         shifted.sub(&shifted.log_sum_exp(Some(&[axis]), true)?)
     }
@@ -436,6 +627,8 @@ impl Tensor {
         transpose_b: bool,
     ) -> Result<Tensor> {
         self.device().admit("matmul", &[self, other])?;
+        float_only("matmul", self)?;
+        float_only("matmul", other)?;
         matmul_ranks(self.shape(), other.shape())?;
         // Checked before a view is registered: a refused call queues nothing.
         let a = swapped_shape(self.shape(), transpose_a);
@@ -462,8 +655,11 @@ impl Tensor {
     /// (which broadcast).
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        float_only("matmul", self)?;
+        float_only("matmul", other)?;
         let shape = matmul_shape(self.shape(), other.shape())?;
-        self.device().record(OpKind::Matmul, &[self, other], shape)
+        self.device()
+            .record(OpKind::Matmul, &[self, other], shape, DType::Float32)
     }
 
     /// This tensor with `paddings[d] = (before, after)` elements of `value`
@@ -501,12 +697,12 @@ impl Tensor {
             let mut parts = Vec::with_capacity(3);
             if before > 0 {
                 block[axis] = before;
-                parts.push(device.full(&block, value)?);
+                parts.push(device.fill(&block, value.into(), self.dtype())?);
             }
             parts.push(out.clone());
             if after > 0 {
                 block[axis] = after;
-                parts.push(device.full(&block, value)?);
+                parts.push(device.fill(&block, value.into(), self.dtype())?);
             }
             out = device.cat(&parts.iter().collect::<Vec<_>>(), axis as isize)?;
         }
@@ -548,18 +744,18 @@ impl Tensor {
             start: 0.0,
             step: 1.0,
         };
-        let rows = device.record(index.clone(), &[], vec![m, 1])?;
-        let cols = device.record(index, &[], vec![1, n])?;
+        let rows = device.record(index.clone(), &[], vec![m, 1], DType::Float32)?;
+        let cols = device.record(index, &[], vec![1, n], DType::Float32)?;
         // Below the diagonal by `row - col`, above it by `col - row`.
         let below = rows.sub(&cols)?;
-        let mut keep = device.ones(&[m, n])?;
+        let mut keep = device.fill(&[m, n], 1.0, DType::Bool)?;
         if num_lower >= 0 {
-            keep = keep.mul(&below.less_equal(num_lower as f32)?)?;
+            keep = keep.logical_and(&below.less_equal(num_lower as f32)?)?;
         }
         if num_upper >= 0 {
-            keep = keep.mul(&below.greater_equal(-(num_upper as f32))?)?;
+            keep = keep.logical_and(&below.greater_equal(-(num_upper as f32))?)?;
         }
-        device.where_(&keep, self, &device.zeros(&[])?)
+        device.where_(&keep, self, &device.fill(&[], 0.0, self.dtype())?)
     }
 
     /// This tensor repeated `reps[d]` times along each dim `d`: TF.js's
@@ -634,7 +830,8 @@ impl Tensor {
 
     #[track_caller]
     fn view(&self, view: ViewOp, shape: Vec<usize>) -> Result<Tensor> {
-        self.device().record(OpKind::View(view), &[self], shape)
+        self.device()
+            .record(OpKind::View(view), &[self], shape, self.dtype())
     }
 
     /// Dims reordered by `perm` (reversed when `None`).
@@ -822,9 +1019,17 @@ binary_ops! {
     /// NumPy's power: a negative base takes integer exponents only (NaN otherwise).
     pow => Pow,
     maximum => Maximum, minimum => Minimum,
-    /// 1 where equal, 0 elsewhere; the comparisons below likewise.
+    /// The remainder of a floor division: its sign is the divisor's (TF.js's
+    /// `mod`); an int32 modulo 0 is 0.
+    mod_ => Mod,
+    /// `floor(a / b)`; an int32 divided by 0 is 0.
+    floor_div => FloorDiv,
+    /// A bool: true where equal; the comparisons below likewise.
     equal => Equal,
     greater => Greater, greater_equal => GreaterEqual, less => Less, less_equal => LessEqual,
+    /// Of two bools; `logical_or` and `logical_xor` likewise.
+    logical_and => LogicalAnd,
+    logical_or => LogicalOr, logical_xor => LogicalXor,
 }
 
 macro_rules! unary_ops {
@@ -847,6 +1052,8 @@ unary_ops! {
     /// The tanh approximation, as PyTorch's `gelu(approximate='tanh')`.
     gelu => Gelu,
     sigmoid => Sigmoid, tanh => Tanh, sin => Sin, cos => Cos,
+    /// `!x` of a bool.
+    logical_not => LogicalNot,
 }
 
 #[cfg(test)]

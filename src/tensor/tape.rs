@@ -61,8 +61,13 @@ pub(super) fn recording() -> bool {
 }
 
 /// Called for every op registered while one is: kept on each tape of its
-/// device that watches one of its inputs.
+/// device that watches one of its inputs, when its result is a float (no
+/// gradient flows to an int or a bool: a comparison, an argMax, a cast to
+/// an int ends the path, as in TF.js).
 pub(super) fn record(kind: &OpKind, inputs: &[&Tensor], output: &Tensor) {
+    if output.dtype() != crate::ir::DType::Float32 {
+        return;
+    }
     TAPES.with(|t| {
         for tape in t.borrow_mut().iter_mut() {
             let watched = tape.device.as_ref().is_none_or(|d| d.same(output.device()))

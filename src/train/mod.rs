@@ -123,7 +123,9 @@ impl Device {
 #[track_caller]
 fn copy(tensor: &Tensor) -> Result<Tensor> {
     let shape = tensor.shape().to_vec();
-    tensor.device().record(OpKind::Copy, &[tensor], shape)
+    tensor
+        .device()
+        .record(OpKind::Copy, &[tensor], shape, tensor.dtype())
 }
 
 impl Variable {
@@ -299,7 +301,12 @@ fn commit(
             let mut inputs = vec![old];
             inputs.extend(guards.iter().copied());
             old.device()
-                .record(OpKind::Commit { take }, &inputs, old.shape().to_vec())
+                .record(
+                    OpKind::Commit { take },
+                    &inputs,
+                    old.shape().to_vec(),
+                    old.dtype(),
+                )
         })
         .collect::<Result<Vec<Tensor>>>()?;
     let cost = match cost {
@@ -308,7 +315,7 @@ fn commit(
             inputs.rotate_right(1); // the cost first, then the news
             Some(
                 cost.device()
-                    .record(OpKind::Guard, &inputs, cost.shape().to_vec())?,
+                    .record(OpKind::Guard, &inputs, cost.shape().to_vec(), cost.dtype())?,
             )
         }
         None => None,

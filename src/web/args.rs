@@ -8,6 +8,7 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
+use crate::ir::{DType, Values};
 use crate::{Device, ErrorClass, Operand, Tensor};
 
 use super::errors::op_error;
@@ -459,23 +460,113 @@ impl Options {
     }
 }
 
-/// `tensor()`'s values, flattened row-major, and the shape their nesting
-/// gives: a number (a scalar), a `Float32Array` or flat array (one dim), or
-/// nested arrays, which must be rectangular.
-pub fn values(op: &'static str, value: &JsValue) -> Result<(Vec<f32>, Vec<usize>), JsValue> {
-    if let Some(n) = value.as_f64() {
-        return Ok((vec![n as f32], vec![]));
+/// A `dtype` argument: `'float32'`, `'int32'` or `'bool'`, or `default`
+/// when absent.
+pub fn dtype_or(op: &'static str, value: &JsValue, default: DType) -> Result<DType, JsValue> {
+    if absent(value) {
+        return Ok(default);
+    }
+    value
+        .as_string()
+        .and_then(|name| DType::parse(&name))
+        .ok_or_else(|| {
+            type_error(
+                op,
+                format!(
+                    "dtype must be 'float32', 'int32' or 'bool', got {}",
+                    describe(value)
+                ),
+            )
+        })
+}
+
+/// `tensor()`'s values, flattened row-major, in `dtype` (or the one they
+/// give: an `Int32Array` or `Uint8Array` int32, booleans bool, numbers and
+/// a `Float32Array` float32, as TF.js infers them), and the shape their
+/// nesting gives: a number or boolean (a scalar), a typed or flat array
+/// (one dim), or nested arrays, which must be rectangular. A value the
+/// dtype cannot hold exactly (1.5 or 2^31 as an int32) is refused, naming
+/// its position: TF.js would truncate it silently.
+pub fn values(
+    op: &'static str,
+    value: &JsValue,
+    dtype: Option<DType>,
+) -> Result<(Values, Vec<usize>), JsValue> {
+    if let Some(typed) = value.dyn_ref::<js_sys::Int32Array>() {
+        let ints = typed.to_vec();
+        let shape = vec![ints.len()];
+        return match dtype.unwrap_or(DType::Int32) {
+            DType::Int32 => Ok((Values::int32(&ints), shape)),
+            other => convert(op, ints.iter().map(|&v| f64::from(v)), other).map(|v| (v, shape)),
+        };
+    }
+    if let Some(typed) = value.dyn_ref::<js_sys::Uint8Array>() {
+        let bytes = typed.to_vec();
+        let shape = vec![bytes.len()];
+        let numbers = bytes.iter().map(|&v| f64::from(v));
+        return convert(op, numbers, dtype.unwrap_or(DType::Int32)).map(|v| (v, shape));
     }
     if let Some(typed) = value.dyn_ref::<js_sys::Float32Array>() {
-        let values = typed.to_vec();
-        let len = values.len();
-        return Ok((values, vec![len]));
+        let floats = typed.to_vec();
+        let shape = vec![floats.len()];
+        return match dtype.unwrap_or(DType::Float32) {
+            DType::Float32 => Ok((Values::float32(&floats), shape)),
+            other => convert(op, floats.iter().map(|&v| f64::from(v)), other).map(|v| (v, shape)),
+        };
+    }
+    let (leaves, shape, all_booleans) = leaves(op, value)?;
+    let inferred = if all_booleans && !leaves.is_empty() {
+        DType::Bool
+    } else {
+        DType::Float32
+    };
+    convert(op, leaves.into_iter(), dtype.unwrap_or(inferred)).map(|v| (v, shape))
+}
+
+/// `numbers` as values of `dtype`, refusing one an int32 cannot hold.
+fn convert(
+    op: &'static str,
+    numbers: impl Iterator<Item = f64>,
+    dtype: DType,
+) -> Result<Values, JsValue> {
+    match dtype {
+        DType::Float32 => Ok(Values::float32(
+            &numbers.map(|v| v as f32).collect::<Vec<_>>(),
+        )),
+        DType::Bool => Ok(Values::bool(&numbers.map(|v| v != 0.0).collect::<Vec<_>>())),
+        DType::Int32 => {
+            let mut ints = Vec::new();
+            for (i, v) in numbers.enumerate() {
+                if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
+                    return Err(range_error(
+                        op,
+                        format!("value {v} at position {i} is not an int32"),
+                    ));
+                }
+                ints.push(v as i32);
+            }
+            Ok(Values::int32(&ints))
+        }
+    }
+}
+
+/// The numbers (a boolean as 1 or 0) of a number, a boolean or nested
+/// arrays of them, row-major; the shape the nesting gives; and whether
+/// every one was a boolean.
+fn leaves(op: &'static str, value: &JsValue) -> Result<(Vec<f64>, Vec<usize>, bool), JsValue> {
+    let leaf = |item: &JsValue| {
+        item.as_f64()
+            .map(|n| (n, false))
+            .or_else(|| item.as_bool().map(|b| (f64::from(u8::from(b)), true)))
+    };
+    if let Some((n, boolean)) = leaf(value) {
+        return Ok((vec![n], vec![], boolean));
     }
     if !Array::is_array(value) {
         return Err(type_error(
             op,
             format!(
-                "values must be a number, an array or a Float32Array, got {}",
+                "values must be a number, a boolean, an array or a typed array, got {}",
                 describe(value)
             ),
         ));
@@ -502,22 +593,27 @@ pub fn values(op: &'static str, value: &JsValue) -> Result<(Vec<f32>, Vec<usize>
             ),
         )
     };
+    let not_a_number = |item: &JsValue| {
+        type_error(
+            op,
+            format!("values must hold numbers or booleans, got {}", describe(item)),
+        )
+    };
     // Depth-first without recursion: a deeply nested array must not
     // exhaust the wasm stack. Children are pushed last first, so the values
     // come out row-major.
     let mut out = Vec::new();
+    let mut all_booleans = true;
     let mut stack = vec![(value.clone(), 0usize)];
     while let Some((item, depth)) = stack.pop() {
         if depth == shape.len() {
-            match item.as_f64() {
-                Some(n) => out.push(n as f32),
-                None if Array::is_array(&item) => return Err(ragged()),
-                None => {
-                    return Err(type_error(
-                        op,
-                        format!("values must hold numbers, got {}", describe(&item)),
-                    ));
+            match leaf(&item) {
+                Some((n, boolean)) => {
+                    out.push(n);
+                    all_booleans &= boolean;
                 }
+                None if Array::is_array(&item) => return Err(ragged()),
+                None => return Err(not_a_number(&item)),
             }
         } else if Array::is_array(&item) {
             let array: &Array = item.unchecked_ref();
@@ -527,14 +623,11 @@ pub fn values(op: &'static str, value: &JsValue) -> Result<(Vec<f32>, Vec<usize>
             for i in (0..array.length()).rev() {
                 stack.push((array.get(i), depth + 1));
             }
-        } else if item.as_f64().is_some() {
+        } else if leaf(&item).is_some() {
             return Err(ragged());
         } else {
-            return Err(type_error(
-                op,
-                format!("values must hold numbers, got {}", describe(&item)),
-            ));
+            return Err(not_a_number(&item));
         }
     }
-    Ok((out, shape))
+    Ok((out, shape, all_booleans))
 }

@@ -3,6 +3,7 @@
 use js_sys::{Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
+use crate::ir::DType;
 use crate::{Device, DeviceOptions, ErrorClass, FaultKind};
 
 use super::args::{self, Options};
@@ -32,6 +33,21 @@ impl JsDevice {
                 "called on an object that is not a webfusion Device",
             )),
         }
+    }
+
+    /// `zeros`, `ones` and `full`: `shape` filled with `value` in the
+    /// `dtype` asked for (float32 when absent).
+    fn fill(
+        &self,
+        op: &'static str,
+        shape: &JsValue,
+        value: f64,
+        dtype: &JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let device = self.device(op)?;
+        let shape = args::shape(op, "shape", shape)?;
+        let dtype = args::dtype_or(op, dtype, DType::Float32)?;
+        register(&device, || device.fill(&shape, value, dtype))
     }
 }
 
@@ -92,19 +108,28 @@ impl JsDevice {
         }))
     }
 
-    /// `tensor(values, shape?)`: values as a number, (nested) array or
-    /// `Float32Array`. Nested arrays give the shape; a `shape` given with
-    /// them must be that shape. A flat array or `Float32Array` takes any
-    /// shape its length fills.
+    /// `tensor(values, shape?, dtype?)`: values as a number, a boolean,
+    /// (nested) arrays or a typed array; the dtype TF.js infers from them
+    /// (`Int32Array` int32, booleans bool, numbers float32) unless one is
+    /// given. Nested arrays give the shape; a `shape` given with them must
+    /// be that shape. A flat or typed array takes any shape its length
+    /// fills.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn tensor(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "NestedNumbers | Float32Array")] values: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "NestedNumbers | NestedBooleans | Float32Array | Int32Array | Uint8Array"
+        )]
+        values: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number[] | null")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
     ) -> Result<JsValue, JsValue> {
         let op = "tensor";
         let device = self.device(op)?;
-        let (values, nested) = args::values(op, &values)?;
+        let dtype = (!args::absent(&dtype))
+            .then(|| args::dtype_or(op, &dtype, DType::Float32))
+            .transpose()?;
+        let (values, nested) = args::values(op, &values, dtype)?;
         let shape = if args::absent(&shape) {
             nested
         } else {
@@ -122,58 +147,57 @@ impl JsDevice {
             }
             shape
         };
-        register(&device, || device.tensor(&values, Some(&shape)))
+        register(&device, || device.tensor_of(values, Some(&shape)))
     }
 
+    /// `zeros(shape, dtype = 'float32')`.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn zeros(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let device = self.device("zeros")?;
-        let shape = args::shape("zeros", "shape", &shape)?;
-        register(&device, || device.zeros(&shape))
+        self.fill("zeros", &shape, 0.0, &dtype)
     }
 
+    /// `ones(shape, dtype = 'float32')`.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn ones(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let device = self.device("ones")?;
-        let shape = args::shape("ones", "shape", &shape)?;
-        register(&device, || device.ones(&shape))
+        self.fill("ones", &shape, 1.0, &dtype)
     }
 
+    /// `full(shape, value, dtype = 'float32')` (TF.js's `fill`).
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn full(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] value: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "full";
-        let device = self.device(op)?;
-        let shape = args::shape(op, "shape", &shape)?;
-        let value = args::number(op, "value", &value)?;
-        register(&device, || device.full(&shape, value as f32))
+        let value = args::number("full", "value", &value)?;
+        self.fill("full", &shape, value, &dtype)
     }
 
-    /// `arange(start, stop, step = 1)`.
+    /// `arange(start, stop, step = 1, dtype = 'float32')` (TF.js's `range`).
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn arange(
         &self,
         #[wasm_bindgen(unchecked_param_type = "number")] start: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] stop: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] step: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
     ) -> Result<JsValue, JsValue> {
         let op = "arange";
         let device = self.device(op)?;
         let start = args::number(op, "start", &start)?;
         let stop = args::number(op, "stop", &stop)?;
         let step = args::number_or(op, "step", &step, 1.0)?;
-        register(&device, || {
-            device.arange(start as f32, stop as f32, step as f32)
-        })
+        let dtype = args::dtype_or(op, &dtype, DType::Float32)?;
+        register(&device, || device.range(start, stop, step, dtype))
     }
 
     /// `randomUniform(shape, { min = 0, max = 1, seed = 0 })`.

@@ -57,6 +57,15 @@ const TYPES: &'static str = r#"
 /** A number, or arrays of them nested to any depth (`[[1, 2], [3, 4]]`). */
 export type NestedNumbers = number | NestedNumbers[];
 
+/** Booleans nested to any depth, the values of a `bool` tensor. */
+export type NestedBooleans = boolean | NestedBooleans[];
+
+/** A tensor's element type, as TF.js names them. */
+export type DataType = 'float32' | 'int32' | 'bool';
+
+/** What `data()` resolves to for each dtype. */
+export type TypedValues = Float32Array | Int32Array | Uint8Array;
+
 /**
  * Runs `fn` and disposes every tensor it created, except those it returns
  * (a tensor, or tensors anywhere inside the arrays, plain objects, `Map`s and

@@ -1,8 +1,9 @@
 //! The `Tensor` class.
 
-use js_sys::{Array, Float32Array, Promise};
+use js_sys::{Array, Float32Array, Int32Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 
+use crate::ir::{DType, Values};
 use crate::{ErrorClass, Tensor};
 
 use super::args;
@@ -100,35 +101,57 @@ impl JsTensor {
         Ok(self.tensor("rank")?.rank() as f64)
     }
 
-    #[wasm_bindgen(getter)]
-    pub fn dtype(&self) -> String {
-        "float32".to_string()
+    /// `'float32'`, `'int32'` or `'bool'`.
+    #[wasm_bindgen(getter, unchecked_return_type = "DataType")]
+    pub fn dtype(&self) -> Result<String, JsValue> {
+        Ok(self.tensor("dtype")?.dtype().name().to_string())
     }
 
-    /// `Promise<Float32Array>` of the values, row-major.
-    #[wasm_bindgen(unchecked_return_type = "Promise<Float32Array>")]
+    /// A `Promise` of the values, row-major: a `Float32Array`, an
+    /// `Int32Array`, or for a bool a `Uint8Array` of 0 and 1, as TF.js's.
+    #[wasm_bindgen(unchecked_return_type = "Promise<TypedValues>")]
     pub fn data(&self) -> Result<Promise, JsValue> {
         let tensor = self.tensor("data")?;
         let asked_at = errors::site_if_captured(tensor.device());
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match tensor.read(asked_at).await {
-                Ok(values) => Ok(Float32Array::from(values.as_slice()).into()),
+                Ok(values) => Ok(typed(&values)),
                 Err(e) => Err(errors::tensor(&e)),
             }
         }))
     }
 
-    /// `Promise` of the values as nested arrays (a number for a scalar).
+    /// `Promise` of the values as nested arrays of numbers (a number for a
+    /// scalar; a bool's as 1 and 0, as TF.js gives them).
     #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]
     pub fn array(&self) -> Result<Promise, JsValue> {
         let tensor = self.tensor("array")?;
         let asked_at = errors::site_if_captured(tensor.device());
         Ok(wasm_bindgen_futures::future_to_promise(async move {
             match tensor.read(asked_at).await {
-                Ok(values) => Ok(nest(&values, tensor.shape())),
+                Ok(values) => Ok(nest(&numbers(&values), tensor.shape())),
                 Err(e) => Err(errors::tensor(&e)),
             }
         }))
+    }
+
+    /// `cast(dtype)`: a float to an int truncated toward zero (saturating,
+    /// NaN to 0), anything to a bool by whether it is non-zero.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cast(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "DataType")] dtype: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("cast")?;
+        if args::absent(&dtype) {
+            return Err(errors::op_error(
+                "cast",
+                ErrorClass::Type,
+                "needs a dtype: 'float32', 'int32' or 'bool'",
+            ));
+        }
+        let dtype = args::dtype_or("cast", &dtype, t.dtype())?;
+        register(t.device(), || t.cast(dtype))
     }
 
     /// `to(device)`: a `Promise` of this tensor on `device`. A tainted tensor
@@ -194,15 +217,26 @@ impl JsTensor {
         register(t.device(), || t.clamp(min as f32, max as f32))
     }
 
-    /// `argmax(axis = 0)`: the index of the largest value, as a float.
-    #[wasm_bindgen(unchecked_return_type = "Tensor")]
-    pub fn argmax(
+    /// `argMax(axis = 0)`: the int32 index of the largest value.
+    #[wasm_bindgen(js_name = argMax, unchecked_return_type = "Tensor")]
+    pub fn arg_max(
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("argmax")?;
-        let axis = args::int_or("argmax", "axis", &axis, 0)?;
-        register(t.device(), || t.argmax(axis))
+        let t = self.tensor("argMax")?;
+        let axis = args::int_or("argMax", "axis", &axis, 0)?;
+        register(t.device(), || t.arg_max(axis))
+    }
+
+    /// `argMin(axis = 0)`: the int32 index of the smallest value.
+    #[wasm_bindgen(js_name = argMin, unchecked_return_type = "Tensor")]
+    pub fn arg_min(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor("argMin")?;
+        let axis = args::int_or("argMin", "axis", &axis, 0)?;
+        register(t.device(), || t.arg_min(axis))
     }
 
     /// `softmax(axis = -1)`.
@@ -398,10 +432,30 @@ impl JsTensor {
     }
 }
 
+/// `values` as the typed array TF.js's `data()` gives for its dtype.
+fn typed(values: &Values) -> JsValue {
+    match values.dtype {
+        DType::Float32 => Float32Array::from(values.to_f32().as_slice()).into(),
+        DType::Int32 => Int32Array::from(values.to_i32().as_slice()).into(),
+        DType::Bool => {
+            let bytes: Vec<u8> = values.to_bool().into_iter().map(u8::from).collect();
+            Uint8Array::from(bytes.as_slice()).into()
+        }
+    }
+}
+
+/// `values` as JS numbers, each exact (an f64 holds every f32 and i32).
+fn numbers(values: &Values) -> Vec<f64> {
+    match values.dtype {
+        DType::Float32 => values.to_f32().into_iter().map(f64::from).collect(),
+        DType::Int32 | DType::Bool => values.to_i32().into_iter().map(f64::from).collect(),
+    }
+}
+
 /// `values` (row-major) as nested JS arrays of `shape`.
-fn nest(values: &[f32], shape: &[usize]) -> JsValue {
+fn nest(values: &[f64], shape: &[usize]) -> JsValue {
     match shape.split_first() {
-        None => JsValue::from(values.first().copied().unwrap_or(0.0) as f64),
+        None => JsValue::from(values.first().copied().unwrap_or(0.0)),
         Some((&outer, rest)) => {
             let inner: usize = rest.iter().product();
             (0..outer)
@@ -436,6 +490,8 @@ binary_ops! {
     "maximum" => maximum, "minimum" => minimum, "equal" => equal,
     "greater" => greater, "greaterEqual" => greater_equal,
     "less" => less, "lessEqual" => less_equal,
+    "mod" => mod_, "floorDiv" => floor_div,
+    "logicalAnd" => logical_and, "logicalOr" => logical_or, "logicalXor" => logical_xor,
 }
 
 macro_rules! reduce_ops {
@@ -484,4 +540,5 @@ unary_ops! {
     "neg" => neg, "abs" => abs, "exp" => exp, "log" => log, "sqrt" => sqrt,
     "rsqrt" => rsqrt, "square" => square, "relu" => relu, "gelu" => gelu,
     "sigmoid" => sigmoid, "tanh" => tanh, "sin" => sin, "cos" => cos,
+    "logicalNot" => logical_not,
 }

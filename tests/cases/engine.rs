@@ -312,7 +312,7 @@ pub async fn reductions_over_one_several_or_all_axes() {
         .tensor(&[1.0, 5.0, 5.0, 0.0, -1.0, -3.0], Some(&[2, 3]))
         .unwrap();
     assert_eq!(
-        read(&b.argmax(1).unwrap()).await,
+        read(&b.arg_max(1).unwrap()).await,
         vec![1.0, 0.0],
         "the first of equal maxima wins"
     );
@@ -554,7 +554,7 @@ pub async fn reductions_over_leading_axes_run_one_thread_per_column_and_match_th
         let max = column.iter().copied().fold(f32::MIN, f32::max);
         column.iter().position(|&v| v == max).unwrap_or(0) as f32
     };
-    close(&read(&x.argmax(0).unwrap()).await, &per_column(&first_max));
+    close(&read(&x.arg_max(0).unwrap()).await, &per_column(&first_max));
     // With a prologue, in the same kernel.
     let kernels = gpu.stats().kernels_launched;
     let exp_sum = x
@@ -790,7 +790,7 @@ pub async fn a_reduction_of_an_elementwise_chain_is_one_kernel() {
         .unwrap()
         .mul(0.5)
         .unwrap()
-        .argmax(1)
+        .arg_max(1)
         .unwrap();
     assert_eq!(read(&long).await, vec![0.0; 3]);
     let mean = gpu

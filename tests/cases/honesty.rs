@@ -95,7 +95,7 @@ pub async fn every_block_kind_with_many_inputs_and_held_outputs_fits_the_binding
         for t in &extra[1..] {
             wide = wide.add(t).unwrap();
         }
-        let arg = wide.argmax(0).unwrap();
+        let arg = wide.arg_max(0).unwrap();
         drop(wide);
         close(&read(&total).await, &[8.0 * sum_extra]);
         assert_eq!(read(&arg).await, vec![0.0; 8]);

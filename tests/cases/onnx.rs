@@ -241,7 +241,7 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
         "argmax" => {
             let a = axis();
             let a = if a < 0 { a + x.rank() as isize } else { a };
-            let m = x.argmax(a).map_err(|e| e.to_string())?;
+            let m = x.arg_max(a).map_err(|e| e.to_string())?;
             if case.keep() { m.expand_dims(a) } else { Ok(m) }
         }
         "matmul" => return matmul(x, &ins[1]),

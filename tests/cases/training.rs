@@ -91,7 +91,7 @@ async fn values(vars: &[Variable]) -> Vec<Vec<f32>> {
 
 /// The fraction of rows whose largest logit is their label.
 async fn accuracy(logits: &Tensor, labels: &[usize]) -> f32 {
-    let predicted = read(&logits.argmax(-1).unwrap()).await;
+    let predicted = read(&logits.arg_max(-1).unwrap()).await;
     let right = predicted
         .iter()
         .zip(labels)

@@ -1415,9 +1415,9 @@ impl<'d> Builder<'d> {
         let name = self.name(i);
         match self.rng.below(3) {
             0 if shape[a] > 0 => {
-                let g = registered("argmax", x.argmax(axis))?;
+                let g = registered("argmax", x.arg_max(axis))?;
                 let desc = format!("argmax({name}, {axis})");
-                self.push(g, t.argmax(axis), desc, &["argmax"], &[i])
+                self.push(g, t.argmax(axis), desc, &["argMax"], &[i])
             }
             1 => {
                 let g = registered("log_softmax", x.log_softmax(axis))?;

@@ -1,0 +1,132 @@
+//! What a tensor's elements are, and values as they lie in memory.
+//!
+//! Every dtype is one 32-bit word per element, on the GPU and on the host
+//! alike: a `bool` is the word 0 or 1, an `int32` its two's complement
+//! bits, a `float32` its IEEE bits. So moving values (uploads, reads, views,
+//! copies, cats) never looks at them, and an integer never passes through a
+//! float: the words are interpreted only by the op that computes with them.
+
+use std::rc::Rc;
+
+/// An element type, as TF.js names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    Float32,
+    Int32,
+    Bool,
+}
+
+impl DType {
+    pub const ALL: [DType; 3] = [DType::Float32, DType::Int32, DType::Bool];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Float32 => "float32",
+            DType::Int32 => "int32",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// The dtype TF.js spells `name`.
+    pub fn parse(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// TF.js's `upcastType`: float32 wins, then int32; two bools stay bool.
+    pub fn upcast(self, other: DType) -> DType {
+        match (self, other) {
+            (DType::Float32, _) | (_, DType::Float32) => DType::Float32,
+            (DType::Int32, _) | (_, DType::Int32) => DType::Int32,
+            _ => DType::Bool,
+        }
+    }
+
+    /// The WGSL type a kernel computes this dtype in: a bool is an `i32` of
+    /// 0 or 1 (WGSL's own `bool` cannot sit in a storage buffer).
+    pub fn wgsl(self) -> &'static str {
+        match self {
+            DType::Float32 => "f32",
+            DType::Int32 | DType::Bool => "i32",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tensor's values, row-major, one word per element, with the dtype that
+/// says how to read them. Cheap to clone: the words are shared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Values {
+    pub dtype: DType,
+    pub words: Rc<[u32]>,
+}
+
+impl Values {
+    pub fn float32(values: &[f32]) -> Values {
+        Values {
+            dtype: DType::Float32,
+            words: values.iter().map(|v| v.to_bits()).collect(),
+        }
+    }
+
+    pub fn int32(values: &[i32]) -> Values {
+        Values {
+            dtype: DType::Int32,
+            words: values.iter().map(|&v| v as u32).collect(),
+        }
+    }
+
+    pub fn bool(values: &[bool]) -> Values {
+        Values {
+            dtype: DType::Bool,
+            words: values.iter().map(|&v| u32::from(v)).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The values as floats: exact for float32 and bool, and for int32
+    /// within ±2^24 (TF.js's `dataSync` of an int tensor read as numbers
+    /// is exact everywhere; read `to_i32` for that).
+    pub fn to_f32(&self) -> Vec<f32> {
+        match self.dtype {
+            DType::Float32 => self.words.iter().map(|&w| f32::from_bits(w)).collect(),
+            DType::Int32 | DType::Bool => self.words.iter().map(|&w| w as i32 as f32).collect(),
+        }
+    }
+
+    /// The values as integers: exact for int32 and bool; a float truncated
+    /// toward zero as `cast` does (saturating, NaN to 0).
+    pub fn to_i32(&self) -> Vec<i32> {
+        match self.dtype {
+            DType::Float32 => self
+                .words
+                .iter()
+                .map(|&w| f32::from_bits(w) as i32)
+                .collect(),
+            DType::Int32 | DType::Bool => self.words.iter().map(|&w| w as i32).collect(),
+        }
+    }
+
+    /// The values as booleans: whether each is non-zero (a NaN is).
+    pub fn to_bool(&self) -> Vec<bool> {
+        match self.dtype {
+            DType::Float32 => self
+                .words
+                .iter()
+                .map(|&w| w & 0x7fff_ffff != 0)
+                .collect(),
+            DType::Int32 | DType::Bool => self.words.iter().map(|&w| w != 0).collect(),
+        }
+    }
+}

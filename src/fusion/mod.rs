@@ -265,6 +265,13 @@ pub fn plan(
             continue;
         }
         if !op.kind.is_elementwise() {
+            // An op reading nothing (an upload) depends on no group: its
+            // block goes before the open one, so what reads it may still
+            // join the group (`x.mod(tensor([3]))` stays one kernel).
+            if op.inputs.is_empty() {
+                blocks.push(Block::single(i, op));
+                continue;
+            }
             if group.is_some() {
                 pending.push(i);
                 pending_outputs.insert(op.output);

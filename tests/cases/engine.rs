@@ -275,7 +275,9 @@ pub async fn binary_ops_broadcast_numpy_style_with_tensors_and_numbers() {
         &read(&gpu.tensor(&[-2.0, 4.0], None).unwrap().pow(3.0).unwrap()).await,
         &[-8.0, 64.0],
     );
-    let cond = gpu.tensor(&[1.0, 0.0, 1.0], None).unwrap();
+    let cond = gpu
+        .tensor_of(webfusion::Values::bool(&[true, false, true]), None)
+        .unwrap();
     let zero = gpu.zeros(&[2, 1]).unwrap();
     assert_eq!(
         read(&gpu.where_(&cond, &a, &zero).unwrap()).await,

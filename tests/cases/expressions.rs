@@ -301,7 +301,11 @@ pub async fn a_long_repeating_chain_of_clamps_wheres_and_tensor_operands_matches
     let xs = [0.5f32, -0.25, 2.0, -3.0, 0.0, 1.5];
     let conds = [1.0f32, 0.0, 1.0, 0.0, 1.0, 1.0];
     let x = gpu.tensor(&xs, None).unwrap();
-    let cond = gpu.tensor(&conds, None).unwrap();
+    let cond = gpu
+        .tensor(&conds, None)
+        .unwrap()
+        .cast(webfusion::DType::Bool)
+        .unwrap();
     let mut y = x.clone();
     let mut want = xs.to_vec();
     for k in 0..200 {

@@ -3,6 +3,7 @@
 //! both worlds.
 #![allow(dead_code)]
 
+pub mod dtypes;
 pub mod engine;
 pub mod expressions;
 pub mod failures;
@@ -16,6 +17,18 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);
+        $run!(dtypes, int32_arithmetic_wraps_and_divides_as_tf_js_does);
+        $run!(dtypes, float_mod_and_floor_div_round_toward_negative_infinity);
+        $run!(dtypes, comparisons_give_bools_and_logical_ops_and_where_take_them);
+        $run!(dtypes, mixing_dtypes_upcasts_as_tf_js_does);
+        $run!(dtypes, casts_truncate_saturate_and_map_nan_to_zero);
+        $run!(dtypes, reductions_of_ints_stay_ints_and_mean_is_a_float);
+        $run!(dtypes, arg_max_and_arg_min_give_int32_indices_the_first_on_ties);
+        $run!(dtypes, float_only_ops_and_logical_ops_refuse_the_wrong_dtype_and_queue_nothing);
+        $run!(dtypes, gradients_pass_through_casts_from_floats_and_never_reach_an_int);
+        $run!(dtypes, an_int_chain_fused_with_float_ops_is_one_kernel);
+        $run!(dtypes, a_fault_in_a_cast_fails_only_what_reads_it);
         $run!(
             host,
             a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline

@@ -255,7 +255,10 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
             x.broadcast_to(&shape)
         }
         "cat" => gpu.cat(&ins.iter().collect::<Vec<_>>(), axis()),
-        "where" => gpu.where_(x, &ins[1], &ins[2]),
+        // ONNX's condition is a bool, given here as 0 and 1.
+        "where" => x
+            .cast(webfusion::DType::Bool)
+            .and_then(|c| gpu.where_(&c, &ins[1], &ins[2])),
         "clamp" => x.clamp(case.bits("min"), case.bits("max")),
         "squeeze" => x.squeeze(case.axes().as_deref()),
         "unsqueeze" => {

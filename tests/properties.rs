@@ -884,7 +884,11 @@ fn cat_and_stack_along_positive_and_negative_axes_match_the_reference() {
 fn where_broadcasts_its_condition_and_both_branches() {
     for gpu in devices() {
         let cond_values = [1.0, 0.0, 0.5, 0.0, -1.0, 0.0];
-        let cond = gpu.tensor(&cond_values, Some(&[2, 3, 1])).unwrap();
+        let cond = gpu
+            .tensor(&cond_values, Some(&[2, 3, 1]))
+            .unwrap()
+            .cast(webfusion::DType::Bool)
+            .unwrap();
         let rcond = Ref::tensor(&cond_values, Some(&[2, 3, 1]));
         let (a, ra) = input(&gpu, &[4], 96);
         let (b, rb) = input(&gpu, &[3, 1], 97);

@@ -129,7 +129,11 @@ pub(crate) fn gradients(
         return Err(RegistrationError::new(
             op,
             ErrorClass::Other,
-            format!("{} is {}: gradients are taken of float32 tensors", x.id(), x.dtype()),
+            format!(
+                "{} is {}: gradients are taken of float32 tensors",
+                x.id(),
+                x.dtype()
+            ),
         ));
     }
     tape::watch(device, xs);

@@ -204,7 +204,10 @@ fn expression(
         OpKind::Fill(v) if int => write!(body, "{}", params.push_i32(*v as i32)),
         OpKind::Fill(v) => write!(body, "{}", scalar(params, *v as f32)),
         OpKind::Arange { start, step } if int => {
-            let (start, step) = (params.push_i32(*start as i32), params.push_i32(*step as i32));
+            let (start, step) = (
+                params.push_i32(*start as i32),
+                params.push_i32(*step as i32),
+            );
             write!(body, "({start} + i32(idx) * {step})")
         }
         OpKind::Arange { start, step } => {

@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::ir::{DType, ReduceOp};
 use crate::ir::shape;
+use crate::ir::{DType, ReduceOp};
 
 use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;

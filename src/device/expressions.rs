@@ -365,7 +365,12 @@ mod tests {
     use crate::ir::{ReduceOp, UnaryOp, Values};
 
     fn upload(output: u64) -> OpIr {
-        OpIr::of(OpKind::Upload(Values::float32(&[0.0; 4])), &[], output, &[2, 2])
+        OpIr::of(
+            OpKind::Upload(Values::float32(&[0.0; 4])),
+            &[],
+            output,
+            &[2, 2],
+        )
     }
 
     fn unary(u: UnaryOp, input: u64, output: u64) -> OpIr {

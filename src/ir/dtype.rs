@@ -121,11 +121,7 @@ impl Values {
     /// The values as booleans: whether each is non-zero (a NaN is).
     pub fn to_bool(&self) -> Vec<bool> {
         match self.dtype {
-            DType::Float32 => self
-                .words
-                .iter()
-                .map(|&w| w & 0x7fff_ffff != 0)
-                .collect(),
+            DType::Float32 => self.words.iter().map(|&w| w & 0x7fff_ffff != 0).collect(),
             DType::Int32 | DType::Bool => self.words.iter().map(|&w| w != 0).collect(),
         }
     }

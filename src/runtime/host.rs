@@ -15,7 +15,7 @@ use std::rc::Rc;
 use crate::fusion::ElementwiseBlock;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, ViewOp, Values};
+use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, Values, ViewOp};
 
 /// A block's input on the host: its values (row-major) and shape.
 pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Values, Vec<usize>)>;
@@ -175,9 +175,15 @@ fn compute<'a>(
     let dtype = op.dtype;
     let int = dtype != DType::Float32;
     // Each collected straight into its `Rc`: one allocation per op.
-    let map = |x: &Values, g: &dyn Fn(u32) -> u32| -> Rc<[u32]> { x.words.iter().map(|&w| g(w)).collect() };
+    let map = |x: &Values, g: &dyn Fn(u32) -> u32| -> Rc<[u32]> {
+        x.words.iter().map(|&w| g(w)).collect()
+    };
     let map2 = |x: &Values, y: &Values, g: &dyn Fn(u32, u32) -> u32| -> Rc<[u32]> {
-        x.words.iter().zip(y.words.iter()).map(|(&a, &b)| g(a, b)).collect()
+        x.words
+            .iter()
+            .zip(y.words.iter())
+            .map(|(&a, &b)| g(a, b))
+            .collect()
     };
     let words: Rc<[u32]> = match &op.kind {
         OpKind::Fill(v) => {

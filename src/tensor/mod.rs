@@ -129,7 +129,11 @@ impl Device {
     ) -> Result<Tensor, RegistrationError> {
         let value = match dtype {
             DType::Float32 => value as f32 as f64,
-            DType::Int32 if value.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&value) => value,
+            DType::Int32
+                if value.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&value) =>
+            {
+                value
+            }
             DType::Int32 => {
                 return Err(RegistrationError::new(
                     "fill",
@@ -326,7 +330,10 @@ impl Tensor {
                 }
                 ReadStep::Via(id) => {
                     target = id;
-                    copy = Some(self.device().handle(id, self.shape().to_vec(), self.dtype()));
+                    copy = Some(
+                        self.device()
+                            .handle(id, self.shape().to_vec(), self.dtype()),
+                    );
                     self.device().with_state(|state| state.reread(target))
                 }
                 ReadStep::Failed(reports) => return Err(fail(reports)),
@@ -372,7 +379,13 @@ impl Tensor {
                     let id = TensorId::next();
                     let from = tensor.device().label();
                     device.with_state(|state| {
-                        state.adopt_failures(id, tensor.shape().to_vec(), tensor.dtype(), &error, &from)
+                        state.adopt_failures(
+                            id,
+                            tensor.shape().to_vec(),
+                            tensor.dtype(),
+                            &error,
+                            &from,
+                        )
                     });
                     Ok(device.handle(id, tensor.shape().to_vec(), tensor.dtype()))
                 }

@@ -225,13 +225,18 @@ impl Device {
     #[track_caller]
     pub fn range(&self, start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
         if dtype == DType::Bool {
-            return Err(invalid("arange", "a range is float32 or int32, not bool".into()));
+            return Err(invalid(
+                "arange",
+                "a range is float32 or int32, not bool".into(),
+            ));
         }
         let whole = |v: f64| v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v);
         if dtype == DType::Int32 && !(whole(start) && whole(stop) && whole(step)) {
             return Err(range(
                 "arange",
-                format!("an int32 range takes whole int32 bounds and step, got {start}, {stop}, {step}"),
+                format!(
+                    "an int32 range takes whole int32 bounds and step, got {start}, {stop}, {step}"
+                ),
             ));
         }
         let (start, step) = match dtype {
@@ -253,7 +258,10 @@ impl Device {
         // An int32 range whose last value would pass int32 wraps nowhere:
         // it is refused.
         if dtype == DType::Int32 && n > 0.0 && !whole(start + (n - 1.0) * step) {
-            return Err(range("arange", format!("{n} values from {start} by {step} pass int32")));
+            return Err(range(
+                "arange",
+                format!("{n} values from {start} by {step} pass int32"),
+            ));
         }
         self.record(OpKind::Arange { start, step }, &[], vec![n as usize], dtype)
     }
@@ -285,7 +293,12 @@ impl Device {
 
     #[track_caller]
     fn random(&self, shape: &[usize], dist: Distribution, seed: u64) -> Result<Tensor> {
-        self.record(OpKind::Random { dist, seed }, &[], shape.to_vec(), DType::Float32)
+        self.record(
+            OpKind::Random { dist, seed },
+            &[],
+            shape.to_vec(),
+            DType::Float32,
+        )
     }
 
     /// `a` where the bool `cond` is true, `b` elsewhere, all three
@@ -330,7 +343,9 @@ impl Device {
             shape[axis] = shape[axis].saturating_add(t.shape()[axis]);
         }
         shape::check_size("cat", &shape)?;
-        let dtype = tensors.iter().fold(first.dtype(), |d, t| d.upcast(t.dtype()));
+        let dtype = tensors
+            .iter()
+            .fold(first.dtype(), |d, t| d.upcast(t.dtype()));
         let cast = tensors
             .iter()
             .map(|t| t.as_dtype(dtype))
@@ -491,8 +506,12 @@ impl Tensor {
         self.device().admit("clamp", &[self])?;
         let dtype = arithmetic(self.dtype());
         let x = self.as_dtype(dtype)?;
-        self.device()
-            .record(OpKind::Clamp { min, max }, &[&x], self.shape().to_vec(), dtype)
+        self.device().record(
+            OpKind::Clamp { min, max },
+            &[&x],
+            self.shape().to_vec(),
+            dtype,
+        )
     }
 
     /// Reduction `op`, with TF.js's dtype rules: a sum of bools is an
@@ -557,12 +576,19 @@ impl Tensor {
         if self.shape()[axis] == 0 {
             return Err(range(
                 kind.name(),
-                format!("axis {axis} of {} is empty: it has no index", display(self.shape())),
+                format!(
+                    "axis {axis} of {} is empty: it has no index",
+                    display(self.shape())
+                ),
             ));
         }
         let shape = reduced_shape(self.shape(), &[axis], false);
-        self.device()
-            .record(OpKind::ArgReduce { axis, max }, &[self], shape, DType::Int32)
+        self.device().record(
+            OpKind::ArgReduce { axis, max },
+            &[self],
+            shape,
+            DType::Int32,
+        )
     }
 
     /// `log(sum(exp(x)))` over `axes` (all when `None`), computed stably in

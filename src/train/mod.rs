@@ -300,23 +300,24 @@ fn commit(
             }
             let mut inputs = vec![old];
             inputs.extend(guards.iter().copied());
-            old.device()
-                .record(
-                    OpKind::Commit { take },
-                    &inputs,
-                    old.shape().to_vec(),
-                    old.dtype(),
-                )
+            old.device().record(
+                OpKind::Commit { take },
+                &inputs,
+                old.shape().to_vec(),
+                old.dtype(),
+            )
         })
         .collect::<Result<Vec<Tensor>>>()?;
     let cost = match cost {
         Some(cost) => {
             let mut inputs = guards.clone();
             inputs.rotate_right(1); // the cost first, then the news
-            Some(
-                cost.device()
-                    .record(OpKind::Guard, &inputs, cost.shape().to_vec(), cost.dtype())?,
-            )
+            Some(cost.device().record(
+                OpKind::Guard,
+                &inputs,
+                cost.shape().to_vec(),
+                cost.dtype(),
+            )?)
         }
         None => None,
     };

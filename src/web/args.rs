@@ -596,7 +596,10 @@ fn leaves(op: &'static str, value: &JsValue) -> Result<(Vec<f64>, Vec<usize>, bo
     let not_a_number = |item: &JsValue| {
         type_error(
             op,
-            format!("values must hold numbers or booleans, got {}", describe(item)),
+            format!(
+                "values must hold numbers or booleans, got {}",
+                describe(item)
+            ),
         )
     };
     // Depth-first without recursion: a deeply nested array must not

@@ -95,10 +95,7 @@ pub async fn int32_arithmetic_wraps_and_divides_as_tf_js_does() {
             [i32::MAX, 3, -4, -4, 3, 0, i32::MIN, 3],
             "{name}: div floors"
         );
-        assert_eq!(
-            ints(&a.floor_div(&b).unwrap()).await,
-            ints(&quotient).await
-        );
+        assert_eq!(ints(&a.floor_div(&b).unwrap()).await, ints(&quotient).await);
         assert_eq!(
             ints(&a.mod_(&b).unwrap()).await,
             [0, 1, 1, -1, -1, 0, 0, 0],
@@ -180,7 +177,11 @@ pub async fn comparisons_give_bools_and_logical_ops_and_where_take_them() {
         let ints = int_tensor(&gpu, &[10, 20, 30, 40], None);
         let picked = gpu.where_(&positive, &ints, &ints.neg().unwrap()).unwrap();
         assert_eq!(picked.dtype(), DType::Int32);
-        assert_eq!(super::dtypes::ints(&picked).await, [10, -20, 30, -40], "{name}");
+        assert_eq!(
+            super::dtypes::ints(&picked).await,
+            [10, -20, 30, -40],
+            "{name}"
+        );
         // An int and a float branch upcast to a float.
         let mixed = gpu.where_(&positive, &ints, &x).unwrap();
         assert_eq!(mixed.dtype(), DType::Float32);
@@ -201,7 +202,11 @@ pub async fn mixing_dtypes_upcasts_as_tf_js_does() {
         ("int + bool", i.add(&b).unwrap(), DType::Int32),
         ("bool + bool", b.add(&b).unwrap(), DType::Int32),
         ("bool * float", b.mul(&f).unwrap(), DType::Float32),
-        ("cat(int, float)", gpu.cat(&[&i, &f], 0).unwrap(), DType::Float32),
+        (
+            "cat(int, float)",
+            gpu.cat(&[&i, &f], 0).unwrap(),
+            DType::Float32,
+        ),
         ("int / int", i.div(&i).unwrap(), DType::Int32),
     ];
     for (what, t, want) in &cases {
@@ -214,7 +219,11 @@ pub async fn mixing_dtypes_upcasts_as_tf_js_does() {
     );
     assert_eq!(ints(&cases[3].1).await, [2, 0], "bool + bool counts");
     assert_eq!(cases[4].1.to_vec().await.unwrap(), [0.5, 0.0]);
-    assert_eq!(i.exp().unwrap().dtype(), DType::Float32, "exp makes a float");
+    assert_eq!(
+        i.exp().unwrap().dtype(),
+        DType::Float32,
+        "exp makes a float"
+    );
     assert_eq!(b.neg().unwrap().dtype(), DType::Int32, "neg of a bool");
 }
 
@@ -237,11 +246,24 @@ pub async fn casts_truncate_saturate_and_map_nan_to_zero() {
         let back = as_int.cast(DType::Float32).unwrap();
         assert_eq!(
             read_f32(&back).await,
-            [1.0, -1.0, 0.0, 2_147_483_648.0, -2_147_483_648.0, 2_147_483_648.0, 0.0, 0.0]
+            [
+                1.0,
+                -1.0,
+                0.0,
+                2_147_483_648.0,
+                -2_147_483_648.0,
+                2_147_483_648.0,
+                0.0,
+                0.0
+            ]
         );
         let counted = as_bool.cast(DType::Int32).unwrap();
         assert_eq!(ints(&counted).await, [1, 1, 1, 1, 1, 1, 0, 0]);
-        assert_eq!(x.cast(DType::Float32).unwrap().id(), x.id(), "a cast to its own dtype is itself");
+        assert_eq!(
+            x.cast(DType::Float32).unwrap().id(),
+            x.id(),
+            "a cast to its own dtype is itself"
+        );
     }
 }
 
@@ -253,7 +275,10 @@ pub async fn reductions_of_ints_stay_ints_and_mean_is_a_float() {
         assert_eq!(rows.dtype(), DType::Int32);
         assert_eq!(ints(&rows).await, [16_777_218, 0], "{name}");
         assert_eq!(ints(&t.sum(None, false).unwrap()).await, [16_777_218]);
-        assert_eq!(ints(&t.max(Some(&[0]), false).unwrap()).await, [16_777_216, 3, 2]);
+        assert_eq!(
+            ints(&t.max(Some(&[0]), false).unwrap()).await,
+            [16_777_216, 3, 2]
+        );
         assert_eq!(ints(&t.min(Some(&[1]), true).unwrap()).await, [1, -5]);
         let mean = t.mean(Some(&[0]), false).unwrap();
         assert_eq!(mean.dtype(), DType::Float32);
@@ -269,7 +294,11 @@ pub async fn reductions_of_ints_stay_ints_and_mean_is_a_float() {
         let long: Vec<i32> = (0..n).map(|i| i * 1000).collect();
         let total = int_tensor(&gpu, &long, None).sum(None, false).unwrap();
         let want = long.iter().fold(0i32, |a, &b| a.wrapping_add(b));
-        assert_eq!(ints(&total).await, [want], "{name}: a split int sum wraps exactly");
+        assert_eq!(
+            ints(&total).await,
+            [want],
+            "{name}: a split int sum wraps exactly"
+        );
     }
 }
 
@@ -325,8 +354,15 @@ pub async fn float_only_ops_and_logical_ops_refuse_the_wrong_dtype_and_queue_not
             "{error}"
         );
     }
-    assert_eq!(gpu.stats().ops_registered, after_zeros, "nothing else was queued");
-    let range = gpu.range(0.0, 3.5, 1.0, DType::Int32).err().expect("refused");
+    assert_eq!(
+        gpu.stats().ops_registered,
+        after_zeros,
+        "nothing else was queued"
+    );
+    let range = gpu
+        .range(0.0, 3.5, 1.0, DType::Int32)
+        .err()
+        .expect("refused");
     assert!(range.to_string().contains("whole"), "{range}");
     let fill = gpu.fill(&[2], 0.5, DType::Int32).err().expect("refused");
     assert!(fill.to_string().contains("not an int32"), "{fill}");
@@ -349,7 +385,10 @@ pub async fn gradients_pass_through_casts_from_floats_and_never_reach_an_int() {
         )
         .unwrap();
     assert_eq!(g.to_vec().await.unwrap(), [1.0, 0.0, 3.0]);
-    let refused = gpu.grad(|i| i.sum(None, false), &i, None).err().expect("refused");
+    let refused = gpu
+        .grad(|i| i.sum(None, false), &i, None)
+        .err()
+        .expect("refused");
     assert!(refused.to_string().contains("int32"), "{refused}");
 }
 

@@ -52,8 +52,8 @@
 
 use super::reference::{Ref, RefOperand, broadcast_shapes, broadcast_source, numel, unravel};
 use webfusion::{
-    Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, RegistrationError, Report,
-    Tensor, TensorError,
+    DType, Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, RegistrationError,
+    Report, Tensor, TensorError, Values,
 };
 
 // ---------------------------------------------------------------------------
@@ -167,6 +167,22 @@ impl Tracked {
     /// A value known exactly (an upload, a value read back).
     pub fn exact(val: Ref) -> Tracked {
         let err = Ref::zeros(&val.shape);
+        Tracked { val, err }
+    }
+
+    /// `cast(bool)` of this value: 1 where it is non-zero, 0 elsewhere;
+    /// uncertain (an error of 1) where its bound reaches 0.
+    pub fn nonzero(&self) -> Tracked {
+        let val = self.val.map(|v| if v != 0.0 { 1.0 } else { 0.0 });
+        let err = Ref::new(
+            self.val
+                .data
+                .iter()
+                .zip(&self.err.data)
+                .map(|(v, e)| if *e > 0.0 && v.abs() <= *e { 1.0 } else { 0.0 })
+                .collect(),
+            &self.val.shape,
+        );
         Tracked { val, err }
     }
 
@@ -854,13 +870,30 @@ impl<'d> Builder<'d> {
         Ok(i)
     }
 
-    /// A recent node most of the time (long chains), any node otherwise.
-    fn pick(&mut self) -> usize {
-        if self.rng.chance(0.6) {
+    /// A recent node most of the time (long chains), any node otherwise;
+    /// a float: an int or a bool node (a comparison, an argMax) is cast to
+    /// one first, as a node of its own, so every op of the graph reads the
+    /// dtype it computes in and registers nothing the graph does not know
+    /// of (no implicit cast: a fault injected into the nth `cast` is the
+    /// nth cast node).
+    fn pick(&mut self) -> Result<usize, String> {
+        let i = if self.rng.chance(0.6) {
             self.nodes.len() - 1
         } else {
             self.rng.below(self.nodes.len())
+        };
+        self.float(i)
+    }
+
+    /// Node `i`, or a new node of it cast to a float where it is not one.
+    fn float(&mut self, i: usize) -> Result<usize, String> {
+        if self.nodes[i].gpu.dtype() == DType::Float32 {
+            return Ok(i);
         }
+        let g = registered("cast", self.g(i).cast(DType::Float32))?;
+        let t = self.t(i).view(Ref::clone);
+        let desc = format!("cast({}, float32)", self.name(i));
+        self.push(g, t, desc, &["cast"], &[i])
     }
 
     fn dim(&mut self) -> usize {
@@ -993,7 +1026,8 @@ impl<'d> Builder<'d> {
                 .filter(|&j| broadcastable(self.t(j).shape(), shape))
                 .collect();
             if !fits.is_empty() {
-                return Ok(self.rng.pick(&fits));
+                let j = self.rng.pick(&fits);
+                return self.float(j);
             }
         }
         let s = self.compatible_shape(shape);
@@ -1003,6 +1037,7 @@ impl<'d> Builder<'d> {
     // ----- conditioning ---------------------------------------------------
 
     fn unary_node(&mut self, i: usize, case: &UnaryCase) -> Result<usize, String> {
+        let i = self.float(i)?;
         let g = registered(case.name, (case.gpu)(&self.nodes[i].gpu))?;
         let x = self.t(i);
         let t = x.unary((case.reference)(&x.val), case.f, case.rule, case.tol);
@@ -1011,6 +1046,7 @@ impl<'d> Builder<'d> {
     }
 
     fn scalar_node(&mut self, i: usize, case: &BinaryCase, s: f32) -> Result<usize, String> {
+        let i = self.float(i)?;
         let g = registered(
             case.name,
             (case.gpu)(&self.nodes[i].gpu, Operand::Scalar(s)),
@@ -1029,6 +1065,7 @@ impl<'d> Builder<'d> {
     }
 
     fn clamp_node(&mut self, i: usize, lo: f32, hi: f32) -> Result<usize, String> {
+        let i = self.float(i)?;
         let g = registered("clamp", self.nodes[i].gpu.clamp(lo, hi))?;
         let x = self.t(i);
         let f = |v: f64| v.max(lo as f64).min(hi as f64);
@@ -1091,7 +1128,7 @@ impl<'d> Builder<'d> {
     // ----- op families ----------------------------------------------------
 
     fn op_unary(&mut self) -> Result<usize, String> {
-        let i = self.pick();
+        let i = self.pick()?;
         if self.rng.chance(0.1) {
             let m = self.t(i).max_abs().max(1.0);
             let lo = self.rng.uniform(-m, 0.0);
@@ -1104,7 +1141,7 @@ impl<'d> Builder<'d> {
     }
 
     fn op_scalar(&mut self) -> Result<usize, String> {
-        let i = self.pick();
+        let i = self.pick()?;
         let case = self.rng.pick(&binary_cases());
         let n = self.t(i).val.size();
         let mut s = if n > 0 && self.rng.chance(0.3) {
@@ -1129,7 +1166,7 @@ impl<'d> Builder<'d> {
 
     async fn op_binary(&mut self) -> Result<usize, String> {
         let case = self.rng.pick(&binary_cases());
-        let a = self.pick();
+        let a = self.pick()?;
         let sa = self.shape(a);
         let b = self.operand_for(&sa).await?;
         let (mut a, mut b) = if self.rng.chance(0.5) { (a, b) } else { (b, a) };
@@ -1147,6 +1184,7 @@ impl<'d> Builder<'d> {
     }
 
     fn binary_node(&mut self, a: usize, b: usize, case: &BinaryCase) -> Result<usize, String> {
+        let (a, b) = (self.float(a)?, self.float(b)?);
         let g = registered(
             case.name,
             (case.gpu)(&self.g(a), Operand::Tensor(&self.g(b))),
@@ -1161,7 +1199,7 @@ impl<'d> Builder<'d> {
     /// A chain of 8–12 binary ops each taking a new input: fused, one kernel
     /// would read more buffers than WebGPU's default limit of 8.
     fn op_many_inputs(&mut self) -> Result<usize, String> {
-        let mut x = self.pick();
+        let mut x = self.pick()?;
         let cases: Vec<BinaryCase> = binary_cases()
             .into_iter()
             .filter(|c| ["add", "sub", "mul", "maximum", "minimum"].contains(&c.name))
@@ -1186,7 +1224,7 @@ impl<'d> Builder<'d> {
     }
 
     async fn op_where(&mut self) -> Result<usize, String> {
-        let a = self.pick();
+        let a = self.pick()?;
         let sa = self.shape(a);
         let cond = if self.rng.chance(0.5) {
             self.operand_for(&sa).await?
@@ -1203,6 +1241,15 @@ impl<'d> Builder<'d> {
                 &["tensor"],
                 &[],
             )?
+        };
+        // A condition is a bool: the values above, or any node, cast.
+        let cond = if self.nodes[cond].gpu.dtype() == DType::Bool {
+            cond
+        } else {
+            let g = registered("cast", self.g(cond).cast(DType::Bool))?;
+            let t = self.t(cond).nonzero();
+            let desc = format!("cast({}, bool)", self.name(cond));
+            self.push(g, t, desc, &["cast"], &[cond])?
         };
         let both = broadcast_shapes(&sa, &self.shape(cond));
         let b = self.operand_for(&both).await?;
@@ -1221,8 +1268,93 @@ impl<'d> Builder<'d> {
         self.push(g, t, desc, &["where"], &[cond, a, b])
     }
 
+    /// Integer arithmetic, exact: two int32 tensors of small values (the
+    /// divisor sometimes 0), one of `add`, `mul`, `floorDiv`, `mod`,
+    /// `maximum`, computed as TF.js does, then cast to a float so the rest
+    /// of the graph may read it.
+    async fn op_ints(&mut self) -> Result<usize, String> {
+        let a = self.pick()?;
+        let s = self.compatible_shape(&self.shape(a));
+        let n = numel(&s);
+        let mut int_input = |rng: &mut Rng, spread: i64| -> Vec<i32> {
+            (0..n)
+                .map(|_| (rng.below(2 * spread as usize + 1) as i64 - spread) as i32)
+                .collect()
+        };
+        let x = int_input(&mut self.rng, 50);
+        let y = int_input(&mut self.rng, 4);
+        let mut inputs = Vec::new();
+        for v in [&x, &y] {
+            let g = registered("tensor", self.gpu.tensor_of(Values::int32(v), Some(&s)))?;
+            let r = Ref::new(v.iter().map(|&i| i as f32).collect(), &s);
+            inputs.push(self.push(
+                g,
+                Tracked::exact(r),
+                format!("int32 tensor({s:?})"),
+                &["tensor"],
+                &[],
+            )?);
+        }
+        let (name, f): (&'static str, fn(i32, i32) -> i32) = match self.rng.below(5) {
+            0 => ("add", |a, b| a + b),
+            1 => ("mul", |a, b| a * b),
+            2 => ("floorDiv", |a, b| {
+                if b == 0 {
+                    0
+                } else {
+                    (a as f64 / b as f64).floor() as i32
+                }
+            }),
+            3 => ("mod", |a, b| {
+                if b == 0 {
+                    0
+                } else {
+                    let r = a % b;
+                    if r != 0 && (r < 0) != (b < 0) {
+                        r + b
+                    } else {
+                        r
+                    }
+                }
+            }),
+            _ => ("maximum", |a, b| a.max(b)),
+        };
+        let (gx, gy) = (self.g(inputs[0]), self.g(inputs[1]));
+        let g = registered(
+            name,
+            match name {
+                "add" => gx.add(&gy),
+                "mul" => gx.mul(&gy),
+                "floorDiv" => gx.floor_div(&gy),
+                "mod" => gx.mod_(&gy),
+                _ => gx.maximum(&gy),
+            },
+        )?;
+        if g.dtype() != DType::Int32 {
+            return Err(format!("{name} of two int32s gave {}", g.dtype()));
+        }
+        let want: Vec<f32> = x.iter().zip(&y).map(|(&a, &b)| f(a, b) as f32).collect();
+        let desc = format!("{name}({}, {})", self.name(inputs[0]), self.name(inputs[1]));
+        let int = self.push(
+            g,
+            Tracked::exact(Ref::new(want.clone(), &s)),
+            desc,
+            &[name],
+            &inputs,
+        )?;
+        let g = registered("cast", self.g(int).cast(DType::Float32))?;
+        let desc = format!("cast({}, float32)", self.name(int));
+        self.push(
+            g,
+            Tracked::exact(Ref::new(want, &s)),
+            desc,
+            &["cast"],
+            &[int],
+        )
+    }
+
     fn op_view(&mut self) -> Result<usize, String> {
-        let i = self.pick();
+        let i = self.pick()?;
         let shape = self.shape(i);
         let rank = shape.len();
         let x = self.g(i);
@@ -1357,7 +1489,7 @@ impl<'d> Builder<'d> {
     }
 
     fn op_reduce(&mut self) -> Result<usize, String> {
-        let i = self.pick();
+        let i = self.pick()?;
         let shape = self.shape(i);
         let rank = shape.len();
         let axes: Option<Vec<isize>> = if rank == 0 || self.rng.chance(0.2) {
@@ -1399,7 +1531,7 @@ impl<'d> Builder<'d> {
     }
 
     fn op_argmax_or_softmax(&mut self) -> Result<usize, String> {
-        let mut i = self.pick();
+        let mut i = self.pick()?;
         if self.t(i).shape().is_empty() {
             let g = registered("expand_dims", self.g(i).expand_dims(0))?;
             let r = self.t(i).view(|v| v.expand_dims(0));
@@ -1445,7 +1577,7 @@ impl<'d> Builder<'d> {
     }
 
     async fn op_matmul(&mut self) -> Result<usize, String> {
-        let mut i = self.pick();
+        let mut i = self.pick()?;
         // Make it a matrix: [] -> [1, 1], [n] -> [1, n] or [n, 1].
         match self.t(i).shape().len() {
             0 => {
@@ -1478,7 +1610,7 @@ impl<'d> Builder<'d> {
                 }
         };
         let existing: Vec<usize> = (0..self.nodes.len())
-            .filter(|&j| fits(self.t(j).shape()))
+            .filter(|&j| fits(self.t(j).shape()) && self.nodes[j].gpu.dtype() == DType::Float32)
             .collect();
         let other = if !existing.is_empty() && self.rng.chance(0.3) {
             self.rng.pick(&existing)
@@ -1504,7 +1636,7 @@ impl<'d> Builder<'d> {
     }
 
     async fn op_join(&mut self) -> Result<usize, String> {
-        let i = self.pick();
+        let i = self.pick()?;
         let shape = self.shape(i);
         let rank = shape.len();
         let count = if self.rng.chance(0.2) {
@@ -1522,7 +1654,8 @@ impl<'d> Builder<'d> {
                     .filter(|&j| self.t(j).shape() == shape.as_slice())
                     .collect();
                 let p = if self.rng.chance(0.5) {
-                    self.rng.pick(&same)
+                    let j = self.rng.pick(&same);
+                    self.float(j)?
                 } else {
                     self.input(&shape).await?
                 };
@@ -1551,7 +1684,8 @@ impl<'d> Builder<'d> {
                 })
                 .collect();
             let p = if self.rng.chance(0.5) {
-                self.rng.pick(&matching)
+                let j = self.rng.pick(&matching);
+                self.float(j)?
             } else {
                 let mut s = shape.clone();
                 s[a] = if self.zero_dims && self.rng.chance(0.2) {
@@ -1592,6 +1726,7 @@ impl<'d> Builder<'d> {
                 72..82 => self.op_reduce()?,
                 82..88 => self.op_argmax_or_softmax()?,
                 88..95 => self.op_matmul().await?,
+                95..97 => self.op_ints().await?,
                 _ => self.op_join().await?,
             };
             self.tame(out)?;
@@ -1729,6 +1864,19 @@ impl Sites {
             .expect("a handle kept until the reads")
     }
 
+    /// Node `i`, or a new node of it cast to a float where it is not one
+    /// (as `Builder::float`: no op registers a cast the graph does not
+    /// know of).
+    fn float(&mut self, i: usize) -> Result<usize, String> {
+        if self.g(i).dtype() == DType::Float32 {
+            return Ok(i);
+        }
+        let cast = self.g(i).cast(DType::Float32);
+        let j = self.push(cast, format!("cast(t{i}, float32)"), &["cast"], &[i])?;
+        self.sites[j].expected = self.sites[i].expected.clone();
+        Ok(j)
+    }
+
     /// `ancestors[i][j]`: node `i` reads node `j`'s value, directly or not
     /// (every node is its own ancestor).
     fn ancestors(&self) -> Vec<Vec<bool>> {
@@ -1758,6 +1906,7 @@ fn refused_branch(
     rng: &mut Rng,
     p: usize,
 ) -> Result<(usize, &'static str, usize), String> {
+    let p = s.float(p)?;
     let shape = s.sites[p].shape.clone();
     let n = numel(&shape);
     // Dims a 32-bit usize holds, whatever the total.
@@ -1872,6 +2021,7 @@ fn add_refused(
     } else {
         rng.pick(&partners)
     };
+    let q = s.float(q)?;
     let case: &'static str = rng.pick(&["add", "mul", "maximum"]);
     let (x, y) = if rng.chance(0.5) {
         (back, q)
@@ -2152,6 +2302,7 @@ fn late_ops(s: &mut Sites, rng: &mut Rng, held: &[usize]) -> Result<Vec<usize>, 
     let mut out = Vec::new();
     for _ in 0..rng.range(1, 3) {
         let c = rng.pick(held);
+        let c = s.float(c)?;
         let x = s.g(c).clone();
         let t = s.sites[c].expected.clone();
         let partners: Vec<usize> = held
@@ -2193,6 +2344,7 @@ fn late_ops(s: &mut Sites, rng: &mut Rng, held: &[usize]) -> Result<Vec<usize>, 
             }
             2 if !partners.is_empty() => {
                 let d = rng.pick(&partners);
+                let d = s.float(d)?;
                 let r = match (&t, &s.sites[d].expected) {
                     (Some(a), Some(b)) => {
                         let val = a.val.mul(RefOperand::Tensor(&b.val));

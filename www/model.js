@@ -90,7 +90,7 @@ export class Trainer {
 
   /** The fraction of the points classified right. */
   async accuracy() {
-    const predicted = this.wf.tidy(() => this.forward(this.x).argmax(-1));
+    const predicted = this.wf.tidy(() => this.forward(this.x).argMax(-1));
     const values = await predicted.data();
     predicted.dispose();
     let right = 0;

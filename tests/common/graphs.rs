@@ -1276,7 +1276,7 @@ impl<'d> Builder<'d> {
         let a = self.pick()?;
         let s = self.compatible_shape(&self.shape(a));
         let n = numel(&s);
-        let mut int_input = |rng: &mut Rng, spread: i64| -> Vec<i32> {
+        let int_input = |rng: &mut Rng, spread: i64| -> Vec<i32> {
             (0..n)
                 .map(|_| (rng.below(2 * spread as usize + 1) as i64 - spread) as i32)
                 .collect()

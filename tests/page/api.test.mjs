@@ -145,12 +145,12 @@ test('the op set is callable from JS with TensorFlow.js names and gives the righ
       uniformSame: (await read(gpu.randomUniform([8], { min: 2, max: 3, seed: 5 }))).join() ===
         (await read(gpu.randomUniform([8], { min: 2, max: 3, seed: 5 }))).join(),
       normalShape: gpu.randomNormal([3, 2], { mean: 0, std: 1, seed: 1 }).shape,
-      where: await read(gpu.where(gpu.tensor([1, 0, 1]), gpu.tensor([1, 2, 3]), gpu.tensor([9, 9, 9]))),
+      where: await read(gpu.where(gpu.tensor([true, false, true]), gpu.tensor([1, 2, 3]), gpu.tensor([9, 9, 9]))),
       compare: await read(m.greaterEqual(3)),
       sumAxis: await m.sum(1).array(),
       sumKeep: (m.sum([0, 1], true)).shape,
       meanAll: await read(m.mean()),
-      argmax: await read(m.argmax(1)),
+      argmax: await read(m.argMax(1)),
       softmaxRows: (await m.softmax().sum(-1).array()).map((v) => Math.round(v * 1e5) / 1e5),
       matmul: await m.matmul(m.transpose()).array(),
       reshape: (m.reshape([3, -1])).shape,
@@ -386,7 +386,7 @@ test('dims, axes and seeds must be integers a Rust value holds as written', asyn
       notArray: caught(() => gpu.zeros(6)),
       tooMany: caught(() => gpu.zeros([2 ** 31, 2 ** 31, 4])),
       axis: caught(() => m.sum(0.5)),
-      axisArray: caught(() => m.argmax([1])),
+      axisArray: caught(() => m.argMax([1])),
       perm: caught(() => m.transpose(1)),
       seed: caught(() => gpu.randomNormal([2], { seed: 2 ** 60 })),
       unknownOption: caught(() => gpu.randomUniform([2], { minval: 2 })),
@@ -399,7 +399,7 @@ test('dims, axes and seeds must be integers a Rust value holds as written', asyn
     notArray: 'TypeError: zeros: shape must be an array, got 6',
     tooMany: 'RangeError: zeros: shape [2147483648,2147483648,4] has more elements than any device can hold',
     axis: 'RangeError: sum: axis must be an integer from -2147483648 to 2147483647, got 0.5',
-    axisArray: 'TypeError: argmax: axis must be a number, got an array of 1 item',
+    axisArray: 'TypeError: argMax: axis must be a number, got an array of 1 item',
     perm: 'TypeError: transpose: perm must be an array, got 1',
     seed: 'RangeError: randomNormal: seed must be an integer from 0 to 9007199254740991, got 1152921504606847000',
     unknownOption: "TypeError: randomUniform: options has no option 'minval' (it takes min, max, seed)",
@@ -594,4 +594,77 @@ test('pad(paddings, constantValue), tile(reps) and bandPart(numLower, numUpper) 
   assert.match(result.bad.bandVector, /^RangeError: bandPart: needs a matrix \(rank >= 2\), got \[2\]/);
   assert.match(result.bad.bandFraction, /^(TypeError|RangeError): bandPart: numLower/);
   assert.equal(result.queued, 1, 'a refused call queues nothing (the tensor() of bandVector is queued)');
+});
+
+test('int32 and bool tensors follow TF.js: the dtype inferred or asked, typed data(), exact ints, bool comparisons and TF.js upcasting', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const kernels = await Device.request({ hostMaxElements: 0 });
+    const kind = (x) => Object.prototype.toString.call(x).slice(8, -1);
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    const on = async (d) => {
+      const big = d.tensor(new Int32Array([2147483647, -2147483648, 16777217, -7]));
+      const m = d.tensor([[1, 2, 3], [4, 5, 6]]);
+      const flags = d.tensor([true, false, true]);
+      const data = await big.data();
+      return {
+        dtypes: [big.dtype, flags.dtype, m.dtype, d.tensor(new Uint8Array([1, 2])).dtype, d.tensor([1, 0], null, 'bool').dtype],
+        kinds: [kind(data), kind(await flags.data()), kind(await m.data())],
+        exact: Array.from(data),
+        transposed: await d.tensor(new Int32Array([16777217, 1, 2, 16777219]), [2, 2]).transpose().array(),
+        sumExact: await big.slice([2], [2]).sum().array(),
+        wraps: Array.from(await big.add(d.tensor(new Int32Array([1, 0, 0, 0]))).data()),
+        floorDiv: Array.from(await d.tensor(new Int32Array([7, -7, 7, 5])).div(d.tensor(new Int32Array([2, 2, -2, 0]))).data()),
+        mod: Array.from(await d.tensor(new Int32Array([7, -7, 7, 5])).mod(d.tensor(new Int32Array([2, 2, -2, 0]))).data()),
+        compare: { dtype: m.greater(2).dtype, values: await m.greater(2).array() },
+        where: await d.where(m.greater(3), m, d.zeros([1], 'int32')).array(),
+        logical: Array.from(await flags.logicalAnd(d.tensor([true, true, false])).data()),
+        argMax: { dtype: m.argMax(1).dtype, values: Array.from(await m.argMax(1).data()) },
+        argMin: Array.from(await m.argMin(0).data()),
+        cast: Array.from(await d.tensor([1.7, -1.7, NaN, 3e9]).cast('int32').data()),
+        toBool: Array.from(await d.tensor([0, -0, 2, NaN]).cast('bool').data()),
+        upcast: [m.add(big.slice([3], [1])).dtype, big.add(1).dtype, flags.add(flags).dtype, big.mean().dtype, flags.sum().dtype],
+        filled: [d.zeros([2], 'int32').dtype, d.ones([2], 'bool').dtype, d.full([1], 3, 'int32').dtype, d.arange(0, 3, 1, 'int32').dtype],
+        range: Array.from(await d.arange(2, 8, 2, 'int32').data()),
+      };
+    };
+    const ops = gpu.stats().opsRegistered;
+    const refused = {
+      fraction: error(() => gpu.tensor([1.5], null, 'int32')),
+      dtype: error(() => gpu.tensor([1], null, 'float64')),
+      log: error(() => gpu.tensor(new Int32Array([1])).log()),
+      condition: error(() => gpu.where(gpu.tensor([1, 0]), gpu.tensor([1, 2]), gpu.tensor([3, 4]))),
+      logical: error(() => gpu.tensor([1, 0]).logicalNot()),
+      cast: error(() => gpu.tensor([1]).cast('int')),
+    };
+    return { host: await on(gpu), kernels: await on(kernels), refused, queued: gpu.stats().opsRegistered - ops };
+  });
+  for (const world of ['host', 'kernels']) {
+    const r = result[world];
+    assert.deepEqual(r.dtypes, ['int32', 'bool', 'float32', 'int32', 'bool'], world);
+    assert.deepEqual(r.kinds, ['Int32Array', 'Uint8Array', 'Float32Array'], world);
+    assert.deepEqual(r.exact, [2147483647, -2147483648, 16777217, -7], world);
+    assert.deepEqual(r.transposed, [[16777217, 2], [1, 16777219]], world);
+    assert.equal(r.sumExact, 16777210, world);
+    assert.deepEqual(r.wraps, [-2147483648, -2147483648, 16777217, -7], world);
+    assert.deepEqual(r.floorDiv, [3, -4, -4, 0], world);
+    assert.deepEqual(r.mod, [1, 1, -1, 0], world);
+    assert.deepEqual(r.compare, { dtype: 'bool', values: [[0, 0, 1], [1, 1, 1]] }, world);
+    assert.deepEqual(r.where, [[0, 0, 0], [4, 5, 6]], world);
+    assert.deepEqual(r.logical, [1, 0, 0], world);
+    assert.deepEqual(r.argMax, { dtype: 'int32', values: [2, 2] }, world);
+    assert.deepEqual(r.argMin, [0, 0, 0], world);
+    assert.deepEqual(r.cast, [1, -1, 0, 2147483647], world);
+    assert.deepEqual(r.toBool, [0, 0, 1, 1], world);
+    assert.deepEqual(r.upcast, ['float32', 'float32', 'int32', 'float32', 'int32'], world);
+    assert.deepEqual(r.filled, ['int32', 'bool', 'int32', 'int32'], world);
+    assert.deepEqual(r.range, [2, 4, 6], world);
+  }
+  assert.match(result.refused.fraction, /^RangeError: tensor: value 1.5 at position 0 is not an int32/);
+  assert.match(result.refused.dtype, /^TypeError: tensor: dtype must be 'float32', 'int32' or 'bool'/);
+  assert.match(result.refused.log, /^Error: log: tensor #\d+ must be a float32 tensor, but it is int32/);
+  assert.match(result.refused.condition, /^Error: where: the condition \(tensor #\d+\) must be a bool tensor, but it is float32/);
+  assert.match(result.refused.logical, /^Error: logicalNot: .* must be a bool tensor/);
+  assert.match(result.refused.cast, /^TypeError: cast: dtype must be/);
+  assert.equal(result.queued, 6, 'a refused call queues nothing (the tensors given to refused calls are queued)');
 });

@@ -105,8 +105,14 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       ...of(junk), ["['a']", ['a']], ['[true]', [true]], ['[null]', [null]], ['[undefined]', [undefined]],
       ['[[1, 2], [3]]', [[1, 2], [3]]], ['[[1], [2, 3]]', [[1], [2, 3]]], ['[1, [2]]', [1, [2]]],
       ["[[1, 'a']]", [[1, 'a']]], ['[[[]], [1]]', [[[]], [1]]], ['a Float64Array', new Float64Array(4)],
-      ['an Int32Array', new Int32Array(4)], ['[m]', [m]],
+      ['a Uint16Array', new Uint16Array(4)], ['[m]', [m]],
     ];
+    const badDtypes = [
+      ...without(junk, 'undefined', 'null'), ["'float64'", 'float64'], ["'int'", 'int'], ["'Float32'", 'Float32'],
+      ["'complex64'", 'complex64'], ['5', 5], ["['int32']", ['int32']],
+    ];
+    const mb = m.greater(2);
+    const mi = m.cast('int32');
     const badOptionalShapes = [
       ['[4, 1]', [4, 1]], ['[4]', [4]], ['[3]', [3]], ['[2, 2, 1]', [2, 2, 1]], ["'a'", 'a'], ['5', 5],
       ['[-1]', [-1]], ['[1.5]', [1.5]], ['{}', {}], ['[NaN, 2]', [NaN, 2]],
@@ -141,7 +147,11 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     const methods = [];
     const tensorMethod = (name, self, args, receivers = badRegisteringThis) =>
       methods.push({ op: name, call: T(name), self, args, receivers });
-    const binary = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual'];
+    const binary = [
+      'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
+      'mod', 'floorDiv',
+    ];
+    const logical = ['logicalAnd', 'logicalOr', 'logicalXor'];
     for (const name of binary) {
       tensorMethod(name, m, [{ valid: v, bad: [...notTensors, ['a [5] tensor', one.zeros([5])]] }]);
     }
@@ -151,9 +161,19 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     for (const name of ['sum', 'mean', 'max', 'min', 'logSumExp']) {
       tensorMethod(name, m, [{ valid: 1, bad: badAxes }, { valid: false, bad: badBools }]);
     }
-    for (const name of ['argmax', 'softmax', 'logSoftmax', 'expandDims']) {
+    for (const name of ['argMax', 'argMin', 'softmax', 'logSoftmax', 'expandDims']) {
       tensorMethod(name, m, [{ valid: 1, bad: badInts }]);
     }
+    for (const name of logical) {
+      tensorMethod(name, mb, [{
+        valid: mb,
+        bad: [...notTensors, ['5', 5], ['true', true], ['a float tensor', m], ['an int32 tensor', mi],
+          ['a [5] bool tensor', one.zeros([5], 'bool')]],
+      }]);
+    }
+    tensorMethod('logicalNot', mb, []);
+    tensorMethod('cast', m, [{ valid: 'int32', bad: [...badDtypes, ['undefined', undefined]] }]);
+    methods.push({ op: 'dtype', call: getter('dtype'), self: m, args: [], receivers: badTensorThis });
     tensorMethod('matmul', m, [{
       valid: mt,
       bad: [...notTensors, ['5', 5], ['NaN', NaN], ['a [4, 5] tensor', one.zeros([4, 5])], ['a rank-1 tensor', v]],
@@ -196,9 +216,19 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
 
     const deviceMethod = (name, args, receivers = badRegisteringDeviceThis) =>
       methods.push({ op: name, call: D(name), self: one, args, receivers });
-    deviceMethod('tensor', [{ valid: [[1, 2], [3, 4]], bad: badValues }, { valid: [2, 2], bad: badOptionalShapes }]);
-    for (const name of ['zeros', 'ones']) deviceMethod(name, [{ valid: [2, 3], bad: badShapes }]);
-    deviceMethod('full', [{ valid: [2], bad: badShapes }, { valid: 7, bad: notNumbers }]);
+    deviceMethod('tensor', [
+      { valid: [[1, 2], [3, 4]], bad: badValues },
+      { valid: [2, 2], bad: badOptionalShapes },
+      { valid: 'int32', bad: badDtypes },
+    ]);
+    for (const name of ['zeros', 'ones']) {
+      deviceMethod(name, [{ valid: [2, 3], bad: badShapes }, { valid: 'bool', bad: badDtypes }]);
+    }
+    deviceMethod('full', [
+      { valid: [2], bad: badShapes },
+      { valid: 7, bad: notNumbers },
+      { valid: 'int32', bad: badDtypes },
+    ]);
     deviceMethod('arange', [
       { valid: 0, bad: [...notNumbers, ['NaN', NaN], ['Infinity', Infinity]] },
       { valid: 5, bad: [...notNumbers, ['NaN', NaN], ['1e12', 1e12]] },
@@ -225,7 +255,9 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     ]);
     const badOperands = [...notTensors, ['5', 5], ['NaN', NaN], ['a [5] tensor', one.zeros([5])]];
     deviceMethod('where', [
-      { valid: m, bad: badOperands }, { valid: m, bad: badOperands }, { valid: v, bad: badOperands },
+      { valid: mb, bad: [...badOperands, ['a float condition', m], ['an int32 condition', mi]] },
+      { valid: m, bad: badOperands },
+      { valid: v, bad: badOperands },
     ]);
     deviceMethod('cat', [
       { valid: [m, m], bad: [...badTensorLists, ['[m, v]', [m, v]]] },
@@ -323,10 +355,27 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     }
     cross('matmul', 'm.matmul(m2t)', () => m.matmul(m2t));
     cross('matmul', 'm2.matmul(mt)', () => m2.matmul(mt));
-    cross('where', 'one.where(m2, m, v)', () => one.where(m2, m, v));
-    cross('where', 'one.where(m, m2, v)', () => one.where(m, m2, v));
-    cross('where', 'one.where(m, m, v2)', () => one.where(m, m, v2));
-    cross('where', 'two.where(m, m, v)', () => two.where(m, m, v));
+    const mb2 = m2.greater(2);
+    cross('where', 'one.where(mb2, m, v)', () => one.where(mb2, m, v));
+    cross('where', 'one.where(mb, m2, v)', () => one.where(mb, m2, v));
+    cross('where', 'one.where(mb, m, v2)', () => one.where(mb, m, v2));
+    cross('where', 'two.where(mb, m, v)', () => two.where(mb, m, v));
+    for (const name of logical) {
+      cross(name, `mb.${name}(mb2)`, () => mb[name](mb2));
+    }
+    // Values a dtype cannot hold, and float-only ops given an int.
+    const wrong = (op, label, run) => cases.push({ op, label: `dtype ${label}`, run });
+    wrong('tensor', "tensor([1.5], null, 'int32')", () => one.tensor([1.5], null, 'int32'));
+    wrong('tensor', "tensor([2**31], null, 'int32')", () => one.tensor([2 ** 31], null, 'int32'));
+    wrong('tensor', "tensor(Float32Array [0.5], null, 'int32')", () => one.tensor(new Float32Array([0.5]), null, 'int32'));
+    wrong('full', "full([2], 0.5, 'int32')", () => one.full([2], 0.5, 'int32'));
+    wrong('arange', "arange(0, 2.5, 1, 'int32')", () => one.arange(0, 2.5, 1, 'int32'));
+    wrong('arange', "arange(0, 2, 1, 'bool')", () => one.arange(0, 2, 1, 'bool'));
+    for (const name of ['log', 'sqrt', 'rsqrt', 'sigmoid', 'tanh', 'sin', 'cos', 'gelu', 'softmax', 'logSoftmax']) {
+      wrong(name, `mi.${name}()`, () => mi[name]());
+    }
+    wrong('matmul', 'mi.matmul(mt)', () => mi.matmul(mt));
+    wrong('matmul', 'm.matmul(mi.transpose())', () => m.matmul(mi.transpose()));
     for (const name of ['cat', 'stack']) {
       cross(name, `one.${name}([m, m2])`, () => one[name]([m, m2]));
       cross(name, `one.${name}([m2, m])`, () => one[name]([m2, m]));
@@ -397,7 +446,8 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
   const expected = [
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
-    'sum', 'mean', 'max', 'min', 'logSumExp', 'argmax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
+    'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
+    'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',
     'injectFault', 'sync', 'destroy', 'stats', 'lost', 'Device.request',

@@ -78,7 +78,11 @@ pub(super) fn vjp(
         OpKind::View(view) => vec![Some(view_grad(view, operand(x)?, g)?)],
         OpKind::Copy => vec![Some(g.clone())],
         OpKind::Reduce { op, axes } => vec![Some(reduce(*op, axes, operand(x)?, output, g)?)],
-        OpKind::ArgReduce { .. } => vec![None],
+        OpKind::ArgReduce { .. } | OpKind::OneHot { .. } => vec![None],
+        OpKind::Gather { axis, batch_dims } => {
+            let (table, view) = (operand(x)?, operand(inputs.get(1))?);
+            vec![Some(gather_grad(table, view, *axis, *batch_dims, g)?), None]
+        }
         // Recorded only with a float result: from an int, whose gradient
         // the tape never asks for.
         OpKind::Cast => vec![None],
@@ -108,6 +112,46 @@ pub(super) fn vjp(
             out
         }
     })
+}
+
+/// The gradient of `gather(table, indices, axis)` (`view` the indices in
+/// the output's shape): each row of the table gets the sum of the rows of
+/// `g` that read it, `unsortedSegmentSum` along `axis`, as a matmul of the
+/// indices' one-hot encoding (batched over the dims before `axis`).
+fn gather_grad(
+    table: &Tensor,
+    view: &Tensor,
+    axis: usize,
+    batch_dims: usize,
+    g: &Tensor,
+) -> Result<Tensor> {
+    if batch_dims > 0 {
+        return Err(super::internal(
+            "the gradient of gather with batchDims > 0 is not built yet",
+        ));
+    }
+    let signed = |dims: &[usize]| -> Vec<isize> { dims.iter().map(|&d| d as isize).collect() };
+    let (shape, out) = (table.shape(), g.shape());
+    let j = out.len() + 1 - shape.len();
+    // The indices themselves: the view at 0 along the table's own dims.
+    let mut size = signed(&out[..]);
+    for d in (0..axis).chain(axis + j..out.len()) {
+        size[d] = 1;
+    }
+    let n: usize = out[axis..axis + j].iter().product();
+    let indices = view
+        .slice(&vec![0; out.len()], &size)?
+        .reshape(&[n as isize])?;
+    let rows = shape[axis];
+    let (before, after): (usize, usize) = (
+        shape[..axis].iter().product(),
+        shape[axis + 1..].iter().product(),
+    );
+    let hot = indices.one_hot(rows, 1.0, 0.0, crate::ir::DType::Float32)?;
+    let g = g.reshape(&signed(&[before, n, after]))?;
+    // [rows, n] x [before, n, after] -> [before, rows, after].
+    hot.matmul_transposed(&g, true, false)?
+        .reshape(&signed(shape))
 }
 
 /// An op's operand that must be there (the op was validated with it).

@@ -64,7 +64,26 @@ pub(super) fn fused(
     let out = &block.shape;
     let mut decls = String::new();
     let mut body = String::new();
-    if accesses.iter().any(|a| !a.is_direct(out)) {
+    // Inputs a gather reads as its table are read at the index it computes,
+    // not at the block's positions: no load of their own unless another op
+    // reads them too.
+    let table_only: Vec<bool> = block
+        .inputs
+        .iter()
+        .map(|&t| {
+            let reads = block.ops.iter().map(|&i| &ops[i]).filter(|op| op.inputs.contains(&t));
+            let mut reads = reads.peekable();
+            reads.peek().is_some()
+                && reads.all(|op| {
+                    matches!(op.kind, OpKind::Gather { .. }) && op.inputs[1] != t && op.inputs[0] == t
+                })
+        })
+        .collect();
+    let gathers = block
+        .ops
+        .iter()
+        .any(|&i| matches!(ops[i].kind, OpKind::Gather { .. }));
+    if gathers || accesses.iter().any(|a| !a.is_direct(out)) {
         coords(&mut body, params, "idx", "c", out);
     }
     for (j, access) in accesses.iter().enumerate() {
@@ -75,6 +94,9 @@ pub(super) fn fused(
             first_binding - 1 + j,
             access.dtype.wgsl()
         );
+        if table_only.get(j) == Some(&true) {
+            continue;
+        }
         let index = if access.is_direct(out) {
             "idx".to_string()
         } else {
@@ -134,6 +156,30 @@ pub(super) fn fused(
         }
         let i = block.ops[k];
         let op = &ops[i];
+        if let OpKind::Gather { axis, .. } = op.kind {
+            let table = input_index.get(&op.inputs[0]).copied();
+            let indices = input_index.get(&op.inputs[1]).copied();
+            match (table, indices, anchor) {
+                (Some(table), Some(indices), None) => {
+                    let at = GatherAt {
+                        k,
+                        axis,
+                        table,
+                        indices,
+                        out,
+                    };
+                    gather(&mut body, params, at, accesses, first_binding);
+                }
+                // The planner gives a gather operands read from memory, in a
+                // kernel with no anchor.
+                _ => params.breaks(format!(
+                    "gather {} reads an operand the kernel computes",
+                    op.output
+                )),
+            }
+            k += 1;
+            continue;
+        }
         let _ = write!(body, "    let v{k} = ");
         let arg = |n: usize| value_of(op.inputs[n]);
         let arg_dtype = |n: usize| dtype_of(op.inputs[n]);
@@ -165,6 +211,13 @@ pub(super) fn fused(
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
+    if gathers {
+        let _ = writeln!(
+            decls,
+            "@group(0) @binding({}) var<storage, read_write> flags: array<atomic<u32>>;",
+            first_output + block.outputs.len()
+        );
+    }
     if let Some(t) = missing.get() {
         params.breaks(format!("{t} has no source in the fused block"));
     }
@@ -183,6 +236,75 @@ pub(super) fn fused(
         ),
     };
     (decls, function)
+}
+
+/// Where a gather sits in a fused block: its value `v{k}`, its axis, the
+/// inputs holding its table and its indices, the block's shape.
+struct GatherAt<'a> {
+    k: usize,
+    axis: usize,
+    table: usize,
+    indices: usize,
+    out: &'a [usize],
+}
+
+/// Writes gather `at` as statements: its index (the indices' value here)
+/// checked against the table's axis, the first position of an index outside
+/// it flagged (`atomicMin` of the flat position into its check's slot, so
+/// the first in row-major order wins whatever the threads' order) and read
+/// as 0 instead; then `v{k}`, the table read at the output's coordinates
+/// with the axis replaced by the index. The slot is the gather's place
+/// among the kernel's checks (`Kernel::checks`).
+fn gather(body: &mut String, params: &mut Params, at: GatherAt<'_>, accesses: &[Access], first_binding: usize) {
+    let GatherAt { k, axis, table, indices, out } = at;
+    let Some(t) = accesses.get(table) else {
+        params.breaks(format!("gather {k} has no table access"));
+        return;
+    };
+    let slot = params.check(k, indices);
+    let dim = params.push(t.shape.get(axis).copied().unwrap_or(0));
+    let _ = writeln!(
+        body,
+        "    var g{k} = x{indices};\n    if (g{k} < 0 || g{k} >= i32({dim})) {{ atomicMin(&flags[{}u], idx); g{k} = 0; }}",
+        2 * slot
+    );
+    // The table's dims: those before the axis are the output's, those
+    // after it come after the indices' dims.
+    let j = out.len() + 1 - t.shape.len();
+    let mut terms = vec![params.push(t.layout.offset)];
+    for (d, &stride) in t.layout.strides.iter().enumerate() {
+        let stride = params.push(stride);
+        terms.push(match d {
+            _ if d < axis => format!("c{d} * {stride}"),
+            _ if d == axis => format!("u32(g{k}) * {stride}"),
+            _ => format!("c{} * {stride}", d + j - 1),
+        });
+    }
+    let _ = writeln!(
+        body,
+        "    let v{k} = in{}[{}];",
+        first_binding - 1 + table,
+        terms.join(" + ")
+    );
+}
+
+/// The kernel that completes check `slot` of a kernel whose block has
+/// shape `out`: the value of the indices (read through `indices`) at the
+/// position the check flagged, beside it. One thread, after the checking
+/// kernel in the same submit: the flagging threads race, so only the
+/// position is theirs to write.
+pub fn flag_value(indices: &Access, out: &[usize], slot: usize) -> Kernel {
+    let mut params = Params::default();
+    let mut body = format!(
+        "    let p = atomicLoad(&flags[{}u]);\n    if (wg > 0u || p == 0xffffffffu) {{ return; }}\n",
+        2 * slot
+    );
+    coords(&mut body, &mut params, "p", "c", out);
+    let at = strided_index(&mut params, indices, out, "c");
+    let _ = writeln!(body, "    atomicStore(&flags[{}u], bitcast<u32>(in0[{at}]));", 2 * slot + 1);
+    let decls = "@group(0) @binding(1) var<storage, read> in0: array<i32>;\n\
+                 @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n";
+    params.kernel(decls, 1, &body, 1)
 }
 
 /// Writes the WGSL expression of elementwise `op`, its operands given by
@@ -239,6 +361,15 @@ fn expression(
             write!(body, "min(max({}, {lo}), {hi})", arg(0))
         }
         OpKind::Where => write!(body, "select({}, {}, {} != 0)", arg(2), arg(1), arg(0)),
+        // `idx` is the flat position: along the last dim, `idx % depth`.
+        OpKind::OneHot { depth, on, off } => {
+            let depth = params.push(*depth);
+            let (on, off) = match int {
+                true => (params.push_i32(*on as i32), params.push_i32(*off as i32)),
+                false => (scalar(params, *on as f32), scalar(params, *off as f32)),
+            };
+            write!(body, "select({off}, {on}, {} == i32(idx % {depth}))", arg(0))
+        }
         other => {
             params.breaks(format!("`{}` is not elementwise", other.name()));
             write!(body, "0.0")

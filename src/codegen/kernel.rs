@@ -27,6 +27,20 @@ pub struct Kernel {
     /// The runtime turns it into an `internal` failure on the block's
     /// outputs; a kernel computing zeros in place of a value would be a lie.
     pub broken: Option<String>,
+    /// The checks it makes, by slot: each writes two words into the
+    /// `flags` binding (after its outputs), the first position where the
+    /// check failed (`u32::MAX` where none did) and, once `flag_value`
+    /// runs, the value found there. The one home of in-kernel checks: a
+    /// gather's index range now, non-finite values later.
+    pub checks: Vec<Check>,
+}
+
+/// One in-kernel check: which op of the block makes it (its position in
+/// the block's ops), and which input holds the value it checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    pub op: usize,
+    pub input: usize,
 }
 
 impl Kernel {
@@ -103,6 +117,7 @@ pub(super) struct Params {
     words: Vec<u32>,
     scalars: Vec<usize>,
     broken: Option<String>,
+    checks: Vec<Check>,
 }
 
 impl Params {
@@ -116,6 +131,13 @@ impl Params {
         });
         self.words.push(word);
         format!("param({}u)", self.words.len() - 1)
+    }
+
+    /// Adds a check made by the block's op `op` on its input `input`;
+    /// returns its slot.
+    pub(super) fn check(&mut self, op: usize, input: usize) -> usize {
+        self.checks.push(Check { op, input });
+        self.checks.len() - 1
     }
 
     /// Marks the kernel as not to be launched, keeping the first reason.
@@ -176,6 +198,7 @@ impl Params {
             scalars: self.scalars,
             workgroups,
             broken: self.broken,
+            checks: self.checks,
         }
     }
 }

@@ -17,8 +17,8 @@ mod kernel;
 mod matmul;
 mod reduce;
 
-pub use elementwise::{copy, elementwise, int_bounds};
-pub use kernel::{Access, Group, Kernel};
+pub use elementwise::{copy, elementwise, flag_value, int_bounds};
+pub use kernel::{Access, Check, Group, Kernel};
 pub use matmul::matmul;
 pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
 

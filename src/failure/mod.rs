@@ -60,6 +60,9 @@ pub enum FailureKind {
     /// Work a kernel cannot index with 32 bits (more than 2^32 - 1
     /// elements to visit or to reach), refused before any GPU call.
     IndexRange,
+    /// An index a kernel met outside what it indexes (a `gather` past its
+    /// table), flagged by that kernel and read with its outputs.
+    Index,
     /// The GPU rejected the work as invalid.
     Validation,
     /// The GPU ran out of memory.
@@ -78,6 +81,7 @@ impl FailureKind {
         match self {
             FailureKind::Allocation => "allocation",
             FailureKind::IndexRange => "index-range",
+            FailureKind::Index => "index",
             FailureKind::Validation => "validation",
             FailureKind::OutOfMemory => "out-of-memory",
             FailureKind::Internal => "internal",

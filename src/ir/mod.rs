@@ -298,6 +298,26 @@ pub enum OpKind {
     },
     /// `inputs[0] ? inputs[1] : inputs[2]`, the condition a bool.
     Where,
+    /// `inputs[0]` (the table, read from memory) at the int32 index
+    /// `inputs[1]` (the indices, viewed in the output's shape) along
+    /// `axis`: TF.js's `gather`. The table's other coordinates are the
+    /// output's, those before `axis` and those after the indices' dims. An
+    /// index outside `[0, table.shape[axis])` is never read: the kernel
+    /// flags it (`codegen`'s checks) and the tensor fails as `index`.
+    /// `batch_dims` is kept for the gradient.
+    Gather {
+        axis: usize,
+        batch_dims: usize,
+    },
+    /// `on` where the int32 `inputs[0]` (the indices, broadcast along the
+    /// last dim) equals the position along the last dim, `off` elsewhere:
+    /// TF.js's `oneHot`. An index outside `[0, depth)` gives a row of
+    /// `off`, as in TensorFlow. `on` and `off` are in the op's dtype.
+    OneHot {
+        depth: usize,
+        on: f64,
+        off: f64,
+    },
 
     /// No kernel: the output aliases the input's memory.
     View(ViewOp),
@@ -363,6 +383,8 @@ impl OpKind {
             OpKind::Binary(op) | OpKind::BinaryScalar { op, .. } => op.name(),
             OpKind::Clamp { .. } => "clamp",
             OpKind::Where => "where",
+            OpKind::OneHot { .. } => "oneHot",
+            OpKind::Gather { .. } => "gather",
             OpKind::View(view) => view.name(),
             OpKind::Reduce { op, .. } => op.name(),
             OpKind::ArgReduce { max: true, .. } => "argMax",
@@ -387,6 +409,8 @@ impl OpKind {
                 | OpKind::BinaryScalar { .. }
                 | OpKind::Clamp { .. }
                 | OpKind::Where
+                | OpKind::OneHot { .. }
+                | OpKind::Gather { .. }
         )
     }
 }
@@ -424,6 +448,15 @@ pub fn op_names() -> Vec<&'static str> {
     kinds.extend(BinaryOp::ALL.map(OpKind::Binary));
     kinds.push(OpKind::Clamp { min: 0.0, max: 1.0 });
     kinds.push(OpKind::Where);
+    kinds.push(OpKind::OneHot {
+        depth: 2,
+        on: 1.0,
+        off: 0.0,
+    });
+    kinds.push(OpKind::Gather {
+        axis: 0,
+        batch_dims: 0,
+    });
     kinds.extend(
         [
             ViewOp::Transpose(Vec::new()),
@@ -533,7 +566,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 57, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 59, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

@@ -231,6 +231,16 @@ fn compute<'a>(
         OpKind::Clamp { min, max } => {
             map(operand(0)?, &|w| f(wgsl_min(wgsl_max(fl(w), *min), *max)))
         }
+        OpKind::OneHot { depth, on, off } => {
+            let word = |v: f64| if int { v as i32 as u32 } else { f(v as f32) };
+            let (on, off) = (word(*on), word(*off));
+            let x = operand(0)?;
+            x.words
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| if i64::from(w as i32) == (i % depth) as i64 { on } else { off })
+                .collect()
+        }
         OpKind::Where => {
             let (c, x, y) = (operand(0)?, operand(1)?, operand(2)?);
             c.words

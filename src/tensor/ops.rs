@@ -688,6 +688,152 @@ impl Tensor {
             .record(OpKind::Matmul, &[self, other], shape, DType::Float32)
     }
 
+    /// The slices of this tensor along `axis` at the int32 `indices`
+    /// (TF.js's `gather`): the output is `shape[..axis] + indices.shape
+    /// [batch_dims..] + shape[axis + 1..]`, the first `batch_dims` dims of
+    /// `indices` matching this tensor's and shared with it. An elementwise
+    /// op on the indices viewed in the output's shape, reading this tensor
+    /// from memory: what reads the result fuses with it. An index outside
+    /// `[0, shape[axis])` is not read: the tensor fails as `index`, naming
+    /// the position and the value (TF.js's WebGPU backend gives zeros).
+    #[track_caller]
+    pub fn gather(&self, indices: &Tensor, axis: isize, batch_dims: isize) -> Result<Tensor> {
+        let op = "gather";
+        self.device().admit(op, &[self, indices])?;
+        if indices.dtype() != DType::Int32 {
+            return Err(invalid(
+                op,
+                format!(
+                    "the indices ({}) must be an int32 tensor, but they are {}; cast them",
+                    indices.id(),
+                    indices.dtype()
+                ),
+            ));
+        }
+        let axis = axis_index(op, axis, self.rank())?;
+        let b = match batch_dims {
+            b if b < 0 => b + indices.rank() as isize,
+            b => b,
+        };
+        let fits = b >= 0 && b as usize <= indices.rank() && b as usize <= axis;
+        let b = b as usize;
+        if !fits || self.shape()[..b] != indices.shape()[..b] {
+            return Err(range(
+                op,
+                format!(
+                    "batchDims {batch_dims} must be at most axis {axis} and the indices' rank, \
+                     their leading dims shared: {} and indices {}",
+                    display(self.shape()),
+                    display(indices.shape())
+                ),
+            ));
+        }
+        let mut shape = self.shape()[..axis].to_vec();
+        shape.extend_from_slice(&indices.shape()[b..]);
+        shape.extend_from_slice(&self.shape()[axis + 1..]);
+        shape::check_size(op, &shape)?;
+        // The indices in the output's shape: their batch dims where the
+        // output's are, their own where the gathered axis was, size 1 on the
+        // table's other dims, broadcast.
+        let mut view = indices.shape()[..b].to_vec();
+        view.extend(std::iter::repeat_n(1, axis - b));
+        view.extend_from_slice(&indices.shape()[b..]);
+        view.extend(std::iter::repeat_n(1, self.rank() - axis - 1));
+        let view = indices
+            .reshape(&signed(op, &view)?)?
+            .broadcast_to(&shape)?;
+        self.device().record(
+            OpKind::Gather { axis, batch_dims: b },
+            &[self, &view],
+            shape,
+            self.dtype(),
+        )
+    }
+
+    /// The sums of this tensor's slices by segment (TF.js's
+    /// `unsortedSegmentSum`): `segment_ids` (int32) labels the slices along
+    /// this tensor's leading `segment_ids.rank()` dims, whose shape it must
+    /// be; the result is `[num_segments] + the other dims`. An id outside
+    /// `[0, num_segments)` adds nowhere, as in TensorFlow. Computed as
+    /// `oneHot(ids)ᵀ · x`, a matmul: exact sums of the slices each segment
+    /// holds, and the gradient of `gather`.
+    #[track_caller]
+    pub fn unsorted_segment_sum(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+        let op = "unsortedSegmentSum";
+        self.device().admit(op, &[self, segment_ids])?;
+        float_only(op, self)?;
+        if segment_ids.dtype() != DType::Int32 {
+            return Err(invalid(
+                op,
+                format!(
+                    "the segment ids ({}) must be an int32 tensor, but they are {}",
+                    segment_ids.id(),
+                    segment_ids.dtype()
+                ),
+            ));
+        }
+        let k = segment_ids.rank();
+        if num_segments == 0 || k > self.rank() || self.shape()[..k] != *segment_ids.shape() {
+            return Err(range(
+                op,
+                format!(
+                    "segment ids {} must be the leading dims of {}, and numSegments ({num_segments}) at least 1",
+                    display(segment_ids.shape()),
+                    display(self.shape())
+                ),
+            ));
+        }
+        let n = segment_ids.size();
+        let rest: Vec<usize> = self.shape()[k..].to_vec();
+        let mut out = vec![num_segments];
+        out.extend_from_slice(&rest);
+        shape::check_size(op, &out)?;
+        shape::check_size(op, &[n, num_segments])?;
+        let hot = segment_ids
+            .reshape(&signed(op, &[n])?)?
+            .one_hot(num_segments, 1.0, 0.0, DType::Float32)?;
+        let rows = self.reshape(&signed(op, &[n, shape::numel(&rest)])?)?;
+        hot.matmul_transposed(&rows, true, false)?
+            .reshape(&signed(op, &out)?)
+    }
+
+    /// A one-hot encoding of these int32 indices (TF.js's `oneHot`): a new
+    /// last dim of `depth`, `on` where it is the index, `off` elsewhere, in
+    /// `dtype` (TF.js's default is int32). An index outside `[0, depth)`
+    /// gives a row of `off`, as in TensorFlow. An elementwise op on the
+    /// indices broadcast along the new dim: it fuses with what reads it.
+    #[track_caller]
+    pub fn one_hot(&self, depth: usize, on: f64, off: f64, dtype: DType) -> Result<Tensor> {
+        let op = "oneHot";
+        self.device().admit(op, &[self])?;
+        if self.dtype() != DType::Int32 {
+            return Err(invalid(
+                op,
+                format!(
+                    "the indices ({}) must be an int32 tensor, but they are {}",
+                    self.id(),
+                    self.dtype()
+                ),
+            ));
+        }
+        if depth < 2 {
+            return Err(range(op, format!("depth must be at least 2, got {depth}")));
+        }
+        let value = |v: f64| match dtype {
+            DType::Float32 => Ok(v as f32 as f64),
+            DType::Int32 if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) => Ok(v),
+            DType::Int32 => Err(range(op, format!("{v} is not an int32"))),
+            DType::Bool => Ok(f64::from(u8::from(v != 0.0))),
+        };
+        let (on, off) = (value(on)?, value(off)?);
+        let mut shape = self.shape().to_vec();
+        shape.push(depth);
+        shape::check_size(op, &shape)?;
+        let wide = self.expand_dims(-1)?.broadcast_to(&shape)?;
+        self.device()
+            .record(OpKind::OneHot { depth, on, off }, &[&wide], shape, dtype)
+    }
+
     /// This tensor with `paddings[d] = (before, after)` elements of `value`
     /// added around each dim `d`: TF.js's `pad`. Written as a `cat` with
     /// filled blocks per padded dim (a copy kernel each, gradients through

@@ -228,6 +228,25 @@ impl JsTensor {
         register(t.device(), || t.arg_max(axis))
     }
 
+    /// `oneHot(depth, onValue = 1, offValue = 0, dtype = 'int32')` of these
+    /// int32 indices (TF.js's `oneHot(indices, ...)`): a new last dim.
+    #[wasm_bindgen(js_name = oneHot, unchecked_return_type = "Tensor")]
+    pub fn one_hot(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] depth: JsValue,
+        #[wasm_bindgen(js_name = onValue, unchecked_optional_param_type = "number")] on: JsValue,
+        #[wasm_bindgen(js_name = offValue, unchecked_optional_param_type = "number")] off: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "DataType")] dtype: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "oneHot";
+        let t = self.tensor(op)?;
+        let depth = args::count(op, "depth", &depth)?;
+        let on = args::number_or(op, "onValue", &on, 1.0)?;
+        let off = args::number_or(op, "offValue", &off, 0.0)?;
+        let dtype = args::dtype_or(op, &dtype, DType::Int32)?;
+        register(t.device(), || t.one_hot(depth, on, off, dtype))
+    }
+
     /// `argMin(axis = 0)`: the int32 index of the smallest value.
     #[wasm_bindgen(js_name = argMin, unchecked_return_type = "Tensor")]
     pub fn arg_min(

@@ -429,3 +429,51 @@ pub async fn a_fault_in_a_cast_fails_only_what_reads_it() {
         assert_eq!(gpu.stats().failures_held, 0, "{name}");
     }
 }
+
+pub async fn one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_reads_it() {
+    for (name, gpu) in both().await {
+        let labels = int_tensor(&gpu, &[0, 2, -1, 3, 1, 7], Some(&[2, 3]));
+        let hot = labels.one_hot(4, 1.0, 0.0, DType::Int32).unwrap();
+        assert_eq!(hot.shape(), &[2, 3, 4]);
+        assert_eq!(hot.dtype(), DType::Int32, "TF.js's default dtype");
+        assert_eq!(
+            ints(&hot).await,
+            [
+                1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, // -1: a row of off
+                0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, // 7: past depth
+            ],
+            "{name}"
+        );
+        let smooth = labels.one_hot(4, 0.9, 0.05, DType::Float32).unwrap();
+        let v = read_f32(&smooth).await;
+        assert_eq!(&v[..4], [0.9, 0.05, 0.05, 0.05], "{name}");
+        let flags = labels.one_hot(4, 1.0, 0.0, DType::Bool).unwrap();
+        assert_eq!(bools(&flags).await[..4], [true, false, false, false]);
+    }
+    // As a cross-entropy reads it: one kernel for the encoding, the product
+    // and the row sums.
+    let gpu = kernels_only().await;
+    let labels = int_tensor(&gpu, &[1, 0, 2, 1], None);
+    let logp = gpu
+        .tensor(&[-0.1, -2.0, -3.0, -0.5, -1.0, -2.5, -3.0, -2.0, -0.2, -1.5, -0.3, -2.0], Some(&[4, 3]))
+        .unwrap();
+    let _ = logp.to_vec().await.unwrap();
+    let _ = labels.to_vec().await.unwrap();
+    let before = gpu.stats().kernels_launched;
+    let picked = labels
+        .one_hot(3, 1.0, 0.0, DType::Float32)
+        .unwrap()
+        .mul(&logp)
+        .unwrap()
+        .sum(Some(&[1]), false)
+        .unwrap();
+    assert_eq!(read_f32(&picked).await, [-2.0, -0.5, -0.2, -0.3]);
+    assert_eq!(gpu.stats().kernels_launched - before, 1, "one kernel");
+    let float = gpu.tensor(&[0.0, 1.0], None).unwrap();
+    let refused = float.one_hot(2, 1.0, 0.0, DType::Int32).err().expect("refused");
+    assert!(refused.to_string().contains("int32"), "{refused}");
+    let shallow = labels.one_hot(1, 1.0, 0.0, DType::Int32).err().expect("refused");
+    assert!(shallow.to_string().contains("at least 2"), "{shallow}");
+    let huge = labels.one_hot(1 << 40, 1.0, 0.0, DType::Int32).err().expect("refused");
+    assert_eq!(huge.op, "oneHot", "{huge}");
+}

@@ -30,6 +30,10 @@ macro_rules! all_cases {
         $run!(dtypes, an_int_chain_fused_with_float_ops_is_one_kernel);
         $run!(dtypes, a_fault_in_a_cast_fails_only_what_reads_it);
         $run!(
+            dtypes,
+            one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_reads_it
+        );
+        $run!(
             host,
             a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline
         );

@@ -2,13 +2,14 @@
 // package's declarations (tests/page/types.test.mjs). The README example,
 // then the API's shapes, then calls that must not compile.
 import init, { Device, ExecutionError, TensorError, grad, grads, tidy, train, valueAndGrads, variableGrads } from 'webfusion';
-import type { NestedNumbers, Optimizer, Profile, Stats, Tensor, Variable } from 'webfusion';
+import type { DataType, NestedNumbers, Optimizer, Profile, Stats, Tensor, TypedValues, Variable } from 'webfusion';
 
 await init();
 const gpu = await Device.request();
 const t = gpu.tensor([1, 2, 3]).add(gpu.tensor([10, 20, 30])).mul(2);
 const shape: number[] = t.shape;
-const values: Float32Array = await t.data();
+const values: TypedValues = await t.data();
+const floats = (await t.data()) as Float32Array;
 
 // Optional arguments are optional.
 const m = gpu.tensor([[1, 2], [3, 4]]);
@@ -17,6 +18,13 @@ const nested: NestedNumbers = await m.array();
 const stats: Stats = gpu.stats();
 const kernels: number = stats.kernelsLaunched + stats.expressionsHeld + stats.hostOps;
 const kernelsOnly: Device = await Device.request({ hostMaxElements: 0, capacity: 64 });
+
+// Dtypes, as TF.js names them.
+const ints = gpu.tensor(new Int32Array([1, 2, 3]));
+const dtype: DataType = ints.dtype;
+const flags: Tensor = gpu.tensor([true, false]).logicalNot();
+const asked: Tensor = gpu.tensor([1, 2], null, 'int32').cast('float32').add(gpu.zeros([2], 'int32'));
+const index: Tensor = m.argMax(1).add(gpu.arange(0, 2, 1, 'int32'));
 
 // tidy returns what its function returns, typed.
 const kept: { a: typeof t; n: number } = tidy(() => ({ a: t.exp(), n: 3 }));
@@ -92,8 +100,10 @@ gpu.tensor('oops');
 t.add('oops');
 // @ts-expect-error: a shape is an array of numbers
 t.reshape('2x3');
-// @ts-expect-error: data() resolves to a Float32Array
+// @ts-expect-error: data() resolves to a typed array
 const wrong: number[] = await t.data();
+// @ts-expect-error: a dtype is one of TF.js's names
+gpu.zeros([2], 'float64');
 // @ts-expect-error: a root's kind is one of the known kinds
 const kind: TensorError['root']['kind'] = 'meltdown';
 // @ts-expect-error: only a variable has assign

@@ -71,11 +71,17 @@ pub(super) fn fused(
         .inputs
         .iter()
         .map(|&t| {
-            let reads = block.ops.iter().map(|&i| &ops[i]).filter(|op| op.inputs.contains(&t));
+            let reads = block
+                .ops
+                .iter()
+                .map(|&i| &ops[i])
+                .filter(|op| op.inputs.contains(&t));
             let mut reads = reads.peekable();
             reads.peek().is_some()
                 && reads.all(|op| {
-                    matches!(op.kind, OpKind::Gather { .. }) && op.inputs[1] != t && op.inputs[0] == t
+                    matches!(op.kind, OpKind::Gather { .. })
+                        && op.inputs[1] != t
+                        && op.inputs[0] == t
                 })
         })
         .collect();
@@ -255,8 +261,20 @@ struct GatherAt<'a> {
 /// as 0 instead; then `v{k}`, the table read at the output's coordinates
 /// with the axis replaced by the index. The slot is the gather's place
 /// among the kernel's checks (`Kernel::checks`).
-fn gather(body: &mut String, params: &mut Params, at: GatherAt<'_>, accesses: &[Access], first_binding: usize) {
-    let GatherAt { k, axis, table, indices, out } = at;
+fn gather(
+    body: &mut String,
+    params: &mut Params,
+    at: GatherAt<'_>,
+    accesses: &[Access],
+    first_binding: usize,
+) {
+    let GatherAt {
+        k,
+        axis,
+        table,
+        indices,
+        out,
+    } = at;
     let Some(t) = accesses.get(table) else {
         params.breaks(format!("gather {k} has no table access"));
         return;
@@ -301,7 +319,11 @@ pub fn flag_value(indices: &Access, out: &[usize], slot: usize) -> Kernel {
     );
     coords(&mut body, &mut params, "p", "c", out);
     let at = strided_index(&mut params, indices, out, "c");
-    let _ = writeln!(body, "    atomicStore(&flags[{}u], bitcast<u32>(in0[{at}]));", 2 * slot + 1);
+    let _ = writeln!(
+        body,
+        "    atomicStore(&flags[{}u], bitcast<u32>(in0[{at}]));",
+        2 * slot + 1
+    );
     let decls = "@group(0) @binding(1) var<storage, read> in0: array<i32>;\n\
                  @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n";
     params.kernel(decls, 1, &body, 1)
@@ -368,7 +390,11 @@ fn expression(
                 true => (params.push_i32(*on as i32), params.push_i32(*off as i32)),
                 false => (scalar(params, *on as f32), scalar(params, *off as f32)),
             };
-            write!(body, "select({off}, {on}, {} == i32(idx % {depth}))", arg(0))
+            write!(
+                body,
+                "select({off}, {on}, {} == i32(idx % {depth}))",
+                arg(0)
+            )
         }
         other => {
             params.breaks(format!("`{}` is not elementwise", other.name()));

@@ -34,9 +34,10 @@ use crate::fusion::{self, Block, Refusal};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId, Values};
-use crate::runtime::Scope;
 use crate::runtime::host;
-use crate::runtime::lower::{Lowering, Written};
+use crate::runtime::lower::{Checked, Lowering, Written};
+use crate::runtime::{PendingRead, Scope};
+use futures_util::FutureExt;
 
 /// One op of a block, as the failure bookkeeping sees it.
 pub(crate) struct Step {
@@ -60,6 +61,20 @@ pub(crate) struct BlockRun {
     pub injected: Vec<Injected>,
     /// Once replayed: the parts it ran as, each in its own scope.
     pub parts: Vec<Part>,
+    /// The checks its kernel made, on their way back (none once replayed:
+    /// each part then has its own).
+    pub flagged: Vec<Flagged>,
+}
+
+/// A kernel's checks (`runtime::lower::Checked`) being read back after the
+/// submit that ran it: settled with the block, like its scope, and turned
+/// into failures there (`settle::resolve`).
+pub(crate) struct Flagged {
+    pub checked: Checked,
+    /// The flags' words.
+    pub words: futures_util::future::Shared<PendingRead>,
+    /// Resolves with `words`: what `settle` waits on, as on a scope.
+    pub scope: Scope,
 }
 
 /// A piece of a replayed block that writes some of its outputs (with one
@@ -71,6 +86,8 @@ pub(crate) struct Part {
     pub scope: Scope,
     /// Pipelines compiled in its scope, dropped if the scope failed.
     pub compiled: Vec<String>,
+    /// The checks its kernel made, on their way back.
+    pub flagged: Vec<Flagged>,
 }
 
 impl BlockRun {
@@ -156,21 +173,25 @@ impl DeviceState {
             // the same submit runs unguarded.
             let open = self.error_scopes.then(|| self.gpu.open_scope());
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+            let mut checked = Vec::with_capacity(blocks.len());
             for block in &blocks {
                 let run = self.prepare(&ops, block, seq);
                 self.profile_start_block();
-                self.encode(
+                checked.push(self.encode(
                     &ops,
                     block,
                     &run.live,
                     !run.injected.is_empty(),
                     &mut encoder,
                     seq,
-                );
+                ));
                 self.profile_block(&run);
                 runs.push(run);
             }
             self.submit(encoder, seq);
+            for (run, checked) in runs.iter_mut().zip(checked) {
+                run.flagged = self.read_flags(checked);
+            }
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
         }
@@ -227,6 +248,7 @@ impl DeviceState {
             live: Vec::new(),
             injected: Vec::new(),
             parts: Vec::new(),
+            flagged: Vec::new(),
         };
         if self.runs_on_host(ops, block, &run.steps) {
             self.run_on_host(ops, block, &run);
@@ -341,9 +363,14 @@ impl DeviceState {
         let eligible = match block {
             Block::Upload(i) => small(&ops[*i].shape),
             Block::View(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
+            // A block that makes checks (a gather) runs as its kernel, which
+            // makes them.
             Block::Elementwise(b) => {
                 let work = shape::numel(&b.shape).saturating_mul(b.ops.len());
-                small(&b.shape) && work <= super::HOST_MAX_WORK && b.inputs.iter().all(on_host)
+                small(&b.shape)
+                    && work <= super::HOST_MAX_WORK
+                    && b.inputs.iter().all(on_host)
+                    && !b.checks(ops)
             }
             _ => false,
         };
@@ -483,9 +510,10 @@ impl DeviceState {
         inject: bool,
         encoder: &mut wgpu::CommandEncoder,
         seq: u64,
-    ) {
+    ) -> Vec<Checked> {
+        let mut checked = Vec::new();
         if live.is_empty() {
-            return;
+            return checked;
         }
         let records = &self.records;
         let placeholder = self.gpu.placeholder.clone();
@@ -511,6 +539,7 @@ impl DeviceState {
             stats: &mut self.stats,
             encoder,
             retired: &mut self.retired,
+            checked: &mut checked,
         };
         let lowered = lowering.block(ops, block, live, &inputs);
         if inject {
@@ -542,6 +571,29 @@ impl DeviceState {
                 self.root_failure(root, live, None);
             }
         }
+        checked
+    }
+
+    /// Starts reading back the flags of `checked`, encoded in a submit just
+    /// made: after it, so they hold what its kernels flagged.
+    pub(super) fn read_flags(&mut self, checked: Vec<Checked>) -> Vec<Flagged> {
+        checked
+            .into_iter()
+            .map(|checked| {
+                let bytes = 8 * checked.checks.len() as u64;
+                let words = self
+                    .gpu
+                    .read(&checked.flags.buffer, 0, bytes, &mut self.stats)
+                    .shared();
+                let done: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
+                    Box::pin(words.clone().map(|_| None));
+                Flagged {
+                    checked,
+                    words,
+                    scope: done.shared(),
+                }
+            })
+            .collect()
     }
 
     /// The buffer and layout to read `id` through (see `access`).

@@ -23,11 +23,11 @@ use rustc_hash::FxHashMap;
 
 use super::commit::Stale;
 use super::faults::Injected;
-use super::flush::{Part, Step, Submission};
+use super::flush::{Flagged, Part, Step, Submission};
 use super::{DeviceState, State, Taint};
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion::{self, Block};
-use crate::ir::{OpIr, TensorId};
+use crate::ir::{OpIr, OpKind, TensorId};
 use crate::runtime::{GpuError, GpuErrorKind, Scope};
 
 impl DeviceState {
@@ -40,12 +40,14 @@ impl DeviceState {
             let waiting: Vec<Scope> = front
                 .scope
                 .iter()
-                .chain(
-                    front
-                        .runs
-                        .iter()
-                        .flat_map(|r| r.parts.iter().map(|p| &p.scope)),
-                )
+                .chain(front.runs.iter().flat_map(|r| {
+                    let parts = r.parts.iter();
+                    parts
+                        .clone()
+                        .map(|p| &p.scope)
+                        .chain(r.flagged.iter().map(|f| &f.scope))
+                        .chain(parts.flat_map(|p| p.flagged.iter().map(|f| &f.scope)))
+                }))
                 .filter(|scope| (*scope).clone().poll_unpin(&mut cx).is_pending())
                 .cloned()
                 .collect();
@@ -82,6 +84,11 @@ impl DeviceState {
             submission.replayed = true;
             let ops = &submission.ops;
             for (block, run) in submission.blocks.iter().zip(&mut submission.runs) {
+                // What the voided submit flagged is void too: its parts
+                // check again.
+                for flagged in std::mem::take(&mut run.flagged) {
+                    self.retired.push(flagged.checked.flags);
+                }
                 // Outputs its lowering already failed (as `internal`) keep
                 // that failure.
                 let records = &self.records;
@@ -103,13 +110,16 @@ impl DeviceState {
                     }
                     let open = self.gpu.open_scope();
                     let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-                    self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
+                    let checked =
+                        self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
                     self.submit(encoder, submission.seq);
+                    let flagged = self.read_flags(checked);
                     run.parts.push(Part {
                         outputs,
                         steps,
                         compiled: self.gpu.take_compiled_in_scope(),
                         scope: open.close(),
+                        flagged,
                     });
                 }
             }
@@ -134,7 +144,18 @@ impl DeviceState {
                 .iter()
                 .filter_map(|p| p.scope.peek().cloned().flatten().map(|e| (p, e)))
                 .collect();
-            let rooted = self.root_errors(&run.steps, &run.injected, &errors);
+            let mut rooted = self.root_errors(&run.steps, &run.injected, &errors);
+            if errors.is_empty() {
+                let flagged: Vec<(&Flagged, Option<&[usize]>)> = match run.parts.is_empty() {
+                    true => run.flagged.iter().map(|f| (f, None)).collect(),
+                    false => run
+                        .parts
+                        .iter()
+                        .flat_map(|p| p.flagged.iter().map(|f| (f, Some(p.steps.as_slice()))))
+                        .collect(),
+                };
+                rooted = self.root_flags(&submission.ops, block, &run.steps, &flagged);
+            }
             let (roots, mut failed) = (rooted.failures, rooted.outputs);
             for (&out, taints) in &failed {
                 self.add_taints(out, taints.clone());
@@ -179,6 +200,12 @@ impl DeviceState {
             }
             // Later blocks that read any of these ran on garbage too.
             self.settling.failed.extend(failed);
+        }
+        for run in submission.runs {
+            let parts = run.parts.into_iter().flat_map(|p| p.flagged);
+            for flagged in run.flagged.into_iter().chain(parts) {
+                self.gpu.release(flagged.checked.flags, &mut self.stats);
+            }
         }
         // Buffers freed while pending: possibly invalid if a scope failed.
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.quarantine)
@@ -282,6 +309,110 @@ impl DeviceState {
                 .map(|s| (steps[s].output, taint.clone()))
                 .collect(),
         }
+    }
+
+    /// The failures a block's checks flagged: for each check that failed,
+    /// an `index` failure rooted at the op that made it (its position and
+    /// value in the report), carried by that op's tensor and by what the
+    /// block computed from it, exactly as an injected fault is. A part's
+    /// checks name its ops by their place in the part (`Some(steps)`: the
+    /// run's steps it computes). Flags that could not be read leave the
+    /// outputs untrusted: an `internal` failure on them.
+    fn root_flags(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        steps: &[Step],
+        flagged: &[(&Flagged, Option<&[usize]>)],
+    ) -> Rooted {
+        let indices = block.op_indices();
+        let mut roots = Vec::new();
+        for &(f, part) in flagged {
+            let words = match f.words.peek() {
+                Some(Ok(words)) => words.clone(),
+                other => {
+                    let why = match other {
+                        Some(Err(e)) => e.clone(),
+                        _ => "they never came back".to_string(),
+                    };
+                    let step = f.checked.checks.first().map_or(0, |c| c.op);
+                    let step = part.and_then(|p| p.get(step).copied()).unwrap_or(step);
+                    let failure = self.new_failure(Root {
+                        kind: FailureKind::Internal,
+                        op: steps.get(step).map_or("check", |s| s.op).to_string(),
+                        message: format!("its kernel's checks could not be read: {why}"),
+                        registered_at: None,
+                    });
+                    roots.push((step, failure));
+                    continue;
+                }
+            };
+            for (slot, check) in f.checked.checks.iter().enumerate() {
+                let position = words.get(2 * slot).copied().unwrap_or(u32::MAX);
+                if position == u32::MAX {
+                    continue;
+                }
+                let value = words.get(2 * slot + 1).copied().unwrap_or(0) as i32;
+                let step = part
+                    .and_then(|p| p.get(check.op).copied())
+                    .unwrap_or(check.op);
+                let (Some(s), Some(&i)) = (steps.get(step), indices.get(step)) else {
+                    continue;
+                };
+                let message =
+                    self.flag_message(&ops[i], &f.checked.shape, position as usize, value);
+                let failure = self.new_failure(Root {
+                    kind: FailureKind::Index,
+                    op: s.op.to_string(),
+                    message,
+                    registered_at: s.site.as_deref().map(str::to_string),
+                });
+                roots.push((step, failure));
+            }
+        }
+        if roots.is_empty() {
+            return Rooted::default();
+        }
+        let carried = self.propagate_from(steps, &roots, |_, _| Vec::new());
+        let outputs = block.outputs(ops);
+        let (outs, expressions): (Vec<_>, Vec<_>) =
+            carried.into_iter().partition(|(t, _)| outputs.contains(t));
+        Rooted {
+            failures: roots.into_iter().map(|(_, f)| f).collect(),
+            outputs: outs.into_iter().collect(),
+            expressions,
+        }
+    }
+
+    /// What a failed check of `op` says: for a gather, the index, where it
+    /// is in the indices (the flagged flat position of the output, `shape`,
+    /// read as the indices' coordinates) and the range it left.
+    fn flag_message(&self, op: &OpIr, shape: &[usize], position: usize, value: i32) -> String {
+        let OpKind::Gather { axis, batch_dims } = op.kind else {
+            return format!("its check failed at position {position} (value {value})");
+        };
+        let table = self
+            .records
+            .get(&op.inputs[0])
+            .map(|r| r.shape.clone())
+            .unwrap_or_default();
+        let mut rem = position;
+        let mut coords = vec![0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            coords[d] = rem % shape[d].max(1);
+            rem /= shape[d].max(1);
+        }
+        let j = (shape.len() + 1).saturating_sub(table.len());
+        let at: Vec<usize> = coords[..batch_dims]
+            .iter()
+            .chain(coords.get(axis..axis + j).unwrap_or(&[]))
+            .copied()
+            .collect();
+        format!(
+            "index {value} at {at:?} of the indices is outside [0, {}), the axis {axis} of the table {}",
+            table.get(axis).copied().unwrap_or(0),
+            crate::ir::shape::display(&table)
+        )
     }
 
     /// A failure for a real GPU error caught in the failing `errors` parts,

@@ -280,8 +280,13 @@ pub fn plan(
             }
             continue;
         }
+        let gather = matches!(op.kind, OpKind::Gather { .. });
         let joins = group.as_ref().is_some_and(|g| {
             g.shape == op.shape
+                // A gather reads its table and indices from memory: the
+                // kernel checks the indices it loads and reads the table
+                // at them (`codegen`), so neither may be computed inline.
+                && !(gather && op.inputs.iter().any(|t| g.outside.contains_key(t)))
                 && g.ops.len() + usize::from(g.anchor.is_some()) < limits.max_ops
                 && !op.inputs.iter().any(|t| pending_outputs.contains(t))
                 // A matmul's epilogue takes only what depends on its product:
@@ -326,6 +331,8 @@ struct Group {
     /// Bindings the group needs besides its inputs and outputs (a matmul
     /// anchor's operands).
     base_bindings: usize,
+    /// Whether a gather is in it: its kernel binds the checks' flags.
+    checks: bool,
 }
 
 impl Group {
@@ -339,6 +346,7 @@ impl Group {
             outside: FxHashMap::default(),
             written: 0,
             base_bindings: 0,
+            checks: false,
         }
     }
 
@@ -363,11 +371,13 @@ impl Group {
             }
         }
         let writes_output = write(op.output) || live_consumers(op.output) > 0;
+        let checks = self.checks || matches!(op.kind, OpKind::Gather { .. });
         self.base_bindings
             + self.inputs.len()
             + self.written
             + new_inputs
             + usize::from(writes_output)
+            + usize::from(checks)
             - no_longer_written
     }
 
@@ -400,6 +410,7 @@ impl Group {
             self.written += 1;
         }
         self.outside.insert(op.output, outside);
+        self.checks |= matches!(op.kind, OpKind::Gather { .. });
         self.ops.push(i);
     }
 
@@ -451,7 +462,9 @@ impl Group {
         max_storage_buffers: usize,
     ) -> bool {
         let t = op.inputs[0];
+        // Checks flag only an elementwise kernel's own launch.
         self.anchor.is_none()
+            && !self.checks
             && !write(t)
             && self.outside.get(&t) == Some(&1)
             && self.written == 1
@@ -476,6 +489,14 @@ impl Group {
 }
 
 impl ElementwiseBlock {
+    /// Whether its kernel makes checks (a gather's index range), binding
+    /// their flags after its outputs.
+    pub fn checks(&self, ops: &[OpIr]) -> bool {
+        self.ops
+            .iter()
+            .any(|&i| matches!(ops[i].kind, OpKind::Gather { .. }))
+    }
+
     /// The block as a prologue: its last op's value is consumed in the
     /// kernel, nothing is written.
     fn without_outputs(mut self) -> ElementwiseBlock {
@@ -577,7 +598,7 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
 /// the count, never as a rejected kernel that takes its neighbours down.
 pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
     match block {
-        Block::Elementwise(b) => b.inputs.len() + b.outputs.len(),
+        Block::Elementwise(b) => b.inputs.len() + b.outputs.len() + usize::from(b.checks(ops)),
         Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
             ops[*op].inputs.len() + epilogue.inputs.len() + epilogue.outputs.len()
         }

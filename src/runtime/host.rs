@@ -238,7 +238,13 @@ fn compute<'a>(
             x.words
                 .iter()
                 .enumerate()
-                .map(|(i, &w)| if i64::from(w as i32) == (i % depth) as i64 { on } else { off })
+                .map(|(i, &w)| {
+                    if i64::from(w as i32) == (i % depth) as i64 {
+                        on
+                    } else {
+                        off
+                    }
+                })
                 .collect()
         }
         OpKind::Where => {

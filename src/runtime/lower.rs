@@ -36,6 +36,17 @@ pub enum Written {
 /// invariant, and the block is refused.
 pub type Inputs<'a> = &'a dyn Fn(TensorId) -> Option<(wgpu::Buffer, Access)>;
 
+/// The checks one kernel made (`codegen::Check`), and the buffer of their
+/// flags: two words per check, the first position that failed it
+/// (`u32::MAX` for none) and the value there. Read back after the submit,
+/// with the block's scope; the device turns a flag into a failure.
+pub struct Checked {
+    pub flags: Allocation,
+    pub checks: Vec<codegen::Check>,
+    /// The block's shape: where a flagged position lies.
+    pub shape: Vec<usize>,
+}
+
 /// The GPU state one block's lowering records into.
 pub struct Lowering<'a> {
     pub gpu: &'a mut Gpu,
@@ -45,6 +56,8 @@ pub struct Lowering<'a> {
     /// an upload later in the same flush writes before the recorded kernels
     /// run, so the pool must not hand them out sooner.
     pub retired: &'a mut Vec<Allocation>,
+    /// The checks the block's kernels make, for the device to read.
+    pub checked: &'a mut Vec<Checked>,
 }
 
 impl Lowering<'_> {
@@ -107,10 +120,60 @@ impl Lowering<'_> {
         };
         let kernel = codegen::elementwise(group);
         refuse_broken(&kernel)?;
+        // Generated before anything is allocated or recorded: a broken one
+        // refuses the block whole.
+        let mut values = Vec::with_capacity(kernel.checks.len());
+        for (slot, check) in kernel.checks.iter().enumerate() {
+            let access = accesses.get(check.input).ok_or_else(|| {
+                format!("check {slot} reads input {} it does not have", check.input)
+            })?;
+            let value = codegen::flag_value(access, &block.shape, slot);
+            refuse_broken(&value)?;
+            values.push((value, buffers[check.input].clone()));
+        }
         let written = self.allocate_outputs(block, &block.outputs);
-        self.launch_block(&kernel, &buffers, &written);
+        if values.is_empty() {
+            self.launch_block(&kernel, &buffers, &written);
+        } else {
+            self.launch_checked(&kernel, &buffers, &values, &written, &block.shape);
+        }
         self.count_fused(block.ops.len());
         Ok(written)
+    }
+
+    /// Launches a kernel that makes checks: its flags (cleared to "none
+    /// failed") bound after its outputs, then each check's `values` kernel
+    /// (reading the checked input) that writes the value at the flagged
+    /// position beside it; the flags go to the device to read (`checked`).
+    fn launch_checked(
+        &mut self,
+        kernel: &Kernel,
+        buffers: &[wgpu::Buffer],
+        values: &[(Kernel, wgpu::Buffer)],
+        written: &[(TensorId, Written)],
+        shape: &[usize],
+    ) {
+        let words: Vec<u32> = kernel.checks.iter().flat_map(|_| [u32::MAX, 0]).collect();
+        let flags = self.gpu.upload(&words, 4 * words.len() as u64, self.stats);
+        let placeholder = self.gpu.placeholder.clone();
+        let mut bound: Vec<&wgpu::Buffer> = buffers.iter().collect();
+        for (_, w) in written {
+            bound.push(match w {
+                Written::Owned(a) => &a.buffer,
+                _ => &placeholder,
+            });
+        }
+        bound.push(&flags.buffer);
+        self.gpu.launch(self.encoder, kernel, &bound, self.stats);
+        for (value, buffer) in values {
+            self.gpu
+                .launch(self.encoder, value, &[buffer, &flags.buffer], self.stats);
+        }
+        self.checked.push(Checked {
+            flags,
+            checks: kernel.checks.clone(),
+            shape: shape.to_vec(),
+        });
     }
 
     /// A matmul, its epilogue computing what follows on its product in the

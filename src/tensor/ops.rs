@@ -739,11 +739,12 @@ impl Tensor {
         view.extend(std::iter::repeat_n(1, axis - b));
         view.extend_from_slice(&indices.shape()[b..]);
         view.extend(std::iter::repeat_n(1, self.rank() - axis - 1));
-        let view = indices
-            .reshape(&signed(op, &view)?)?
-            .broadcast_to(&shape)?;
+        let view = indices.reshape(&signed(op, &view)?)?.broadcast_to(&shape)?;
         self.device().record(
-            OpKind::Gather { axis, batch_dims: b },
+            OpKind::Gather {
+                axis,
+                batch_dims: b,
+            },
             &[self, &view],
             shape,
             self.dtype(),
@@ -758,7 +759,11 @@ impl Tensor {
     /// `oneHot(ids)ᵀ · x`, a matmul: exact sums of the slices each segment
     /// holds, and the gradient of `gather`.
     #[track_caller]
-    pub fn unsorted_segment_sum(&self, segment_ids: &Tensor, num_segments: usize) -> Result<Tensor> {
+    pub fn unsorted_segment_sum(
+        &self,
+        segment_ids: &Tensor,
+        num_segments: usize,
+    ) -> Result<Tensor> {
         let op = "unsortedSegmentSum";
         self.device().admit(op, &[self, segment_ids])?;
         float_only(op, self)?;
@@ -789,9 +794,12 @@ impl Tensor {
         out.extend_from_slice(&rest);
         shape::check_size(op, &out)?;
         shape::check_size(op, &[n, num_segments])?;
-        let hot = segment_ids
-            .reshape(&signed(op, &[n])?)?
-            .one_hot(num_segments, 1.0, 0.0, DType::Float32)?;
+        let hot = segment_ids.reshape(&signed(op, &[n])?)?.one_hot(
+            num_segments,
+            1.0,
+            0.0,
+            DType::Float32,
+        )?;
         let rows = self.reshape(&signed(op, &[n, shape::numel(&rest)])?)?;
         hot.matmul_transposed(&rows, true, false)?
             .reshape(&signed(op, &out)?)
@@ -816,12 +824,20 @@ impl Tensor {
                 ),
             ));
         }
-        if depth < 2 {
-            return Err(range(op, format!("depth must be at least 2, got {depth}")));
+        // An int32 index can name no position past 2^31 - 1.
+        if !(2..=i32::MAX as usize).contains(&depth) {
+            return Err(range(
+                op,
+                format!("depth must be at least 2 and at most 2^31 - 1, got {depth}"),
+            ));
         }
         let value = |v: f64| match dtype {
             DType::Float32 => Ok(v as f32 as f64),
-            DType::Int32 if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) => Ok(v),
+            DType::Int32
+                if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) =>
+            {
+                Ok(v)
+            }
             DType::Int32 => Err(range(op, format!("{v} is not an int32"))),
             DType::Bool => Ok(f64::from(u8::from(v != 0.0))),
         };

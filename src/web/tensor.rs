@@ -228,6 +228,40 @@ impl JsTensor {
         register(t.device(), || t.arg_max(axis))
     }
 
+    /// `gather(indices, axis = 0, batchDims = 0)`: TF.js's `gather(x,
+    /// indices, axis, batchDims)`, the indices an int32 tensor.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn gather(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] indices: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(js_name = batchDims, unchecked_optional_param_type = "number")]
+        batch_dims: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "gather";
+        let t = self.tensor(op)?;
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        let batch_dims = args::int_or(op, "batchDims", &batch_dims, 0)?;
+        let indices = args::tensor(op, " as indices", &indices)?;
+        register(t.device(), || t.gather(&indices, axis, batch_dims))
+    }
+
+    /// `unsortedSegmentSum(segmentIds, numSegments)`: TF.js's
+    /// `unsortedSegmentSum(x, segmentIds, numSegments)`.
+    #[wasm_bindgen(js_name = unsortedSegmentSum, unchecked_return_type = "Tensor")]
+    pub fn unsorted_segment_sum(
+        &self,
+        #[wasm_bindgen(js_name = segmentIds, unchecked_param_type = "Tensor")] segment_ids: JsValue,
+        #[wasm_bindgen(js_name = numSegments, unchecked_param_type = "number")]
+        num_segments: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "unsortedSegmentSum";
+        let t = self.tensor(op)?;
+        let n = args::count(op, "numSegments", &num_segments)?;
+        let ids = args::tensor(op, " as segmentIds", &segment_ids)?;
+        register(t.device(), || t.unsorted_segment_sum(&ids, n))
+    }
+
     /// `oneHot(depth, onValue = 1, offValue = 0, dtype = 'int32')` of these
     /// int32 indices (TF.js's `oneHot(indices, ...)`): a new last dim.
     #[wasm_bindgen(js_name = oneHot, unchecked_return_type = "Tensor")]

@@ -455,7 +455,12 @@ pub async fn one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_rea
     let gpu = kernels_only().await;
     let labels = int_tensor(&gpu, &[1, 0, 2, 1], None);
     let logp = gpu
-        .tensor(&[-0.1, -2.0, -3.0, -0.5, -1.0, -2.5, -3.0, -2.0, -0.2, -1.5, -0.3, -2.0], Some(&[4, 3]))
+        .tensor(
+            &[
+                -0.1, -2.0, -3.0, -0.5, -1.0, -2.5, -3.0, -2.0, -0.2, -1.5, -0.3, -2.0,
+            ],
+            Some(&[4, 3]),
+        )
         .unwrap();
     let _ = logp.to_vec().await.unwrap();
     let _ = labels.to_vec().await.unwrap();
@@ -470,10 +475,19 @@ pub async fn one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_rea
     assert_eq!(read_f32(&picked).await, [-2.0, -0.5, -0.2, -0.3]);
     assert_eq!(gpu.stats().kernels_launched - before, 1, "one kernel");
     let float = gpu.tensor(&[0.0, 1.0], None).unwrap();
-    let refused = float.one_hot(2, 1.0, 0.0, DType::Int32).err().expect("refused");
+    let refused = float
+        .one_hot(2, 1.0, 0.0, DType::Int32)
+        .err()
+        .expect("refused");
     assert!(refused.to_string().contains("int32"), "{refused}");
-    let shallow = labels.one_hot(1, 1.0, 0.0, DType::Int32).err().expect("refused");
+    let shallow = labels
+        .one_hot(1, 1.0, 0.0, DType::Int32)
+        .err()
+        .expect("refused");
     assert!(shallow.to_string().contains("at least 2"), "{shallow}");
-    let huge = labels.one_hot(1 << 40, 1.0, 0.0, DType::Int32).err().expect("refused");
+    let huge = labels
+        .one_hot(1 << 40, 1.0, 0.0, DType::Int32)
+        .err()
+        .expect("refused");
     assert_eq!(huge.op, "oneHot", "{huge}");
 }

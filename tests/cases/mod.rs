@@ -10,6 +10,7 @@ pub mod failures;
 pub mod gradients;
 pub mod honesty;
 pub mod host;
+pub mod indexing;
 pub mod onnx;
 pub mod training;
 
@@ -17,6 +18,12 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(indexing, gather_reads_slices_along_any_axis_and_batch_dims_as_tf_js_does);
+        $run!(indexing, an_index_outside_the_table_fails_its_gather_and_what_reads_it_naming_the_index);
+        $run!(indexing, a_gather_and_the_elementwise_ops_reading_it_are_one_kernel);
+        $run!(indexing, the_gradient_of_gather_sums_into_the_rows_it_read);
+        $run!(indexing, unsorted_segment_sum_adds_slices_by_segment_and_drops_ids_outside);
+        $run!(indexing, gather_and_segment_sums_refuse_bad_calls_and_queue_nothing);
         $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);
         $run!(dtypes, int32_arithmetic_wraps_and_divides_as_tf_js_does);
         $run!(dtypes, float_mod_and_floor_div_round_toward_negative_infinity);

@@ -1,0 +1,283 @@
+//! Indexing: `gather` and `unsortedSegmentSum`, their gradients, and the
+//! in-kernel check that fails a gather whose index leaves its table.
+
+use webfusion::{DType, Device, FailureKind, Tensor, Values};
+
+use super::engine::{device, kernels_only, read_err};
+
+async fn both() -> Vec<(&'static str, Device)> {
+    vec![("host", device().await), ("kernels", kernels_only().await)]
+}
+
+fn ints(gpu: &Device, v: &[i32], shape: &[usize]) -> Tensor {
+    gpu.tensor_of(Values::int32(v), Some(shape)).unwrap()
+}
+
+async fn floats(t: &Tensor) -> Vec<f32> {
+    t.to_vec().await.expect("the tensor reads")
+}
+
+/// `gather` computed on the CPU: `table` (row-major, of `shape`) along
+/// `axis` at `idx` (of `idx_shape`), no batch dims.
+fn reference(table: &[f32], shape: &[usize], idx: &[i32], axis: usize) -> Vec<f32> {
+    let before: usize = shape[..axis].iter().product();
+    let after: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::new();
+    for p in 0..before {
+        for &i in idx {
+            let row = p * shape[axis] + i as usize;
+            out.extend_from_slice(&table[row * after..(row + 1) * after]);
+        }
+    }
+    out
+}
+
+pub async fn gather_reads_slices_along_any_axis_and_batch_dims_as_tf_js_does() {
+    let table: Vec<f32> = (0..24).map(|v| v as f32).collect();
+    for (name, gpu) in both().await {
+        let t = gpu.tensor(&table, Some(&[2, 3, 4])).unwrap();
+        for axis in 0..3 {
+            let dim = [2, 3, 4][axis];
+            let idx: Vec<i32> = vec![dim - 1, 0, dim - 1, 1 % dim];
+            let i = ints(&gpu, &idx, &[2, 2]);
+            let g = t.gather(&i, axis as isize, 0).unwrap();
+            let mut shape = vec![2usize, 3, 4];
+            shape.splice(axis..=axis, [2, 2]);
+            assert_eq!(g.shape(), shape.as_slice(), "{name}: axis {axis}");
+            assert_eq!(
+                floats(&g).await,
+                reference(&table, &[2, 3, 4], &idx, axis),
+                "{name}: axis {axis}"
+            );
+        }
+        // A negative axis counts from the end; a transposed table is read
+        // through its layout.
+        let i = ints(&gpu, &[3, 0], &[2]);
+        let last = t.gather(&i, -1, 0).unwrap();
+        assert_eq!(
+            floats(&last).await,
+            reference(&table, &[2, 3, 4], &[3, 0], 2)
+        );
+        let tt = t.transpose(Some(&[2, 1, 0])).unwrap();
+        let rows = tt.gather(&ints(&gpu, &[1], &[1]), 0, 0).unwrap();
+        assert_eq!(
+            floats(&rows).await,
+            [1.0, 13.0, 5.0, 17.0, 9.0, 21.0],
+            "{name}"
+        );
+        // batchDims 1: each batch picks from its own table.
+        let picks = ints(&gpu, &[2, 0, 1, 1], &[2, 2]);
+        let batched = t.gather(&picks, 1, 1).unwrap();
+        assert_eq!(batched.shape(), &[2, 2, 4]);
+        assert_eq!(
+            floats(&batched).await,
+            [
+                8.0, 9.0, 10.0, 11.0, 0.0, 1.0, 2.0, 3.0, // batch 0: rows 2, 0
+                16.0, 17.0, 18.0, 19.0, 16.0, 17.0, 18.0, 19.0 // batch 1: rows 1, 1
+            ],
+            "{name}"
+        );
+        // An int32 table stays exact.
+        let big = ints(&gpu, &[i32::MAX, 16_777_217, -5], &[3]);
+        let got = big.gather(&ints(&gpu, &[1, 0, 2, 1], &[4]), 0, 0).unwrap();
+        assert_eq!(got.dtype(), DType::Int32);
+        assert_eq!(
+            got.values().await.unwrap().to_i32(),
+            [16_777_217, i32::MAX, -5, 16_777_217],
+            "{name}"
+        );
+    }
+}
+
+pub async fn an_index_outside_the_table_fails_its_gather_and_what_reads_it_naming_the_index() {
+    for (name, gpu) in both().await {
+        let table = gpu
+            .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[3, 2]))
+            .unwrap();
+        let idx = ints(&gpu, &[0, 2, 7, 1, -1], &[5]);
+        let rows = table.gather(&idx, 0, 0).unwrap();
+        let shifted = rows.add(1.0).unwrap();
+        let total = shifted.sum(None, false).unwrap();
+        let unrelated = table.mul(2.0).unwrap();
+        let error = read_err(&total).await;
+        let report = &error.failures[0];
+        assert_eq!(report.root.kind, FailureKind::Index, "{name}: {error}");
+        assert_eq!(report.root.op, "gather", "{name}: {error}");
+        assert!(
+            report.root.message.contains("index 7 at [2]")
+                && report.root.message.contains("[0, 3)"),
+            "{name}: the first offending position and its value: {error}"
+        );
+        assert!(report.depth >= 1, "{name}: the sum is below the failure");
+        for t in [&rows, &shifted] {
+            let e = read_err(t).await;
+            assert_eq!(e.failures[0].failure, report.failure, "{name}: one failure");
+        }
+        assert_eq!(
+            floats(&unrelated).await,
+            [2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+            "{name}: an unrelated tensor reads"
+        );
+        drop((rows, shifted, total, error));
+        assert_eq!(
+            gpu.stats().failures_held,
+            0,
+            "{name}: freed with its carriers"
+        );
+        // The device keeps working, and a gather in range reads.
+        let ok = table.gather(&ints(&gpu, &[2, 0], &[2]), 0, 0).unwrap();
+        assert_eq!(floats(&ok).await, [5.0, 6.0, 1.0, 2.0], "{name}");
+        let negative = table.gather(&ints(&gpu, &[-1], &[1]), 0, 0).unwrap();
+        let e = read_err(&negative).await;
+        assert!(
+            e.failures[0].root.message.contains("index -1 at [0]"),
+            "{name}: {e}"
+        );
+    }
+}
+
+pub async fn a_gather_and_the_elementwise_ops_reading_it_are_one_kernel() {
+    let gpu = kernels_only().await;
+    // An embedding lookup plus a position embedding, then an activation.
+    let vocab = gpu.random_normal(&[50, 16], 0.0, 1.0, 3).unwrap();
+    let positions = gpu.random_normal(&[8, 16], 0.0, 1.0, 4).unwrap();
+    let tokens = ints(&gpu, &[3, 1, 4, 1, 5, 9, 2, 6], &[8]);
+    let (v, p) = (floats(&vocab).await, floats(&positions).await);
+    let _ = tokens.values().await.unwrap();
+    let before = gpu.stats();
+    let x = vocab
+        .gather(&tokens, 0, 0)
+        .unwrap()
+        .add(&positions)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let got = floats(&x).await;
+    let after = gpu.stats();
+    let want: Vec<f32> = [3, 1, 4, 1, 5, 9, 2, 6]
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &t)| (0..16).map(move |c| (r, t as usize, c)))
+        .map(|(r, t, c)| (v[t * 16 + c] + p[r * 16 + c]).max(0.0))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        after.fused_ops - before.fused_ops,
+        3,
+        "gather+add+relu in one kernel"
+    );
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        2,
+        "the fused kernel and its check's one-thread kernel"
+    );
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        2,
+        "the result and the check's flags: no intermediate"
+    );
+}
+
+pub async fn the_gradient_of_gather_sums_into_the_rows_it_read() {
+    for (name, gpu) in both().await {
+        let table: Vec<f32> = (0..15).map(|v| v as f32 * 0.5).collect();
+        let t = gpu.tensor(&table, Some(&[5, 3])).unwrap();
+        let w = gpu
+            .tensor(
+                &(0..12).map(|v| v as f32).collect::<Vec<_>>(),
+                Some(&[4, 3]),
+            )
+            .unwrap();
+        let idx = ints(&gpu, &[0, 2, 0, 4], &[4]);
+        let g = gpu
+            .grad(
+                |t| t.gather(&idx, 0, 0)?.mul(&w)?.sum(None, false),
+                &t,
+                None,
+            )
+            .unwrap();
+        let mut want = vec![0.0f32; 15];
+        for (r, &i) in [0usize, 2, 0, 4].iter().enumerate() {
+            for c in 0..3 {
+                want[i * 3 + c] += (r * 3 + c) as f32;
+            }
+        }
+        assert_eq!(floats(&g).await, want, "{name}: axis 0, a row read twice");
+        // Along axis 1, batched over the dims before it.
+        let t3 = gpu.tensor(&table[..12], Some(&[2, 3, 2])).unwrap();
+        let idx = ints(&gpu, &[2, 2, 1], &[3]);
+        let g = gpu
+            .grad(
+                |t| t.gather(&idx, 1, 0)?.square()?.sum(None, false),
+                &t3,
+                None,
+            )
+            .unwrap();
+        let mut want = vec![0.0f32; 12];
+        for b in 0..2 {
+            for &i in &[2usize, 2, 1] {
+                for c in 0..2 {
+                    let k = b * 6 + i * 2 + c;
+                    want[k] += 2.0 * table[k];
+                }
+            }
+        }
+        assert_eq!(floats(&g).await, want, "{name}: axis 1");
+    }
+}
+
+pub async fn unsorted_segment_sum_adds_slices_by_segment_and_drops_ids_outside() {
+    for (name, gpu) in both().await {
+        let x = gpu
+            .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], Some(&[4, 2]))
+            .unwrap();
+        let ids = ints(&gpu, &[2, 0, 2, 5], &[4]);
+        let s = x.unsorted_segment_sum(&ids, 3).unwrap();
+        assert_eq!(s.shape(), &[3, 2]);
+        assert_eq!(
+            floats(&s).await,
+            [3.0, 4.0, 0.0, 0.0, 6.0, 8.0],
+            "{name}: id 5 adds nowhere"
+        );
+    }
+}
+
+pub async fn gather_and_segment_sums_refuse_bad_calls_and_queue_nothing() {
+    let gpu = device().await;
+    let t = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();
+    let i = ints(&gpu, &[0, 1], &[2]);
+    let f = gpu.tensor(&[0.0, 1.0], None).unwrap();
+    let before = gpu.stats().ops_registered;
+    let refused = [
+        ("gather", t.gather(&f, 0, 0).err(), "int32"),
+        ("gather", t.gather(&i, 2, 0).err(), "axis 2"),
+        ("gather", t.gather(&i, 0, 1).err(), "batchDims"),
+        (
+            "gather",
+            t.gather(&ints(&gpu, &[0], &[1, 1]), 1, 1).err(),
+            "batchDims",
+        ),
+        (
+            "unsortedSegmentSum",
+            t.unsorted_segment_sum(&f, 2).err(),
+            "int32",
+        ),
+        (
+            "unsortedSegmentSum",
+            t.unsorted_segment_sum(&i, 0).err(),
+            "numSegments",
+        ),
+    ];
+    // One tensor was made for a case (the [1, 1] indices).
+    let made = 1;
+    for (op, error, says) in refused {
+        let error = error.unwrap_or_else(|| panic!("{op} was not refused"));
+        assert_eq!(error.op, op, "{error}");
+        assert!(error.to_string().contains(says), "{error}");
+    }
+    assert_eq!(
+        gpu.stats().ops_registered,
+        before + made,
+        "nothing else queued"
+    );
+}

@@ -134,7 +134,7 @@ fn gather_grad(
     let (shape, out) = (table.shape(), g.shape());
     let j = out.len() + 1 - shape.len();
     // The indices themselves: the view at 0 along the table's own dims.
-    let mut size = signed(&out[..]);
+    let mut size = signed(out);
     for d in (0..axis).chain(axis + j..out.len()) {
         size[d] = 1;
     }

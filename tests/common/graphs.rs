@@ -1353,6 +1353,80 @@ impl<'d> Builder<'d> {
         )
     }
 
+    /// `gather` of a node along a random axis at fresh int32 indices (all
+    /// in range: a flagged index is a failure the reference has no value
+    /// for), or a `oneHot` of fresh indices (some out of range: a row of
+    /// `off`), cast to a float.
+    async fn op_indexing(&mut self) -> Result<usize, String> {
+        let i = self.pick()?;
+        let shape = self.shape(i);
+        let rank = self.rng.range(0, 2);
+        let idx_shape: Vec<usize> = (0..rank).map(|_| self.rng.range(1, 3)).collect();
+        let n = numel(&idx_shape);
+        if shape.is_empty() || shape.contains(&0) || self.rng.chance(0.3) {
+            let depth = self.rng.range(2, 5);
+            let idx: Vec<i32> = (0..n)
+                .map(|_| self.rng.below(depth + 2) as i32 - 1)
+                .collect();
+            let g = registered(
+                "tensor",
+                self.gpu.tensor_of(Values::int32(&idx), Some(&idx_shape)),
+            )?;
+            let r = Ref::new(idx.iter().map(|&v| v as f32).collect(), &idx_shape);
+            let t = self.push(
+                g,
+                Tracked::exact(r),
+                format!("int32 tensor({idx_shape:?})"),
+                &["tensor"],
+                &[],
+            )?;
+            let (on, off) = (
+                self.rng.pick(&[1.0f32, 0.5]),
+                self.rng.pick(&[0.0f32, -1.0]),
+            );
+            let g = registered(
+                "oneHot",
+                self.g(t)
+                    .one_hot(depth, on.into(), off.into(), DType::Float32),
+            )?;
+            let mut shape = idx_shape.clone();
+            shape.push(depth);
+            let data = idx
+                .iter()
+                .flat_map(|&v| (0..depth).map(move |d| if v == d as i32 { on } else { off }))
+                .collect();
+            let desc = format!("one_hot({}, {depth}, {on}, {off})", self.name(t));
+            return self.push(
+                g,
+                Tracked::exact(Ref::new(data, &shape)),
+                desc,
+                &["oneHot"],
+                &[t],
+            );
+        }
+        let axis = self.rng.below(shape.len());
+        let idx: Vec<usize> = (0..n).map(|_| self.rng.below(shape[axis])).collect();
+        let as_i32: Vec<i32> = idx.iter().map(|&v| v as i32).collect();
+        let g = registered(
+            "tensor",
+            self.gpu.tensor_of(Values::int32(&as_i32), Some(&idx_shape)),
+        )?;
+        let r = Ref::new(idx.iter().map(|&v| v as f32).collect(), &idx_shape);
+        let j = self.push(
+            g,
+            Tracked::exact(r),
+            format!("int32 tensor({idx_shape:?})"),
+            &["tensor"],
+            &[],
+        )?;
+        let signed = maybe_negative(&mut self.rng, axis, shape.len());
+        let g = registered("gather", self.g(i).gather(&self.g(j), signed, 0))?;
+        let t = self.t(i).view(|r| r.gather(&idx, &idx_shape, axis));
+        let desc = format!("gather({}, {}, {signed})", self.name(i), self.name(j));
+        // The indices' view (a reshape, a broadcast) registers with it.
+        self.push(g, t, desc, &["reshape", "broadcastTo", "gather"], &[i, j])
+    }
+
     fn op_view(&mut self) -> Result<usize, String> {
         let i = self.pick()?;
         let shape = self.shape(i);
@@ -1727,6 +1801,7 @@ impl<'d> Builder<'d> {
                 82..88 => self.op_argmax_or_softmax()?,
                 88..95 => self.op_matmul().await?,
                 95..97 => self.op_ints().await?,
+                97..99 => self.op_indexing().await?,
                 _ => self.op_join().await?,
             };
             self.tame(out)?;

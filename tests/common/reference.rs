@@ -449,6 +449,24 @@ impl Ref {
 
     /// The index of the largest value along `axis` (the first one on ties),
     /// as f32; the axis is removed.
+    /// `gather` along `axis` (non-negative) at `idx` (each in range), of
+    /// shape `idx_shape`, no batch dims.
+    pub fn gather(&self, idx: &[usize], idx_shape: &[usize], axis: usize) -> Ref {
+        let before: usize = self.shape[..axis].iter().product();
+        let after: usize = self.shape[axis + 1..].iter().product();
+        let mut data = Vec::new();
+        for p in 0..before {
+            for &i in idx {
+                let row = p * self.shape[axis] + i;
+                data.extend_from_slice(&self.data[row * after..(row + 1) * after]);
+            }
+        }
+        let mut shape = self.shape[..axis].to_vec();
+        shape.extend_from_slice(idx_shape);
+        shape.extend_from_slice(&self.shape[axis + 1..]);
+        Ref::new(data, &shape)
+    }
+
     pub fn argmax(&self, axis: isize) -> Ref {
         self.reduce(Some(&[axis]), false, |v| {
             let mut best = 0;

@@ -668,3 +668,61 @@ test('int32 and bool tensors follow TF.js: the dtype inferred or asked, typed da
   assert.match(result.refused.cast, /^TypeError: cast: dtype must be/);
   assert.equal(result.queued, 6, 'a refused call queues nothing (the tensors given to refused calls are queued)');
 });
+
+test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index past the table rejects the read with kind index naming it', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    const table = gpu.tensor([[1, 2], [3, 4], [5, 6]]);
+    const idx = gpu.tensor(new Int32Array([2, 0]));
+    const ops = gpu.stats().opsRegistered;
+    const bad = {
+      floatIndices: error(() => table.gather(gpu.tensor([0, 1]))),
+      arrayIndices: error(() => table.gather([0, 1])),
+      axis: error(() => table.gather(idx, 2)),
+      depth: error(() => idx.oneHot(1)),
+      hugeDepth: error(() => idx.oneHot(2 ** 40)),
+      segments: error(() => table.unsortedSegmentSum(idx, 0)),
+    };
+    const queued = gpu.stats().opsRegistered - ops;
+    const past = table.gather(gpu.tensor(new Int32Array([1, 3]))).mul(2);
+    let rejected;
+    try {
+      await past.data();
+    } catch (e) {
+      rejected = { isTensorError: e instanceof TensorError, kind: e.root.kind, op: e.root.op, message: e.root.message };
+    }
+    return {
+      rows: await table.gather(idx).array(),
+      columns: await table.gather(gpu.tensor(new Int32Array([1])), 1).array(),
+      batched: await table.gather(gpu.tensor(new Int32Array([1, 0, 1]), [3, 1]), 1, 1).array(),
+      hot: { dtype: idx.oneHot(3).dtype, values: await idx.oneHot(3).array() },
+      smooth: await idx.oneHot(3, 0.9, 0.05, 'float32').array(),
+      sums: await table.unsortedSegmentSum(gpu.tensor(new Int32Array([1, 1, 0])), 2).array(),
+      bad,
+      queued,
+      rejected,
+      afterwards: await table.sum().array(),
+    };
+  });
+  assert.deepEqual(result.rows, [[5, 6], [1, 2]]);
+  assert.deepEqual(result.columns, [[2], [4], [6]]);
+  assert.deepEqual(result.batched, [[2], [3], [6]]);
+  assert.deepEqual(result.hot, { dtype: 'int32', values: [[0, 0, 1], [1, 0, 0]] });
+  assert.deepEqual(result.smooth.map((r) => r.map((v) => Math.round(v * 100) / 100)), [[0.05, 0.05, 0.9], [0.9, 0.05, 0.05]]);
+  assert.deepEqual(result.sums, [[5, 6], [4, 6]]);
+  assert.match(result.bad.floatIndices, /^Error: gather: the indices \(tensor #\d+\) must be an int32 tensor, but they are float32/);
+  assert.match(result.bad.arrayIndices, /^TypeError: gather: expected a webfusion Tensor as indices/);
+  assert.match(result.bad.axis, /^RangeError: gather: axis 2 is out of range for rank 2/);
+  assert.match(result.bad.depth, /^RangeError: oneHot: depth must be at least 2/);
+  assert.match(result.bad.hugeDepth, /^RangeError: oneHot: depth must be at least 2 and at most 2\^31 - 1/);
+  assert.match(result.bad.segments, /^RangeError: unsortedSegmentSum: .*numSegments \(0\)/);
+  assert.equal(result.queued, 1, 'a refused call queues nothing (the float indices of the first are queued)');
+  assert.deepEqual(result.rejected, {
+    isTensorError: true,
+    kind: 'index',
+    op: 'gather',
+    message: 'index 3 at [1] of the indices is outside [0, 3), the axis 0 of the table [3,2]',
+  });
+  assert.equal(result.afterwards, 21, 'the table itself still reads');
+});

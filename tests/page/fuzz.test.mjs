@@ -113,6 +113,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     ];
     const mb = m.greater(2);
     const mi = m.cast('int32');
+    const ii = one.tensor(new Int32Array([0, 1]));
     const badOptionalShapes = [
       ['[4, 1]', [4, 1]], ['[4]', [4]], ['[3]', [3]], ['[2, 2, 1]', [2, 2, 1]], ["'a'", 'a'], ['5', 5],
       ['[-1]', [-1]], ['[1.5]', [1.5]], ['{}', {}], ['[NaN, 2]', [NaN, 2]],
@@ -172,6 +173,19 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       }]);
     }
     tensorMethod('logicalNot', mb, []);
+    const badIndices = [...notTensors, ['5', 5], ['[0, 1]', [0, 1]], ['a float tensor', v], ['a bool tensor', mb]];
+    tensorMethod('gather', m, [{ valid: ii, bad: badIndices }, { valid: 0, bad: badInts }, { valid: 0, bad: badInts }]);
+    const optionalNumbers = [...without(junk, 'undefined', 'null'), ["'5'", '5'], ['[]', []], ['a tensor', v]];
+    tensorMethod('oneHot', ii, [
+      { valid: 3, bad: [...badInts, ['1', 1], ['0', 0], ['2**31', 2 ** 31], ['2**40', 2 ** 40]] },
+      { valid: 1, bad: optionalNumbers },
+      { valid: 0, bad: optionalNumbers },
+      { valid: 'float32', bad: badDtypes },
+    ]);
+    tensorMethod('unsortedSegmentSum', m, [
+      { valid: ii, bad: [...badIndices, ['a [3] int32 tensor', one.tensor(new Int32Array(3))]] },
+      { valid: 3, bad: [...badInts, ['0', 0]] },
+    ]);
     tensorMethod('cast', m, [{ valid: 'int32', bad: [...badDtypes, ['undefined', undefined]] }]);
     methods.push({ op: 'dtype', call: getter('dtype'), self: m, args: [], receivers: badTensorThis });
     tensorMethod('matmul', m, [{
@@ -363,6 +377,10 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     for (const name of logical) {
       cross(name, `mb.${name}(mb2)`, () => mb[name](mb2));
     }
+    const ii2 = two.tensor(new Int32Array([0, 1]));
+    cross('gather', 'm.gather(ii2)', () => m.gather(ii2));
+    cross('gather', 'm2.gather(ii)', () => m2.gather(ii));
+    cross('unsortedSegmentSum', 'm.unsortedSegmentSum(ii2, 2)', () => m.unsortedSegmentSum(ii2, 2));
     // Values a dtype cannot hold, and float-only ops given an int.
     const wrong = (op, label, run) => cases.push({ op, label: `dtype ${label}`, run });
     wrong('tensor', "tensor([1.5], null, 'int32')", () => one.tensor([1.5], null, 'int32'));
@@ -447,6 +465,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
+    'gather', 'oneHot', 'unsortedSegmentSum',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

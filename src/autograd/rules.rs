@@ -79,6 +79,13 @@ pub(super) fn vjp(
         OpKind::Copy => vec![Some(g.clone())],
         OpKind::Reduce { op, axes } => vec![Some(reduce(*op, axes, operand(x)?, output, g)?)],
         OpKind::ArgReduce { .. } | OpKind::OneHot { .. } => vec![None],
+        // Each input element is in the sums after it (before it, reversed):
+        // its gradient is the running sum of `g` the other way.
+        OpKind::Cumsum {
+            axis,
+            exclusive,
+            reverse,
+        } => vec![Some(g.cumsum(*axis as isize, *exclusive, !*reverse)?)],
         OpKind::Gather { axis, batch_dims } => {
             let (table, view) = (operand(x)?, operand(inputs.get(1))?);
             vec![Some(gather_grad(table, view, *axis, *batch_dims, g)?), None]

@@ -16,11 +16,13 @@ mod elementwise;
 mod kernel;
 mod matmul;
 mod reduce;
+mod scan;
 
 pub use elementwise::{copy, elementwise, flag_value, int_bounds};
 pub use kernel::{Access, Check, Group, Kernel};
 pub use matmul::matmul;
 pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
+pub use scan::scan;
 
 #[cfg(test)]
 mod tests {

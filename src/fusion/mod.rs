@@ -76,6 +76,9 @@ pub enum Block {
     Copy(usize),
     /// Inputs joined along an axis: one copy kernel per input.
     Cat(usize),
+    /// Running sums along an axis (`cumsum`): one kernel, a thread per
+    /// line.
+    Scan(usize),
     /// A training step's commit: an alias of the old value or the new one,
     /// decided on the CPU or when its submission settles
     /// (`device::commit`).
@@ -110,6 +113,7 @@ impl Block {
             OpKind::View(_) => Block::View(i),
             OpKind::Copy => Block::Copy(i),
             OpKind::Cat { .. } => Block::Cat(i),
+            OpKind::Cumsum { .. } => Block::Scan(i),
             OpKind::Commit { .. } => Block::Commit(i),
             OpKind::Guard => Block::Guard(i),
             OpKind::Reduce { .. } | OpKind::ArgReduce { .. } => Block::Reduction {
@@ -152,6 +156,7 @@ impl Block {
             | Block::View(i)
             | Block::Copy(i)
             | Block::Cat(i)
+            | Block::Scan(i)
             | Block::Commit(i)
             | Block::Guard(i) => vec![*i],
         }
@@ -168,6 +173,7 @@ impl Block {
             | Block::View(i)
             | Block::Copy(i)
             | Block::Cat(i)
+            | Block::Scan(i)
             | Block::Commit(i)
             | Block::Guard(i) => vec![ops[*i].output],
         }
@@ -612,7 +618,9 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
         Block::Cat(_) => 2,
         // An alias: no kernel, nothing bound.
         Block::Commit(_) | Block::Guard(_) => 0,
-        Block::Upload(i) | Block::View(i) | Block::Copy(i) => ops[*i].inputs.len() + 1,
+        Block::Upload(i) | Block::View(i) | Block::Copy(i) | Block::Scan(i) => {
+            ops[*i].inputs.len() + 1
+        }
     }
 }
 

@@ -335,6 +335,13 @@ pub enum OpKind {
         axis: usize,
         max: bool,
     },
+    /// The running sums along `axis`, each excluding its own element when
+    /// `exclusive`, from the end when `reverse`: TF.js's `cumsum`.
+    Cumsum {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
     /// Batched matrix product with broadcast batch dims.
     Matmul,
     /// The inputs joined along `axis`.
@@ -389,6 +396,7 @@ impl OpKind {
             OpKind::Reduce { op, .. } => op.name(),
             OpKind::ArgReduce { max: true, .. } => "argMax",
             OpKind::ArgReduce { max: false, .. } => "argMin",
+            OpKind::Cumsum { .. } => "cumsum",
             OpKind::Matmul => "matmul",
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
@@ -478,6 +486,11 @@ pub fn op_names() -> Vec<&'static str> {
             axis: 0,
             max: false,
         },
+        OpKind::Cumsum {
+            axis: 0,
+            exclusive: false,
+            reverse: false,
+        },
         OpKind::Matmul,
         OpKind::Cat { axis: 0 },
         OpKind::Copy,
@@ -566,7 +579,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 59, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 60, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

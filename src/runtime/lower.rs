@@ -97,6 +97,7 @@ impl Lowering<'_> {
             Block::View(i) => one(self.view(&ops[*i], inputs)?, *i),
             Block::Copy(i) => one(self.copy_op(&ops[*i], inputs)?, *i),
             Block::Cat(i) => one(self.cat(&ops[*i], inputs)?, *i),
+            Block::Scan(i) => one(self.scan(&ops[*i], inputs)?, *i),
             Block::Commit(i) | Block::Guard(i) => one(self.commit(&ops[*i], inputs)?, *i),
         }
     }
@@ -344,6 +345,27 @@ impl Lowering<'_> {
         let written = self.reduce((&buffers, &input, Some(group)), &axes, reducer, &op.shape)?;
         self.stats.fused_ops += prologue.ops.len() as u64 + 1;
         Ok(written)
+    }
+
+    /// Running sums along an axis, one kernel.
+    fn scan(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+        let OpKind::Cumsum {
+            axis,
+            exclusive,
+            reverse,
+        } = op.kind
+        else {
+            return Err(format!("`{}` is not a scan", op.kind.name()));
+        };
+        if shape::numel(&op.shape) == 0 {
+            return Ok(Written::Empty);
+        }
+        let (buffers, accesses) = bind(&op.inputs, inputs)?;
+        let kernel = codegen::scan(&accesses[0], axis, exclusive, reverse);
+        refuse_broken(&kernel)?;
+        let out = self.allocate(&op.shape);
+        self.launch(&kernel, &buffers, &[&out]);
+        Ok(out)
     }
 
     /// An upload, or seeded random values made on the host, in a new buffer.

@@ -805,6 +805,85 @@ impl Tensor {
             .reshape(&signed(op, &out)?)
     }
 
+    /// The running sums along `axis` (TF.js's `cumsum`): each position's
+    /// sum of the elements up to it, without it when `exclusive`, from the
+    /// end when `reverse`. An int32's stay int32 (a bool's become one),
+    /// summed in order, exactly.
+    #[track_caller]
+    pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let op = "cumsum";
+        let axis = axis_index(op, axis, self.rank())?;
+        self.device().admit(op, &[self])?;
+        let dtype = arithmetic(self.dtype());
+        let x = self.as_dtype(dtype)?;
+        self.device().record(
+            OpKind::Cumsum {
+                axis,
+                exclusive,
+                reverse,
+            },
+            &[&x],
+            self.shape().to_vec(),
+            dtype,
+        )
+    }
+
+    /// `num_samples` class indices (int32) drawn from each row of these
+    /// logits (TF.js's `multinomial`): of rank 1 (`[classes]`, giving
+    /// `[num_samples]`) or 2 (`[batch, classes]`, giving `[batch,
+    /// num_samples]`); probabilities already when `normalized`. Seeded: the
+    /// same seed gives the same draws on every device. Each draw is the
+    /// number of classes whose cumulative probability is below a uniform
+    /// value in `[0, 1)`, the cumulative sums divided by their last so they
+    /// end at exactly 1: a softmax, a cumsum and a count, all fused where
+    /// they can be.
+    #[track_caller]
+    pub fn multinomial(&self, num_samples: usize, seed: u64, normalized: bool) -> Result<Tensor> {
+        let op = "multinomial";
+        self.device().admit(op, &[self])?;
+        float_only(op, self)?;
+        let (rows, classes) = match *self.shape() {
+            [c] => (1, c),
+            [b, c] => (b, c),
+            _ => {
+                return Err(range(
+                    op,
+                    format!(
+                        "logits must have rank 1 or 2, got {}",
+                        display(self.shape())
+                    ),
+                ));
+            }
+        };
+        if classes == 0 || num_samples == 0 {
+            return Err(range(
+                op,
+                format!(
+                    "needs at least one class and one sample, got {} and {num_samples}",
+                    display(self.shape())
+                ),
+            ));
+        }
+        shape::check_size(op, &[rows, num_samples, classes])?;
+        let logits = self.reshape(&signed(op, &[rows, classes])?)?;
+        let probs = match normalized {
+            true => logits,
+            false => logits.softmax(-1)?,
+        };
+        let cdf = probs.cumsum(-1, false, false)?;
+        let total = cdf.slice(&[0, classes - 1], &[-1, 1])?;
+        let cdf = cdf.div(&total)?.expand_dims(1)?;
+        let u = self
+            .device()
+            .random_uniform(&[rows, num_samples, 1], 0.0, 1.0, seed)?;
+        let below = cdf.less(&u)?.sum(Some(&[-1]), false)?;
+        let drawn = below.clamp(0.0, (classes - 1) as f32)?;
+        match self.rank() {
+            1 => drawn.reshape(&signed(op, &[num_samples])?),
+            _ => Ok(drawn),
+        }
+    }
+
     /// A one-hot encoding of these int32 indices (TF.js's `oneHot`): a new
     /// last dim of `depth`, `on` where it is the index, `off` elsewhere, in
     /// `dtype` (TF.js's default is int32). An index outside `[0, depth)`

@@ -228,6 +228,43 @@ impl JsTensor {
         register(t.device(), || t.arg_max(axis))
     }
 
+    /// `cumsum(axis = 0, exclusive = false, reverse = false)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cumsum(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] exclusive: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] reverse: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "cumsum";
+        let t = self.tensor(op)?;
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        let exclusive = args::boolean_or(op, "exclusive", &exclusive, false)?;
+        let reverse = args::boolean_or(op, "reverse", &reverse, false)?;
+        register(t.device(), || t.cumsum(axis, exclusive, reverse))
+    }
+
+    /// `multinomial(numSamples, seed = 0, normalized = false)` of these
+    /// logits (TF.js's `multinomial(logits, numSamples, seed, normalized)`):
+    /// int32 class indices.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn multinomial(
+        &self,
+        #[wasm_bindgen(js_name = numSamples, unchecked_param_type = "number")] num_samples: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] seed: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] normalized: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "multinomial";
+        let t = self.tensor(op)?;
+        let n = args::count(op, "numSamples", &num_samples)?;
+        let seed = match args::absent(&seed) {
+            true => 0,
+            false => args::integer(op, "seed", &seed, 0.0, 9_007_199_254_740_991.0)? as u64,
+        };
+        let normalized = args::boolean_or(op, "normalized", &normalized, false)?;
+        register(t.device(), || t.multinomial(n, seed, normalized))
+    }
+
     /// `gather(indices, axis = 0, batchDims = 0)`: TF.js's `gather(x,
     /// indices, axis, batchDims)`, the indices an int32 tensor.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]

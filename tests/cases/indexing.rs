@@ -281,3 +281,106 @@ pub async fn gather_and_segment_sums_refuse_bad_calls_and_queue_nothing() {
         "nothing else queued"
     );
 }
+
+pub async fn cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient() {
+    let x: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+    for (name, gpu) in both().await {
+        let t = gpu.tensor(&x, Some(&[3, 4])).unwrap();
+        let rows = t.cumsum(1, false, false).unwrap();
+        assert_eq!(
+            floats(&rows).await,
+            [
+                1.0, 3.0, 6.0, 10.0, 5.0, 11.0, 18.0, 26.0, 9.0, 19.0, 30.0, 42.0
+            ],
+            "{name}"
+        );
+        let exclusive = t.cumsum(1, true, false).unwrap();
+        assert_eq!(
+            floats(&exclusive).await[..4],
+            [0.0, 1.0, 3.0, 6.0],
+            "{name}"
+        );
+        let reverse = t.cumsum(-1, false, true).unwrap();
+        assert_eq!(floats(&reverse).await[..4], [10.0, 9.0, 7.0, 4.0], "{name}");
+        let both_ways = t.cumsum(0, true, true).unwrap();
+        assert_eq!(
+            floats(&both_ways).await,
+            [
+                14.0, 16.0, 18.0, 20.0, 9.0, 10.0, 11.0, 12.0, 0.0, 0.0, 0.0, 0.0
+            ],
+            "{name}: exclusive and reversed along axis 0"
+        );
+        // Through a transposed view, and exact for ints past 2^24.
+        let tt = t.transpose(None).unwrap().cumsum(1, false, false).unwrap();
+        assert_eq!(floats(&tt).await[..3], [1.0, 6.0, 15.0], "{name}");
+        let i = ints(&gpu, &[16_777_216, 1, 1, i32::MAX], &[4]);
+        let s = i.cumsum(0, false, false).unwrap();
+        assert_eq!(s.dtype(), DType::Int32);
+        assert_eq!(
+            s.values().await.unwrap().to_i32(),
+            [
+                16_777_216,
+                16_777_217,
+                16_777_218,
+                16_777_218i32.wrapping_add(i32::MAX)
+            ],
+            "{name}"
+        );
+        // d/dx_k sum_j w_j * cumsum(x)_j = the sum of w from k on.
+        let v = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], None).unwrap();
+        let w = gpu.tensor(&[1.0, 10.0, 100.0, 1000.0], None).unwrap();
+        let g = gpu
+            .grad(
+                |v| v.cumsum(0, false, false)?.mul(&w)?.sum(None, false),
+                &v,
+                None,
+            )
+            .unwrap();
+        assert_eq!(floats(&g).await, [1111.0, 1110.0, 1100.0, 1000.0], "{name}");
+    }
+}
+
+pub async fn multinomial_draws_classes_by_their_probabilities_reproducibly() {
+    let gpu = device().await;
+    let probs = [0.1f32, 0.0, 0.6, 0.3];
+    let logits: Vec<f32> = probs.iter().map(|p| p.ln()).collect();
+    let rows = gpu
+        .tensor(&[logits.clone(), logits].concat(), Some(&[2, 4]))
+        .unwrap();
+    let n = 4000;
+    let draws = rows.multinomial(n, 7, false).unwrap();
+    assert_eq!(draws.shape(), &[2, n]);
+    assert_eq!(draws.dtype(), DType::Int32);
+    let got = draws.values().await.unwrap().to_i32();
+    let mut counts = [0usize; 4];
+    for &c in &got {
+        counts[c as usize] += 1;
+    }
+    assert_eq!(counts[1], 0, "a class of probability 0 is never drawn");
+    for (k, &p) in probs.iter().enumerate() {
+        let f = counts[k] as f32 / (2 * n) as f32;
+        assert!(
+            (f - p).abs() < 0.03,
+            "class {k}: {f} drawn, {p} expected ({counts:?})"
+        );
+    }
+    let again = rows.multinomial(n, 7, false).unwrap();
+    assert_eq!(
+        again.values().await.unwrap().to_i32(),
+        got,
+        "the same seed draws the same"
+    );
+    let normalized = gpu
+        .tensor(&probs, None)
+        .unwrap()
+        .multinomial(5, 1, true)
+        .unwrap();
+    assert_eq!(normalized.shape(), &[5]);
+    let refused = gpu
+        .tensor(&[1.0; 8], Some(&[2, 2, 2]))
+        .unwrap()
+        .multinomial(3, 0, false)
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("rank 1 or 2"), "{refused}");
+}

@@ -18,6 +18,8 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(indexing, cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient);
+        $run!(indexing, multinomial_draws_classes_by_their_probabilities_reproducibly);
         $run!(indexing, gather_reads_slices_along_any_axis_and_batch_dims_as_tf_js_does);
         $run!(indexing, an_index_outside_the_table_fails_its_gather_and_what_reads_it_naming_the_index);
         $run!(indexing, a_gather_and_the_elementwise_ops_reading_it_are_one_kernel);

@@ -1,0 +1,72 @@
+//! Running sums (`cumsum`): one thread per line along the axis, summing in
+//! order, so each output is the exact sequence of additions the op names
+//! (an int32's wraps as its `add` does). Lines are independent; a line of
+//! millions of elements is one thread's loop, slow but right: a parallel
+//! scan is the next step where it matters.
+
+use std::fmt::Write;
+
+use crate::ir::DType;
+use crate::ir::layout::Layout;
+use crate::ir::shape;
+
+use super::kernel::*;
+
+/// Threads per workgroup of a scan: one per line.
+const SCAN_WORKGROUP: u32 = 64;
+
+/// The kernel of `cumsum` of `input` along `axis` (`exclusive`: each sum
+/// leaves its own element out; `reverse`: from the end), written row-major.
+pub fn scan(input: &Access, axis: usize, exclusive: bool, reverse: bool) -> Kernel {
+    let shape = &input.shape;
+    let lines_shape: Vec<usize> = (0..shape.len())
+        .filter(|&d| d != axis)
+        .map(|d| shape[d])
+        .collect();
+    let out = Layout::contiguous(shape);
+    let mut params = Params::default();
+    let lines = params.push(shape::numel(&lines_shape));
+    let n = params.push(shape.get(axis).copied().unwrap_or(1));
+    let mut body =
+        format!("    let r = wg * {SCAN_WORKGROUP}u + lid;\n    if (r >= {lines}) {{ return; }}\n");
+    coords(&mut body, &mut params, "r", "c", &lines_shape);
+    // Where the line starts in the input (through its layout) and in the
+    // row-major output, and the step along the axis in each.
+    let (mut from, mut to) = (params.push(input.layout.offset), "0u".to_string());
+    for (k, d) in (0..shape.len()).filter(|&d| d != axis).enumerate() {
+        from = format!("{from} + c{k} * {}", params.push(input.layout.strides[d]));
+        to = format!("{to} + c{k} * {}", params.push(out.strides[d]));
+    }
+    let (step_in, step_out) = (
+        params.push(input.layout.strides[axis]),
+        params.push(out.strides[axis]),
+    );
+    let zero = match input.dtype {
+        DType::Float32 => "0.0",
+        _ => "0",
+    };
+    let at = if reverse {
+        format!("{n} - 1u - k")
+    } else {
+        "k".to_string()
+    };
+    let store = if exclusive {
+        "out0[o] = acc; acc = acc + x;"
+    } else {
+        "acc = acc + x; out0[o] = acc;"
+    };
+    let _ = write!(
+        body,
+        "    let src = {from};\n    let dst = {to};\n    var acc = {zero};\n\
+         \x20   for (var k = 0u; k < {n}; k = k + 1u) {{\n\
+         \x20       let a = {at};\n        let x = in0[src + a * {step_in}];\n\
+         \x20       let o = dst + a * {step_out};\n        {store}\n    }}\n"
+    );
+    let ty = input.dtype.wgsl();
+    let decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<{ty}>;\n\
+         @group(0) @binding(2) var<storage, read_write> out0: array<{ty}>;\n"
+    );
+    let groups = (shape::numel(&lines_shape) as u64).div_ceil(SCAN_WORKGROUP as u64);
+    params.kernel(&decls, SCAN_WORKGROUP, &body, groups)
+}

@@ -13,9 +13,9 @@ data): each case's single-node model, its one data set, and the runner's
 tolerance (rtol 1e-3, atol 1e-7). The generators seed numpy with 0, so the
 output is byte-identical for a given onnx and numpy. tests/onnx.rs runs them.
 
-Kept: single-node models whose op maps onto webfusion's API, with float32
-data inputs and float32 / bool / int64 outputs (bool and int64 compared as
-floats). The ONNX semantics are resolved here, into webfusion's terms, so the
+Kept: single-node models whose op maps onto webfusion's API, with float32,
+int (int32 or int64 within int32, as int32) and bool data inputs, and
+float32 / bool / int outputs (bool and int compared as floats). The ONNX semantics are resolved here, into webfusion's terms, so the
 Rust side stays a plain interpreter:
 
   * variadic Max / Min / Sum fold `maximum` / `minimum` / `add`;
@@ -30,7 +30,13 @@ Rust side stays a plain interpreter:
     absent; Where's bool condition as 0 / 1;
   * ArgMax with select_last_index=0 only (webfusion's first-wins ties), and
     keepdims as an expand_dims after it;
-  * Unsqueeze axes, normalized against the output rank, applied ascending.
+  * Unsqueeze axes, normalized against the output rank, applied ascending;
+  * Gather's and OneHot's negative indices counted from the end here
+    (webfusion's, like TF.js's, take [0, dim)); OneHot on the last axis only;
+  * Mod with fmod=0 (the floor mod; ONNX's float Mod is fmod=1, C's fmod,
+    which webfusion does not have); Cast to float32, int32/int64 or bool;
+  * CumSum's axis input, Tile's repeats, Pad's constant mode with its pads
+    and value (and axes from opset 18).
 
 Everything else is skipped and counted by reason; the counts are written into
 the data file's header (and to stderr).
@@ -67,6 +73,9 @@ BINARY = {
     "GreaterOrEqual": "greater_equal",
     "Less": "less",
     "LessOrEqual": "less_equal",
+    "And": "logical_and",
+    "Or": "logical_or",
+    "Xor": "logical_xor",
 }
 VARIADIC = {"Max": "maximum", "Min": "minimum", "Sum": "add"}
 UNARY = {
@@ -81,6 +90,7 @@ UNARY = {
     "Sin": "sin",
     "Cos": "cos",
     "Identity": "identity",
+    "Not": "logical_not",
 }
 REDUCE = {
     "ReduceSum": "sum",
@@ -104,6 +114,14 @@ OTHER = {
     "Squeeze",
     "Unsqueeze",
     "Expand",
+    "ArgMin",
+    "Gather",
+    "OneHot",
+    "CumSum",
+    "Tile",
+    "Pad",
+    "Mod",
+    "Cast",
 }
 SUPPORTED = set(BINARY) | set(VARIADIC) | set(UNARY) | set(REDUCE) | OTHER
 
@@ -135,16 +153,32 @@ def fmt_shape(shape) -> str:
 
 
 def fmt_tensor(kind: str, a: np.ndarray) -> str:
-    a = np.array(a, dtype=np.float32, order="C")  # not ascontiguousarray: it makes 0-d 1-d
-    bits = a.reshape(-1).view(np.uint32)
-    return " ".join([kind, fmt_shape(a.shape)] + [f"{b:08x}" for b in bits])
+    """A float32 as `in`/`out`, an int32 as `in.int32`, a bool as `in.bool`
+    (words: f32 bits, two's complement, 0 or 1)."""
+    if a.dtype == np.int32:
+        kind, words = kind + ".int32", np.array(a, dtype=np.int32, order="C").reshape(-1).view(np.uint32)
+    elif a.dtype == np.bool_:
+        kind, words = kind + ".bool", np.array(a, dtype=np.uint32, order="C").reshape(-1)
+    else:
+        a = np.array(a, dtype=np.float32, order="C")  # not ascontiguousarray: it makes 0-d 1-d
+        words = a.reshape(-1).view(np.uint32)
+    return " ".join([kind, fmt_shape(a.shape)] + [f"{b:08x}" for b in words])
 
 
-def data_input(a: np.ndarray, allow_bool: bool = False) -> np.ndarray:
+INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+
+
+def data_input(a: np.ndarray, allow_bool: bool = False, allow_int: bool = False) -> np.ndarray:
     if a.dtype == np.float32:
         return a
-    if allow_bool and a.dtype == np.bool_:
-        return a.astype(np.float32)
+    if a.dtype == np.bool_:
+        if allow_bool:
+            return a
+        raise Skip("bool data where webfusion takes numbers")
+    if allow_int and a.dtype in INTS:
+        if a.size and (a.min() < -(2**31) or a.max() > 2**31 - 1):
+            raise Skip("integers past int32")
+        return a.astype(np.int32)
     raise Skip(f"non-float32 data: {a.dtype}")
 
 
@@ -170,18 +204,26 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
     given = iter(as_array(x) for x in inputs)
     ins = [None if name == "" else next(given) for name in node.input]
     out = as_array(outputs[0])
-    if out.dtype == np.bool_ or out.dtype == np.int64:
+    if out.dtype == np.bool_ or out.dtype in INTS:
+        if out.dtype in INTS and out.size and (out.min() < -(2**31) or out.max() > 2**31 - 1):
+            raise Skip("integers past int32")
         out = out.astype(np.float32)
     elif out.dtype != np.float32:
         raise Skip(f"non-float32 data: {out.dtype}")
     at = attrs(node)
 
+    if op == "Div" and ins[0].dtype in INTS and np.any(np.floor_divide(ins[0], ins[1]) != out):
+        raise Skip("Div of negative ints: ONNX truncates, webfusion's (TF.js's) floors")
     if op in BINARY:
-        return BINARY[op], [data_input(x) for x in ins], out
+        logical = op in ("And", "Or", "Xor")
+        xs = [data_input(x, allow_bool=logical, allow_int=not logical) for x in ins]
+        if len({x.dtype for x in xs}) > 1:
+            raise Skip("operands of two dtypes")
+        return BINARY[op], xs, out
     if op in VARIADIC:
         return VARIADIC[op], [data_input(x) for x in ins], out
     if op in UNARY:
-        return UNARY[op], [data_input(ins[0])], out
+        return UNARY[op], [data_input(ins[0], allow_bool=op == "Not")], out
     if op == "Gelu":
         approx = at.get("approximate", b"none")
         approx = approx.decode() if isinstance(approx, bytes) else approx
@@ -210,18 +252,84 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
                 return "identity", [x], out
             return f"{REDUCE[op]} axes=all keep={keep}", [x], out
         return f"{REDUCE[op]} axes={','.join(map(str, axes))} keep={keep}", [x], out
-    if op == "ArgMax":
+    if op in ("ArgMax", "ArgMin"):
         if at.get("select_last_index", 0):
-            raise Skip("ArgMax select_last_index=1: webfusion's ties go to the first")
+            raise Skip("ArgMax/ArgMin select_last_index=1: webfusion's ties go to the first")
         return (
-            f"argmax axis={at.get('axis', 0)} keep={at.get('keepdims', 1)}",
-            [data_input(ins[0])],
+            f"{op.lower()} axis={at.get('axis', 0)} keep={at.get('keepdims', 1)}",
+            [data_input(ins[0], allow_int=True)],
             out,
         )
+    if op == "Gather":
+        x = data_input(ins[0], allow_int=True)
+        axis = at.get("axis", 0)
+        axis = axis + x.ndim if axis < 0 else axis
+        idx = data_input(ins[1], allow_int=True)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int32)
+        return f"gather axis={axis}", [x, idx], out
+    if op == "OneHot":
+        if at.get("axis", -1) != -1:
+            raise Skip("OneHot on an axis other than the last")
+        idx = ins[0]
+        if idx.dtype == np.float32:
+            if np.any(idx != np.floor(idx)):
+                raise Skip("fractional OneHot indices")
+            idx = idx.astype(np.int64)
+        depth = int(np.asarray(ins[1]).reshape(-1)[0])
+        idx = data_input(idx, allow_int=True)
+        idx = np.where(idx < 0, idx + depth, idx).astype(np.int32)
+        off, on = [float(v) for v in np.asarray(ins[2]).reshape(-1)]
+        b = lambda v: f"{np.asarray(v, dtype=np.float32).reshape(1).view(np.uint32)[0]:08x}"
+        return f"one_hot depth={depth} on={b(on)} off={b(off)}", [idx], out
+    if op == "CumSum":
+        x = data_input(ins[0], allow_int=True)
+        axis = int(np.asarray(ins[1]).reshape(-1)[0])
+        return (
+            f"cumsum axis={axis} exclusive={at.get('exclusive', 0)} reverse={at.get('reverse', 0)}",
+            [x],
+            out,
+        )
+    if op == "Tile":
+        x = data_input(ins[0], allow_int=True)
+        return f"tile reps={','.join(map(str, ints(ins[1])))}", [x], out
+    if op == "Pad":
+        mode = at.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "constant":
+            raise Skip(f"Pad mode {mode}: webfusion pads with a constant")
+        x = data_input(ins[0], allow_int=True)
+        pads = ints(ins[1]) if len(ins) > 1 else [int(p) for p in at["pads"]]
+        value = 0.0
+        if len(ins) > 2 and ins[2] is not None:
+            value = float(np.asarray(ins[2]).reshape(-1)[0])
+        axes = ints(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(x.ndim))
+        axes = [a + x.ndim if a < 0 else a for a in axes]
+        before, after = [0] * x.ndim, [0] * x.ndim
+        for k, a in enumerate(axes):
+            before[a], after[a] = pads[k], pads[k + len(axes)]
+        if min(before + after) < 0:
+            raise Skip("negative pads (a crop)")
+        pairs = ",".join(f"{b}:{e}" for b, e in zip(before, after))
+        return f"pad paddings={pairs} value={value!r}", [x], out
+    if op == "Mod":
+        if at.get("fmod", 0):
+            raise Skip("Mod fmod=1 (C's fmod): webfusion's mod is the floor mod")
+        xs = [data_input(x, allow_int=True) for x in ins]
+        return "mod", xs, out
+    if op == "Cast":
+        to = at["to"]
+        names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT32: "int32",
+                 onnx.TensorProto.INT64: "int32", onnx.TensorProto.BOOL: "bool"}
+        if to not in names:
+            raise Skip("Cast to a type webfusion does not have")
+        x = data_input(ins[0], allow_bool=True, allow_int=True)
+        if np.issubdtype(x.dtype, np.floating) and names[to] != "float32" and not np.all(np.isfinite(x)):
+            raise Skip("Cast of a non-finite float to an int (undefined in ONNX)")
+        return f"cast to={names[to]}", [x], out
     if op == "MatMul":
         return "matmul", [data_input(x) for x in ins], out
     if op == "Transpose":
-        x = data_input(ins[0])
+        x = data_input(ins[0], allow_int=True)
         perm = at.get("perm")
         perm = list(range(x.ndim))[::-1] if perm is None else list(perm)
         return f"transpose perm={','.join(map(str, perm))}", [x], out
@@ -242,7 +350,8 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
         return f"cat axis={at['axis']}", [data_input(x) for x in ins], out
     if op == "Where":
         c = data_input(ins[0], allow_bool=True)
-        return "where", [c, data_input(ins[1]), data_input(ins[2])], out
+        a, b = data_input(ins[1], allow_int=True), data_input(ins[2], allow_int=True)
+        return "where", [c, a, b], out
     if op == "Clip":
         x = data_input(ins[0])
         if opset < 11:

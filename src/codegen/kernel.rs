@@ -337,7 +337,9 @@ fn wf_mod_i(a: i32, b: i32) -> i32 {
     return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
 }
 fn wf_mod(a: f32, b: f32) -> f32 {
-    let r = a - b * trunc(a / b);
+    var r = a - b * trunc(a / b);
+    let finite_a = (bitcast<u32>(a) & 0x7fffffffu) < wf_inf_bits;
+    if (finite_a && (bitcast<u32>(b) & 0x7fffffffu) == wf_inf_bits) { r = a; }
     return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
 }
 

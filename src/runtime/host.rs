@@ -370,9 +370,15 @@ fn binary_i32(op: BinaryOp, a: i32, b: i32) -> u32 {
 }
 
 /// The kernels' `wf_mod`: the remainder of a truncated division (WGSL's
-/// `%`, written out so both compute it alike), moved to the divisor's sign.
+/// `%`, written out so both compute it alike), moved to the divisor's sign:
+/// the floor mod, NumPy's (TF.js gives NaN for a negative value modulo
+/// +infinity, where the floor mod is +infinity).
 fn floor_mod(a: f32, b: f32) -> f32 {
-    let r = a - b * (a / b).trunc();
+    // A finite value modulo an infinity is itself (NumPy's, ONNX's).
+    let r = match a.is_finite() && b.is_infinite() {
+        true => a,
+        false => a - b * (a / b).trunc(),
+    };
     if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
         r + b
     } else {

@@ -11,7 +11,7 @@
 //! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
 //! they must still meet; nothing is skipped silently.
 
-use webfusion::{Device, RegistrationError, Tensor};
+use webfusion::{DType, Device, RegistrationError, Tensor, Values};
 
 use super::engine::device;
 
@@ -67,7 +67,7 @@ const PLATFORM: &[Platform] = &[
 
 struct Input {
     shape: Vec<usize>,
-    values: Vec<f32>,
+    values: Values,
 }
 
 struct Case {
@@ -108,7 +108,8 @@ impl Case {
     }
 }
 
-fn parse_tensor(rest: &str) -> Input {
+/// A tensor line's shape and words, of `dtype`.
+fn parse_tensor(rest: &str, dtype: DType) -> Input {
     let mut words = rest.split_whitespace();
     let shape = words.next().expect("a shape");
     let shape = shape.trim_start_matches('[').trim_end_matches(']');
@@ -120,10 +121,29 @@ fn parse_tensor(rest: &str) -> Input {
             .map(|d| d.parse().expect("a dim"))
             .collect()
     };
-    let values = words
-        .map(|w| f32::from_bits(u32::from_str_radix(w, 16).expect("hex f32 bits")))
+    let words: Vec<u32> = words
+        .map(|w| u32::from_str_radix(w, 16).expect("hex words"))
         .collect();
-    Input { shape, values }
+    Input {
+        shape,
+        values: Values {
+            dtype,
+            words: words.into(),
+        },
+    }
+}
+
+/// A tensor line's dtype (`in`, `in.int32`, `in.bool`; `out` likewise) and
+/// the rest of it.
+fn tensor_line<'a>(line: &'a str, kind: &str) -> Option<(DType, &'a str)> {
+    let rest = line.strip_prefix(kind)?;
+    let (dtype, rest) = match rest.split_once(' ')? {
+        ("", rest) => (DType::Float32, rest),
+        (".int32", rest) => (DType::Int32, rest),
+        (".bool", rest) => (DType::Bool, rest),
+        _ => return None,
+    };
+    Some((dtype, rest))
 }
 
 fn parse(data: &str) -> Vec<Case> {
@@ -147,10 +167,10 @@ fn parse(data: &str) -> Vec<Case> {
         for line in lines.by_ref() {
             if line == "end" {
                 break;
-            } else if let Some(rest) = line.strip_prefix("in ") {
-                inputs.push(parse_tensor(rest));
-            } else if let Some(rest) = line.strip_prefix("out ") {
-                out = Some(parse_tensor(rest));
+            } else if let Some((dtype, rest)) = tensor_line(line, "in") {
+                inputs.push(parse_tensor(rest, dtype));
+            } else if let Some((dtype, rest)) = tensor_line(line, "out") {
+                out = Some(parse_tensor(rest, dtype));
             } else {
                 panic!("{name}: unexpected line {line:?}");
             }
@@ -201,7 +221,7 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
     let ins: Vec<Tensor> = case
         .inputs
         .iter()
-        .map(|i| gpu.tensor(&i.values, Some(&i.shape)))
+        .map(|i| gpu.tensor_of(i.values.clone(), Some(&i.shape)))
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let x = &ins[0];
@@ -238,12 +258,49 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
         "max" => x.max(case.axes().as_deref(), case.keep()),
         "min" => x.min(case.axes().as_deref(), case.keep()),
         "log_sum_exp" => x.log_sum_exp(case.axes().as_deref(), case.keep()),
-        "argmax" => {
+        "argmax" | "argmin" => {
             let a = axis();
             let a = if a < 0 { a + x.rank() as isize } else { a };
-            let m = x.arg_max(a).map_err(|e| e.to_string())?;
+            let m = match case.op.as_str() {
+                "argmax" => x.arg_max(a),
+                _ => x.arg_min(a),
+            }
+            .map_err(|e| e.to_string())?;
             if case.keep() { m.expand_dims(a) } else { Ok(m) }
         }
+        "gather" => x.gather(&ins[1], axis(), 0),
+        "one_hot" => x.one_hot(
+            case.ints("depth")[0] as usize,
+            case.bits("on").into(),
+            case.bits("off").into(),
+            DType::Float32,
+        ),
+        "cumsum" => x.cumsum(
+            axis(),
+            case.arg("exclusive") == "1",
+            case.arg("reverse") == "1",
+        ),
+        "tile" => {
+            let reps: Vec<usize> = case.ints("reps").iter().map(|&r| r as usize).collect();
+            x.tile(&reps)
+        }
+        "pad" => {
+            let pairs: Vec<(usize, usize)> = case
+                .arg("paddings")
+                .split(',')
+                .map(|p| {
+                    let (b, e) = p.split_once(':').expect("before:after");
+                    (b.parse().expect("a count"), e.parse().expect("a count"))
+                })
+                .collect();
+            x.pad(&pairs, case.arg("value").parse().expect("a number"))
+        }
+        "mod" => x.mod_(&ins[1]),
+        "cast" => x.cast(DType::parse(case.arg("to")).expect("a dtype")),
+        "logical_and" => x.logical_and(&ins[1]),
+        "logical_or" => x.logical_or(&ins[1]),
+        "logical_xor" => x.logical_xor(&ins[1]),
+        "logical_not" => x.logical_not(),
         "matmul" => return matmul(x, &ins[1]),
         "transpose" => {
             let perm: Vec<usize> = case.ints("perm").iter().map(|&p| p as usize).collect();
@@ -255,10 +312,7 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
             x.broadcast_to(&shape)
         }
         "cat" => gpu.cat(&ins.iter().collect::<Vec<_>>(), axis()),
-        // ONNX's condition is a bool, given here as 0 and 1.
-        "where" => x
-            .cast(webfusion::DType::Bool)
-            .and_then(|c| gpu.where_(&c, &ins[1], &ins[2])),
+        "where" => gpu.where_(x, &ins[1], &ins[2]),
         "clamp" => x.clamp(case.bits("min"), case.bits("max")),
         "squeeze" => x.squeeze(case.axes().as_deref()),
         "unsqueeze" => {
@@ -332,7 +386,7 @@ async fn run(gpu: &Device, case: &Case, atol: f32) -> Result<(), String> {
         .to_vec()
         .await
         .map_err(|e| format!("failed to run: {e}"))?;
-    match miss(&got, &case.out.values, atol) {
+    match miss(&got, &case.out.values.to_f32(), atol) {
         Some(m) => Err(m),
         None => Ok(()),
     }

@@ -805,6 +805,67 @@ impl Tensor {
             .reshape(&signed(op, &out)?)
     }
 
+    /// The `k` largest values along the last axis and their int32 indices
+    /// (TF.js's `topk`), largest first, the lower index first among equal
+    /// values: `k` rounds of `argMax`, each masking what it picked (with
+    /// NaN, which no later round picks), and the value picked read as the
+    /// max of the input where the pick is, so its gradient flows to that
+    /// element alone. Float32 only for now (an int32 would need a mask no
+    /// value can equal), and each round is a kernel or two: a sort kernel
+    /// is what large `k` wants.
+    #[track_caller]
+    pub fn top_k(&self, k: usize) -> Result<(Tensor, Tensor)> {
+        let op = "topk";
+        self.device().admit(op, &[self])?;
+        if self.dtype() != DType::Float32 {
+            return Err(invalid(
+                op,
+                format!(
+                    "{} is {}: topk of an int is not built yet; cast it to float32",
+                    self.id(),
+                    self.dtype()
+                ),
+            ));
+        }
+        let Some(&n) = self.shape().last() else {
+            return Err(range(op, "needs rank >= 1, got a scalar".into()));
+        };
+        if k > n {
+            return Err(range(
+                op,
+                format!("k ({k}) is past the last dim of {}", display(self.shape())),
+            ));
+        }
+        let mut out = self.shape().to_vec();
+        *out.last_mut().expect("rank >= 1") = k;
+        if k == 0 {
+            let device = self.device();
+            return Ok((
+                device.fill(&out, 0.0, DType::Float32)?,
+                device.fill(&out, 0.0, DType::Int32)?,
+            ));
+        }
+        let device = self.device().clone();
+        let rank = self.rank();
+        let (nan, low) = (
+            device.fill(&[], f64::NAN, DType::Float32)?,
+            device.fill(&[], f64::NEG_INFINITY, DType::Float32)?,
+        );
+        let (mut values, mut indices) = (Vec::with_capacity(k), Vec::with_capacity(k));
+        let mut left = self.clone();
+        for _ in 0..k {
+            let index = left.arg_max(-1)?;
+            let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
+            values.push(device.where_(&picked, self, &low)?.max(Some(&[-1]), true)?);
+            indices.push(index.expand_dims(-1)?);
+            left = device.where_(&picked, &nan, &left)?;
+        }
+        let axis = rank as isize - 1;
+        let values = device.cat(&values.iter().collect::<Vec<_>>(), axis)?;
+        let indices = device.cat(&indices.iter().collect::<Vec<_>>(), axis)?;
+        Ok((values, indices))
+    }
+
     /// The running sums along `axis` (TF.js's `cumsum`): each position's
     /// sum of the elements up to it, without it when `exclusive`, from the
     /// end when `reverse`. An int32's stay int32 (a bool's become one),

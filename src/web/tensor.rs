@@ -228,6 +228,31 @@ impl JsTensor {
         register(t.device(), || t.arg_max(axis))
     }
 
+    /// `topk(k = 1, sorted = true)`: TF.js's `topk(x, k, sorted)`, `{ values,
+    /// indices }` along the last axis, largest first (always sorted).
+    #[wasm_bindgen(unchecked_return_type = "{ values: Tensor; indices: Tensor }")]
+    pub fn topk(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] k: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] sorted: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "topk";
+        let t = self.tensor(op)?;
+        let k = match args::absent(&k) {
+            true => 1,
+            false => args::count(op, "k", &k)?,
+        };
+        args::boolean_or(op, "sorted", &sorted, true)?;
+        let site = errors::site_if_captured(t.device());
+        let (values, indices) =
+            crate::tensor::with_site(site, || t.top_k(k)).map_err(|e| errors::registration(&e))?;
+        let pair = js_sys::Object::new();
+        for (key, tensor) in [("values", values), ("indices", indices)] {
+            js_sys::Reflect::set(&pair, &key.into(), &registry::wrap_tensor(tensor))?;
+        }
+        Ok(pair.into())
+    }
+
     /// `cumsum(axis = 0, exclusive = false, reverse = false)`.
     #[wasm_bindgen(unchecked_return_type = "Tensor")]
     pub fn cumsum(

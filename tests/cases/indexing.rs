@@ -384,3 +384,54 @@ pub async fn multinomial_draws_classes_by_their_probabilities_reproducibly() {
         .expect("refused");
     assert!(refused.to_string().contains("rank 1 or 2"), "{refused}");
 }
+
+pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradient() {
+    for (name, gpu) in both().await {
+        let x = gpu
+            .tensor(
+                &[
+                    3.0,
+                    1.0,
+                    4.0,
+                    1.0,
+                    5.0,
+                    f32::NEG_INFINITY,
+                    f32::NEG_INFINITY,
+                    2.0,
+                    0.0,
+                    2.0,
+                ],
+                Some(&[2, 5]),
+            )
+            .unwrap();
+        let (values, indices) = x.top_k(3).unwrap();
+        assert_eq!(values.shape(), &[2, 3]);
+        assert_eq!(indices.dtype(), DType::Int32);
+        assert_eq!(
+            floats(&values).await,
+            [5.0, 4.0, 3.0, 2.0, 2.0, 0.0],
+            "{name}"
+        );
+        assert_eq!(
+            indices.values().await.unwrap().to_i32(),
+            [4, 2, 0, 2, 4, 3],
+            "{name}: the lower index first among equal values"
+        );
+        // Every element, -inf included, each picked once.
+        let (_, all) = x.top_k(5).unwrap();
+        assert_eq!(
+            all.values().await.unwrap().to_i32()[5..],
+            [2, 4, 3, 0, 1],
+            "{name}"
+        );
+        let g = gpu
+            .grad(|x| x.top_k(2)?.0.sum(None, false), &x, None)
+            .unwrap();
+        assert_eq!(
+            floats(&g).await,
+            [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0],
+            "{name}: the gradient reaches the picked elements"
+        );
+        assert!(x.top_k(6).is_err());
+    }
+}

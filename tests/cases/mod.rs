@@ -18,6 +18,10 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(
+            indexing,
+            top_k_gives_the_largest_values_first_with_their_indices_and_gradient
+        );
         $run!(indexing, cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient);
         $run!(indexing, multinomial_draws_classes_by_their_probabilities_reproducibly);
         $run!(indexing, gather_reads_slices_along_any_axis_and_batch_dims_as_tf_js_does);

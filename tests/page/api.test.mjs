@@ -699,6 +699,9 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
       hot: { dtype: idx.oneHot(3).dtype, values: await idx.oneHot(3).array() },
       smooth: await idx.oneHot(3, 0.9, 0.05, 'float32').array(),
       sums: await table.unsortedSegmentSum(gpu.tensor(new Int32Array([1, 1, 0])), 2).array(),
+      top: await (async () => { const { values, indices } = table.topk(1); return [await values.array(), await indices.array()]; })(),
+      cumsum: await table.cumsum(0, false, true).array(),
+      drawn: { dtype: table.multinomial(4, 3).dtype, shape: table.multinomial(4, 3).shape },
       bad,
       queued,
       rejected,
@@ -711,6 +714,9 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
   assert.deepEqual(result.hot, { dtype: 'int32', values: [[0, 0, 1], [1, 0, 0]] });
   assert.deepEqual(result.smooth.map((r) => r.map((v) => Math.round(v * 100) / 100)), [[0.05, 0.05, 0.9], [0.9, 0.05, 0.05]]);
   assert.deepEqual(result.sums, [[5, 6], [4, 6]]);
+  assert.deepEqual(result.top, [[[2], [4], [6]], [[1], [1], [1]]]);
+  assert.deepEqual(result.cumsum, [[9, 12], [8, 10], [5, 6]]);
+  assert.deepEqual(result.drawn, { dtype: 'int32', shape: [3, 4] });
   assert.match(result.bad.floatIndices, /^Error: gather: the indices \(tensor #\d+\) must be an int32 tensor, but they are float32/);
   assert.match(result.bad.arrayIndices, /^TypeError: gather: expected a webfusion Tensor as indices/);
   assert.match(result.bad.axis, /^RangeError: gather: axis 2 is out of range for rank 2/);

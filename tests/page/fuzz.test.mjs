@@ -182,6 +182,13 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       { valid: 0, bad: optionalNumbers },
       { valid: 'float32', bad: badDtypes },
     ]);
+    tensorMethod('topk', m, [{ valid: 2, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['4', 4], ['NaN', NaN]] }, { valid: true, bad: badBools }]);
+    tensorMethod('cumsum', m, [{ valid: 1, bad: badInts }, { valid: true, bad: badBools }, { valid: false, bad: badBools }]);
+    tensorMethod('multinomial', m, [
+      { valid: 2, bad: [...badInts, ['0', 0]] },
+      { valid: 1, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ['2**60', 2 ** 60]] },
+      { valid: false, bad: badBools },
+    ]);
     tensorMethod('unsortedSegmentSum', m, [
       { valid: ii, bad: [...badIndices, ['a [3] int32 tensor', one.tensor(new Int32Array(3))]] },
       { valid: 3, bad: [...badInts, ['0', 0]] },
@@ -393,6 +400,9 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       wrong(name, `mi.${name}()`, () => mi[name]());
     }
     wrong('matmul', 'mi.matmul(mt)', () => mi.matmul(mt));
+    wrong('multinomial', 'mi.multinomial(2)', () => mi.multinomial(2));
+    wrong('topk', 'mi.topk(1)', () => mi.topk(1));
+    wrong('multinomial', 'm3.multinomial(2)', () => m3.multinomial(2));
     wrong('matmul', 'm.matmul(mi.transpose())', () => m.matmul(mi.transpose()));
     for (const name of ['cat', 'stack']) {
       cross(name, `one.${name}([m, m2])`, () => one[name]([m, m2]));
@@ -465,7 +475,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
-    'gather', 'oneHot', 'unsortedSegmentSum',
+    'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'multinomial', 'topk',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

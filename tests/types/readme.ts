@@ -25,6 +25,10 @@ const dtype: DataType = ints.dtype;
 const flags: Tensor = gpu.tensor([true, false]).logicalNot();
 const asked: Tensor = gpu.tensor([1, 2], null, 'int32').cast('float32').add(gpu.zeros([2], 'int32'));
 const index: Tensor = m.argMax(1).add(gpu.arange(0, 2, 1, 'int32'));
+const rows: Tensor = m.gather(gpu.tensor(new Int32Array([1, 0])), 0, 0).add(index.oneHot(2, 1, 0, 'float32'));
+const { values: best, indices: bestAt } = m.topk(1);
+const drawn: Tensor = m.multinomial(3, 7).add(m.cumsum(1).argMin(1).expandDims(1));
+console.log(rows.shape, best.shape, bestAt.dtype, drawn.shape);
 
 // tidy returns what its function returns, typed.
 const kept: { a: typeof t; n: number } = tidy(() => ({ a: t.exp(), n: 3 }));

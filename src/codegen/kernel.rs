@@ -283,9 +283,74 @@ pub(super) fn strided_index(
     terms.join(" + ")
 }
 
+/// The helpers of the int32 ops and the float mod, each written into a
+/// kernel only when its text calls it: every kernel's text is compiled, and
+/// most kernels need none of them.
+const HELPERS: [(&str, &str); 6] = [
+    (
+        "wf_pow_i(",
+        r"fn wf_pow_i(a: i32, b: i32) -> i32 {
+    if (b < 0) { return select(select(0, 1, a == 1), select(1, -1, (b & 1) != 0), a == -1); }
+    var r = 1; var base = a; var e = b;
+    loop { if (e == 0) { break; } if ((e & 1) != 0) { r = r * base; } base = base * base; e = e >> 1u; }
+    return r;
+}
+",
+    ),
+    (
+        "wf_f2i(",
+        r"fn wf_f2i(x: f32) -> i32 {
+    if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { return 0; }
+    if (x >= 2147483648.0) { return 2147483647; }
+    return i32(max(x, -2147483648.0));
+}
+",
+    ),
+    (
+        "wf_nonzero(",
+        r"fn wf_nonzero(x: f32) -> i32 { return select(0, 1, (bitcast<u32>(x) & 0x7fffffffu) != 0u); }
+",
+    ),
+    (
+        "wf_floordiv_i(",
+        r"fn wf_floordiv_i(a: i32, b: i32) -> i32 {
+    if (b == 0) { return 0; }
+    if (b == -1) { return 0 - a; }
+    let q = a / b;
+    return select(q, q - 1, a % b != 0 && ((a < 0) != (b < 0)));
+}
+",
+    ),
+    (
+        "wf_mod_i(",
+        r"fn wf_mod_i(a: i32, b: i32) -> i32 {
+    if (b == 0 || b == -1) { return 0; }
+    let r = a % b;
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+",
+    ),
+    (
+        "wf_mod(",
+        r"fn wf_mod(a: f32, b: f32) -> f32 {
+    var r = a - b * trunc(a / b);
+    let finite_a = (bitcast<u32>(a) & 0x7fffffffu) < wf_inf_bits;
+    if (finite_a && (bitcast<u32>(b) & 0x7fffffffu) == wf_inf_bits) { r = a; }
+    return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
+}
+
+",
+    ),
+];
+
 pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) -> String {
+    let helpers: String = HELPERS
+        .iter()
+        .filter(|(call, _)| body.contains(call) || decls.contains(call))
+        .map(|(_, text)| *text)
+        .collect();
     format!(
-        "{PRELUDE}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
+        "{PRELUDE}{helpers}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
          fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
          @compute @workgroup_size({workgroup})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, \
@@ -313,36 +378,6 @@ fn wf_pow(a: f32, b: f32) -> f32 {
     let m = pow(-a, b);
     return select(m, -m, fract(b * 0.5) != 0.0);
 }
-fn wf_pow_i(a: i32, b: i32) -> i32 {
-    if (b < 0) { return select(select(0, 1, a == 1), select(1, -1, (b & 1) != 0), a == -1); }
-    var r = 1; var base = a; var e = b;
-    loop { if (e == 0) { break; } if ((e & 1) != 0) { r = r * base; } base = base * base; e = e >> 1u; }
-    return r;
-}
-fn wf_f2i(x: f32) -> i32 {
-    if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { return 0; }
-    if (x >= 2147483648.0) { return 2147483647; }
-    return i32(max(x, -2147483648.0));
-}
-fn wf_nonzero(x: f32) -> i32 { return select(0, 1, (bitcast<u32>(x) & 0x7fffffffu) != 0u); }
-fn wf_floordiv_i(a: i32, b: i32) -> i32 {
-    if (b == 0) { return 0; }
-    if (b == -1) { return 0 - a; }
-    let q = a / b;
-    return select(q, q - 1, a % b != 0 && ((a < 0) != (b < 0)));
-}
-fn wf_mod_i(a: i32, b: i32) -> i32 {
-    if (b == 0 || b == -1) { return 0; }
-    let r = a % b;
-    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
-}
-fn wf_mod(a: f32, b: f32) -> f32 {
-    var r = a - b * trunc(a / b);
-    let finite_a = (bitcast<u32>(a) & 0x7fffffffu) < wf_inf_bits;
-    if (finite_a && (bitcast<u32>(b) & 0x7fffffffu) == wf_inf_bits) { r = a; }
-    return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
-}
-
 ";
 
 /// Writes unary `op` of `x`, computed in `dtype` (an int's only unary ops

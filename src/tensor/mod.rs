@@ -127,6 +127,18 @@ impl Device {
         value: f64,
         dtype: DType,
     ) -> Result<Tensor, RegistrationError> {
+        self.fill_as("fill", shape, value, dtype)
+    }
+
+    /// `fill`, a refusal naming `op` (the JS `full`, `zeros`, `ones`).
+    #[track_caller]
+    pub(crate) fn fill_as(
+        &self,
+        op: &'static str,
+        shape: &[usize],
+        value: f64,
+        dtype: DType,
+    ) -> Result<Tensor, RegistrationError> {
         let value = match dtype {
             DType::Float32 => value as f32 as f64,
             DType::Int32
@@ -136,7 +148,7 @@ impl Device {
             }
             DType::Int32 => {
                 return Err(RegistrationError::new(
-                    "fill",
+                    op,
                     ErrorClass::Range,
                     format!("{value} is not an int32"),
                 ));

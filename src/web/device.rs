@@ -47,7 +47,7 @@ impl JsDevice {
         let device = self.device(op)?;
         let shape = args::shape(op, "shape", shape)?;
         let dtype = args::dtype_or(op, dtype, DType::Float32)?;
-        register(&device, || device.fill(&shape, value, dtype))
+        register(&device, || device.fill_as(op, &shape, value, dtype))
     }
 }
 

@@ -177,7 +177,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     tensorMethod('gather', m, [{ valid: ii, bad: badIndices }, { valid: 0, bad: badInts }, { valid: 0, bad: badInts }]);
     const optionalNumbers = [...without(junk, 'undefined', 'null'), ["'5'", '5'], ['[]', []], ['a tensor', v]];
     tensorMethod('oneHot', ii, [
-      { valid: 3, bad: [...badInts, ['1', 1], ['0', 0], ['2**31', 2 ** 31], ['2**40', 2 ** 40]] },
+      { valid: 3, bad: [...badInts.filter(([label]) => label !== '99'), ['1', 1], ['0', 0], ['2**31', 2 ** 31], ['2**40', 2 ** 40]] },
       { valid: 1, bad: optionalNumbers },
       { valid: 0, bad: optionalNumbers },
       { valid: 'float32', bad: badDtypes },
@@ -185,13 +185,13 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     tensorMethod('topk', m, [{ valid: 2, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['4', 4], ['NaN', NaN]] }, { valid: true, bad: badBools }]);
     tensorMethod('cumsum', m, [{ valid: 1, bad: badInts }, { valid: true, bad: badBools }, { valid: false, bad: badBools }]);
     tensorMethod('multinomial', m, [
-      { valid: 2, bad: [...badInts, ['0', 0]] },
+      { valid: 2, bad: [...badInts.filter(([label]) => label !== '99'), ['0', 0]] },
       { valid: 1, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ['2**60', 2 ** 60]] },
       { valid: false, bad: badBools },
     ]);
     tensorMethod('unsortedSegmentSum', m, [
       { valid: ii, bad: [...badIndices, ['a [3] int32 tensor', one.tensor(new Int32Array(3))]] },
-      { valid: 3, bad: [...badInts, ['0', 0]] },
+      { valid: 3, bad: [...badInts.filter(([label]) => label !== '99'), ['0', 0]] },
     ]);
     tensorMethod('cast', m, [{ valid: 'int32', bad: [...badDtypes, ['undefined', undefined]] }]);
     methods.push({ op: 'dtype', call: getter('dtype'), self: m, args: [], receivers: badTensorThis });
@@ -403,7 +403,8 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     wrong('multinomial', 'mi.multinomial(2)', () => mi.multinomial(2));
     wrong('topk', 'mi.topk(1)', () => mi.topk(1));
     wrong('multinomial', 'm3.multinomial(2)', () => m3.multinomial(2));
-    wrong('matmul', 'm.matmul(mi.transpose())', () => m.matmul(mi.transpose()));
+    const mit = mi.transpose();
+    wrong('matmul', 'm.matmul(mit)', () => m.matmul(mit));
     for (const name of ['cat', 'stack']) {
       cross(name, `one.${name}([m, m2])`, () => one[name]([m, m2]));
       cross(name, `one.${name}([m2, m])`, () => one[name]([m2, m]));

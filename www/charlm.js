@@ -7,6 +7,8 @@
 // vocabulary, batches, and the bigram entropy a model that ignores context
 // cannot beat.
 
+export { seeded as random } from './data.js';
+
 /** The characters of `text`, sorted, and each one's id. */
 export function vocabulary(text) {
   const chars = [...new Set(text)].sort();
@@ -35,18 +37,6 @@ export function bigramEntropy(ids, size) {
     }
   }
   return h;
-}
-
-/** A seeded generator of uniform numbers in [0, 1) (mulberry32). */
-export function random(seed) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** `batch` windows of `context + 1` characters of `ids` at random places: inputs and the targets one later. */

@@ -47,6 +47,21 @@ fn bool_only(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     }
 }
 
+/// Refuses `t` unless it is an int32: indices (`gather`, `oneHot`) and
+/// segment ids, which name positions.
+fn int32_only(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
+    match t.dtype() {
+        DType::Int32 => Ok(()),
+        other => Err(invalid(
+            op,
+            format!(
+                "{what} ({}) must be an int32 tensor, but they are {other}; cast them",
+                t.id()
+            ),
+        )),
+    }
+}
+
 /// The dtype arithmetic computes in: TF.js's upcast, except that two bools
 /// add as int32s (TF.js's `maximum`, `sum` and `relu` cast a bool so, and
 /// a sum of bools stored as a bool would be no number at all).
@@ -700,16 +715,7 @@ impl Tensor {
     pub fn gather(&self, indices: &Tensor, axis: isize, batch_dims: isize) -> Result<Tensor> {
         let op = "gather";
         self.device().admit(op, &[self, indices])?;
-        if indices.dtype() != DType::Int32 {
-            return Err(invalid(
-                op,
-                format!(
-                    "the indices ({}) must be an int32 tensor, but they are {}; cast them",
-                    indices.id(),
-                    indices.dtype()
-                ),
-            ));
-        }
+        int32_only(op, "the indices", indices)?;
         let axis = axis_index(op, axis, self.rank())?;
         let b = match batch_dims {
             b if b < 0 => b + indices.rank() as isize,
@@ -767,16 +773,7 @@ impl Tensor {
         let op = "unsortedSegmentSum";
         self.device().admit(op, &[self, segment_ids])?;
         float_only(op, self)?;
-        if segment_ids.dtype() != DType::Int32 {
-            return Err(invalid(
-                op,
-                format!(
-                    "the segment ids ({}) must be an int32 tensor, but they are {}",
-                    segment_ids.id(),
-                    segment_ids.dtype()
-                ),
-            ));
-        }
+        int32_only(op, "the segment ids", segment_ids)?;
         let k = segment_ids.rank();
         if num_segments == 0 || k > self.rank() || self.shape()[..k] != *segment_ids.shape() {
             return Err(range(
@@ -954,16 +951,7 @@ impl Tensor {
     pub fn one_hot(&self, depth: usize, on: f64, off: f64, dtype: DType) -> Result<Tensor> {
         let op = "oneHot";
         self.device().admit(op, &[self])?;
-        if self.dtype() != DType::Int32 {
-            return Err(invalid(
-                op,
-                format!(
-                    "the indices ({}) must be an int32 tensor, but they are {}",
-                    self.id(),
-                    self.dtype()
-                ),
-            ));
-        }
+        int32_only(op, "the indices", self)?;
         // An int32 index can name no position past 2^31 - 1.
         if !(2..=i32::MAX as usize).contains(&depth) {
             return Err(range(

@@ -1268,6 +1268,17 @@ impl<'d> Builder<'d> {
         self.push(g, t, desc, &["where"], &[cond, a, b])
     }
 
+    /// A new int32 input of `values` in `shape`, known exactly.
+    fn int_input(&mut self, values: &[i32], shape: &[usize]) -> Result<usize, String> {
+        let g = registered(
+            "tensor",
+            self.gpu.tensor_of(Values::int32(values), Some(shape)),
+        )?;
+        let r = Ref::new(values.iter().map(|&v| v as f32).collect(), shape);
+        let desc = format!("int32 tensor({shape:?})");
+        self.push(g, Tracked::exact(r), desc, &["tensor"], &[])
+    }
+
     /// Integer arithmetic, exact: two int32 tensors of small values (the
     /// divisor sometimes 0), one of `add`, `mul`, `floorDiv`, `mod`,
     /// `maximum`, computed as TF.js does, then cast to a float so the rest
@@ -1283,18 +1294,7 @@ impl<'d> Builder<'d> {
         };
         let x = int_input(&mut self.rng, 50);
         let y = int_input(&mut self.rng, 4);
-        let mut inputs = Vec::new();
-        for v in [&x, &y] {
-            let g = registered("tensor", self.gpu.tensor_of(Values::int32(v), Some(&s)))?;
-            let r = Ref::new(v.iter().map(|&i| i as f32).collect(), &s);
-            inputs.push(self.push(
-                g,
-                Tracked::exact(r),
-                format!("int32 tensor({s:?})"),
-                &["tensor"],
-                &[],
-            )?);
-        }
+        let inputs = [self.int_input(&x, &s)?, self.int_input(&y, &s)?];
         let (name, f): (&'static str, fn(i32, i32) -> i32) = match self.rng.below(5) {
             0 => ("add", |a, b| a + b),
             1 => ("mul", |a, b| a * b),
@@ -1368,18 +1368,7 @@ impl<'d> Builder<'d> {
             let idx: Vec<i32> = (0..n)
                 .map(|_| self.rng.below(depth + 2) as i32 - 1)
                 .collect();
-            let g = registered(
-                "tensor",
-                self.gpu.tensor_of(Values::int32(&idx), Some(&idx_shape)),
-            )?;
-            let r = Ref::new(idx.iter().map(|&v| v as f32).collect(), &idx_shape);
-            let t = self.push(
-                g,
-                Tracked::exact(r),
-                format!("int32 tensor({idx_shape:?})"),
-                &["tensor"],
-                &[],
-            )?;
+            let t = self.int_input(&idx, &idx_shape)?;
             let (on, off) = (
                 self.rng.pick(&[1.0f32, 0.5]),
                 self.rng.pick(&[0.0f32, -1.0]),
@@ -1407,18 +1396,7 @@ impl<'d> Builder<'d> {
         let axis = self.rng.below(shape.len());
         let idx: Vec<usize> = (0..n).map(|_| self.rng.below(shape[axis])).collect();
         let as_i32: Vec<i32> = idx.iter().map(|&v| v as i32).collect();
-        let g = registered(
-            "tensor",
-            self.gpu.tensor_of(Values::int32(&as_i32), Some(&idx_shape)),
-        )?;
-        let r = Ref::new(idx.iter().map(|&v| v as f32).collect(), &idx_shape);
-        let j = self.push(
-            g,
-            Tracked::exact(r),
-            format!("int32 tensor({idx_shape:?})"),
-            &["tensor"],
-            &[],
-        )?;
+        let j = self.int_input(&as_i32, &idx_shape)?;
         let signed = maybe_negative(&mut self.rng, axis, shape.len());
         let g = registered("gather", self.g(i).gather(&self.g(j), signed, 0))?;
         let t = self.t(i).view(|r| r.gather(&idx, &idx_shape, axis));

@@ -121,10 +121,11 @@ pub(super) fn vjp(
     })
 }
 
-/// The gradient of `gather(table, indices, axis)` (`view` the indices in
-/// the output's shape): each row of the table gets the sum of the rows of
-/// `g` that read it, `unsortedSegmentSum` along `axis`, as a matmul of the
-/// indices' one-hot encoding (batched over the dims before `axis`).
+/// The gradient of `gather(table, indices, axis, batch_dims)` (`view` the
+/// indices in the output's shape): each row of the table gets the sum of
+/// the rows of `g` that read it, `unsortedSegmentSum` along `axis`, as a
+/// matmul of the indices' one-hot encoding, batched over the dims before
+/// `axis` (the batch dims' own indices, with `batch_dims`).
 fn gather_grad(
     table: &Tensor,
     view: &Tensor,
@@ -132,31 +133,35 @@ fn gather_grad(
     batch_dims: usize,
     g: &Tensor,
 ) -> Result<Tensor> {
-    if batch_dims > 0 {
+    if batch_dims > 0 && axis != batch_dims {
         return Err(super::internal(
-            "the gradient of gather with batchDims > 0 is not built yet",
+            "the gradient of gather with batchDims > 0 along a later axis is not built yet",
         ));
     }
     let signed = |dims: &[usize]| -> Vec<isize> { dims.iter().map(|&d| d as isize).collect() };
     let (shape, out) = (table.shape(), g.shape());
     let j = out.len() + 1 - shape.len();
-    // The indices themselves: the view at 0 along the table's own dims.
+    // The indices themselves: the view at 0 along the table's own dims
+    // (its batch dims are the indices' too).
     let mut size = signed(out);
-    for d in (0..axis).chain(axis + j..out.len()) {
+    for d in (batch_dims..axis).chain(axis + j..out.len()) {
         size[d] = 1;
     }
     let n: usize = out[axis..axis + j].iter().product();
-    let indices = view
-        .slice(&vec![0; out.len()], &size)?
-        .reshape(&[n as isize])?;
-    let rows = shape[axis];
     let (before, after): (usize, usize) = (
         shape[..axis].iter().product(),
         shape[axis + 1..].iter().product(),
     );
+    let batches: usize = shape[..batch_dims].iter().product();
+    let indices = view
+        .slice(&vec![0; out.len()], &size)?
+        .reshape(&signed(&[batches, n]))?;
+    let rows = shape[axis];
     let hot = indices.one_hot(rows, 1.0, 0.0, crate::ir::DType::Float32)?;
     let g = g.reshape(&signed(&[before, n, after]))?;
-    // [rows, n] x [before, n, after] -> [before, rows, after].
+    // Without batch dims: [1, n, rows] x [before, n, after], the one
+    // encoding shared by every `before`; with them (then `before` is the
+    // batch): one per batch. Either way [before, rows, after].
     hot.matmul_transposed(&g, true, false)?
         .reshape(&signed(shape))
 }

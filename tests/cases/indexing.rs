@@ -223,6 +223,25 @@ pub async fn the_gradient_of_gather_sums_into_the_rows_it_read() {
             }
         }
         assert_eq!(floats(&g).await, want, "{name}: axis 1");
+        // batchDims 1: each batch's rows get what its own indices read.
+        let idx = ints(&gpu, &[2, 2, 0, 1], &[2, 2]);
+        let g = gpu
+            .grad(
+                |t| t.gather(&idx, 1, 1)?.square()?.sum(None, false),
+                &t3,
+                None,
+            )
+            .unwrap();
+        let mut want = vec![0.0f32; 12];
+        for (b, picks) in [[2usize, 2], [0, 1]].iter().enumerate() {
+            for &i in picks {
+                for c in 0..2 {
+                    let k = b * 6 + i * 2 + c;
+                    want[k] += 2.0 * table[k];
+                }
+            }
+        }
+        assert_eq!(floats(&g).await, want, "{name}: batchDims 1");
     }
 }
 
@@ -433,5 +452,44 @@ pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradien
             "{name}: the gradient reaches the picked elements"
         );
         assert!(x.top_k(6).is_err());
+    }
+}
+
+pub async fn gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes() {
+    for (name, gpu) in both().await {
+        let t: Vec<f32> = (0..16).map(|v| v as f32).collect();
+        let table = gpu.tensor(&t, Some(&[4, 4])).unwrap();
+        let base = ints(&gpu, &[0, 1, 1, 0], &[4]);
+        // The table computed in the same flush, of the output's own shape:
+        // the gather must read it from memory, not fuse with it.
+        let doubled = table.mul(2.0).unwrap();
+        // The indices computed too (an int expression, read through a view).
+        let idx = base
+            .add(&base)
+            .unwrap()
+            .add(&ints(&gpu, &[1], &[1]))
+            .unwrap();
+        let g = doubled.gather(&idx, 0, 0).unwrap().add(1.0).unwrap();
+        let want: Vec<f32> = [1usize, 3, 3, 1]
+            .iter()
+            .flat_map(|&r| (0..4).map(move |c| 2.0 * (r * 4 + c) as f32 + 1.0))
+            .collect();
+        assert_eq!(floats(&g).await, want, "{name}");
+        // Empty indices, and a scalar index (the axis removed).
+        let none = table.gather(&ints(&gpu, &[], &[0]), 0, 0).unwrap();
+        assert_eq!(none.shape(), &[0, 4]);
+        assert_eq!(floats(&none).await, Vec::<f32>::new(), "{name}");
+        let one = table.gather(&ints(&gpu, &[2], &[]), 1, 0).unwrap();
+        assert_eq!(one.shape(), &[4]);
+        assert_eq!(floats(&one).await, [2.0, 6.0, 10.0, 14.0], "{name}");
+        // A held gather read after what was computed from it.
+        let rows = table.gather(&ints(&gpu, &[3, 0], &[2]), 0, 0).unwrap();
+        let total = rows.sum(None, false).unwrap();
+        assert_eq!(floats(&total).await, [60.0], "{name}");
+        assert_eq!(
+            floats(&rows).await,
+            [12.0, 13.0, 14.0, 15.0, 0.0, 1.0, 2.0, 3.0],
+            "{name}"
+        );
     }
 }

@@ -20,6 +20,10 @@ macro_rules! all_cases {
     ($run:ident) => {
         $run!(
             indexing,
+            gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes
+        );
+        $run!(
+            indexing,
             top_k_gives_the_largest_values_first_with_their_indices_and_gradient
         );
         $run!(indexing, cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient);

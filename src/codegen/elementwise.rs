@@ -67,10 +67,17 @@ pub(super) fn fused(
     // Inputs a gather reads as its table are read at the index it computes,
     // not at the block's positions: no load of their own unless another op
     // reads them too.
+    let gathers = block
+        .ops
+        .iter()
+        .any(|&i| matches!(ops[i].kind, OpKind::Gather { .. }));
     let table_only: Vec<bool> = block
         .inputs
         .iter()
         .map(|&t| {
+            if !gathers {
+                return false;
+            }
             let reads = block
                 .ops
                 .iter()
@@ -85,10 +92,6 @@ pub(super) fn fused(
                 })
         })
         .collect();
-    let gathers = block
-        .ops
-        .iter()
-        .any(|&i| matches!(ops[i].kind, OpKind::Gather { .. }));
     if gathers || accesses.iter().any(|a| !a.is_direct(out)) {
         coords(&mut body, params, "idx", "c", out);
     }

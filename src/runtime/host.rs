@@ -160,7 +160,7 @@ fn fl(w: u32) -> f32 {
 }
 
 /// A bool's word.
-fn b(c: bool) -> u32 {
+fn flag(c: bool) -> u32 {
     u32::from(c)
 }
 
@@ -265,9 +265,9 @@ fn compute<'a>(
 fn cast(from: DType, to: DType, w: u32) -> u32 {
     match (from, to) {
         (DType::Float32, DType::Int32) => fl(w) as i32 as u32,
-        (DType::Float32, DType::Bool) => b(w & 0x7fff_ffff != 0),
+        (DType::Float32, DType::Bool) => flag(w & 0x7fff_ffff != 0),
         (DType::Int32 | DType::Bool, DType::Float32) => f(w as i32 as f32),
-        (DType::Int32, DType::Bool) => b(w != 0),
+        (DType::Int32, DType::Bool) => flag(w != 0),
         _ => w,
     }
 }
@@ -335,11 +335,11 @@ fn binary(op: BinaryOp, a: f32, b: f32) -> u32 {
         BinaryOp::Minimum => f(wgsl_min(a, b)),
         BinaryOp::Mod => f(floor_mod(a, b)),
         BinaryOp::FloorDiv => f((a / b).floor()),
-        BinaryOp::Equal => self::b(a == b),
-        BinaryOp::Greater => self::b(a > b),
-        BinaryOp::GreaterEqual => self::b(a >= b),
-        BinaryOp::Less => self::b(a < b),
-        BinaryOp::LessEqual => self::b(a <= b),
+        BinaryOp::Equal => flag(a == b),
+        BinaryOp::Greater => flag(a > b),
+        BinaryOp::GreaterEqual => flag(a >= b),
+        BinaryOp::Less => flag(a < b),
+        BinaryOp::LessEqual => flag(a <= b),
         // Logical ops take bools: registration refuses floats.
         BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => 0,
     }

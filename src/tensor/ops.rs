@@ -717,13 +717,13 @@ impl Tensor {
         self.device().admit(op, &[self, indices])?;
         int32_only(op, "the indices", indices)?;
         let axis = axis_index(op, axis, self.rank())?;
+        // Negative counts from the end of the indices' dims.
         let b = match batch_dims {
-            b if b < 0 => b + indices.rank() as isize,
-            b => b,
-        };
-        let fits = b >= 0 && b as usize <= indices.rank() && b as usize <= axis;
-        let b = b as usize;
-        if !fits || self.shape()[..b] != indices.shape()[..b] {
+            b if b < 0 => indices.rank().checked_sub(b.unsigned_abs()),
+            b => Some(b.unsigned_abs()),
+        }
+        .filter(|&b| b <= indices.rank() && b <= axis);
+        let Some(b) = b.filter(|&b| self.shape()[..b] == indices.shape()[..b]) else {
             return Err(range(
                 op,
                 format!(
@@ -733,7 +733,7 @@ impl Tensor {
                     display(indices.shape())
                 ),
             ));
-        }
+        };
         let mut shape = self.shape()[..axis].to_vec();
         shape.extend_from_slice(&indices.shape()[b..]);
         shape.extend_from_slice(&self.shape()[axis + 1..]);
@@ -833,8 +833,8 @@ impl Tensor {
                 format!("k ({k}) is past the last dim of {}", display(self.shape())),
             ));
         }
-        let mut out = self.shape().to_vec();
-        *out.last_mut().expect("rank >= 1") = k;
+        let mut out = self.shape()[..self.rank() - 1].to_vec();
+        out.push(k);
         if k == 0 {
             let device = self.device();
             return Ok((

@@ -463,9 +463,14 @@ impl Options {
 /// A `dtype` argument: `'float32'`, `'int32'` or `'bool'`, or `default`
 /// when absent.
 pub fn dtype_or(op: &'static str, value: &JsValue, default: DType) -> Result<DType, JsValue> {
-    if absent(value) {
-        return Ok(default);
+    match absent(value) {
+        true => Ok(default),
+        false => dtype(op, value),
     }
+}
+
+/// A `dtype` argument that is there: `'float32'`, `'int32'` or `'bool'`.
+pub fn dtype(op: &'static str, value: &JsValue) -> Result<DType, JsValue> {
     value
         .as_string()
         .and_then(|name| DType::parse(&name))

@@ -127,7 +127,7 @@ impl JsDevice {
         let op = "tensor";
         let device = self.device(op)?;
         let dtype = (!args::absent(&dtype))
-            .then(|| args::dtype_or(op, &dtype, DType::Float32))
+            .then(|| args::dtype(op, &dtype))
             .transpose()?;
         let (values, nested) = args::values(op, &values, dtype)?;
         let shape = if args::absent(&shape) {

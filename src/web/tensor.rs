@@ -150,7 +150,7 @@ impl JsTensor {
                 "needs a dtype: 'float32', 'int32' or 'bool'",
             ));
         }
-        let dtype = args::dtype_or("cast", &dtype, t.dtype())?;
+        let dtype = args::dtype("cast", &dtype)?;
         register(t.device(), || t.cast(dtype))
     }
 

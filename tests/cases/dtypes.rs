@@ -174,16 +174,12 @@ pub async fn comparisons_give_bools_and_logical_ops_and_where_take_them() {
             bools(&positive.logical_not().unwrap()).await,
             [false, true, false, true]
         );
-        let ints = int_tensor(&gpu, &[10, 20, 30, 40], None);
-        let picked = gpu.where_(&positive, &ints, &ints.neg().unwrap()).unwrap();
+        let tens = int_tensor(&gpu, &[10, 20, 30, 40], None);
+        let picked = gpu.where_(&positive, &tens, &tens.neg().unwrap()).unwrap();
         assert_eq!(picked.dtype(), DType::Int32);
-        assert_eq!(
-            super::dtypes::ints(&picked).await,
-            [10, -20, 30, -40],
-            "{name}"
-        );
+        assert_eq!(ints(&picked).await, [10, -20, 30, -40], "{name}");
         // An int and a float branch upcast to a float.
-        let mixed = gpu.where_(&positive, &ints, &x).unwrap();
+        let mixed = gpu.where_(&positive, &tens, &x).unwrap();
         assert_eq!(mixed.dtype(), DType::Float32);
         let m = read_f32(&mixed).await;
         assert_eq!(&m[..3], [10.0, -2.0, 30.0]);

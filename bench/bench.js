@@ -2,7 +2,7 @@
 // exposes the results as `window.runBench()`.
 import init, { Device, tidy, train } from 'webfusion';
 import * as ort from 'onnxruntime-web';
-import { WORKLOADS, ortWorkload, tfjsWorkload, webfusionWorkload } from './workloads.js';
+import { WORKLOADS, ortWorkload, referenceLoss, tfjsWorkload, webfusionWorkload } from './workloads.js';
 
 const log = (line) => {
   console.log(line);
@@ -15,14 +15,16 @@ const log = (line) => {
  * slow patch of this shared, noisy machine lands on all of them alike. At
  * least 7 rounds, up to 101 while under the time budget. `cold` is each
  * contender's warm-up: its first iteration of the workload (kernels
- * compiled, buffers created), what a user waits for first.
+ * compiled, buffers created), what a user waits for first; `first` is the
+ * first value that iteration read.
  */
 async function timeSideBySide(steps, heavy) {
   const names = Object.keys(steps);
   const cold = {};
+  const first = {};
   for (const name of names) {
     const t0 = performance.now();
-    await steps[name]();
+    first[name] = (await steps[name]())[0];
     cold[name] = performance.now() - t0;
   }
   const samples = Object.fromEntries(names.map((n) => [n, []]));
@@ -36,7 +38,7 @@ async function timeSideBySide(steps, heavy) {
       samples[name].push(performance.now() - t0);
     }
   }
-  return { ms: Object.fromEntries(names.map((n) => [n, median(samples[n])])), samples, cold };
+  return { ms: Object.fromEntries(names.map((n) => [n, median(samples[n])])), samples, cold, first };
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -92,7 +94,12 @@ window.runBench = async (only) => {
     } catch (e) {
       row.ortError = String(e.message ?? e).slice(0, 200);
     }
-    const { ms, samples, cold } = await timeSideBySide(steps, w.heavy);
+    const { ms, samples, cold, first } = await timeSideBySide(steps, w.heavy);
+    const reference = referenceLoss(w.id);
+    if (reference != null) {
+      // Each library's first step against the float64 loss of the same weights and batch.
+      row.firstLoss = { float64: reference, webfusion: first.webfusion, asWritten: first.asWritten, tfjs: first.tfjs };
+    }
     row.webfusion = { ms: ms.webfusion, ...(await webfusionCounts(devices.default, steps.webfusion)) };
     row.asWritten = { ms: ms.asWritten, ...(await webfusionCounts(devices.asWritten, steps.asWritten)) };
     row.asWrittenCost = pairedCost(samples, 'asWritten', 'webfusion');

@@ -2,6 +2,8 @@
 // identical for every library; weights stay on the GPU; every timed
 // iteration uploads its input, computes, and reads the result back.
 import { onnxModel } from './onnx.js';
+import { charLoss } from './reference.js';
+import { CharModel } from '/www/charlm.js';
 
 /** Seeded uniform values in [lo, hi) (mulberry32). */
 export function seeded(n, seed, lo = -1, hi = 1) {
@@ -56,7 +58,43 @@ export const WORKLOADS = [
   { id: 'W5', name: 'sum over last axis of [1024,4096]' },
   { id: 'W6', name: '1000 small ops on 16 elements' },
   { id: 'W7', name: 'softmax over last axis of [1024,1024]' },
+  { id: 'W9', name: 'char transformer Adam step (1 block, width 64, 4 heads, context 64, batch 16)', heavy: true },
 ];
+
+// W9: www/charlm.js's net, its weights seeded here so every library starts
+// from the same ones (and so the float64 reference can compute its loss).
+const CHAR = { batch: 16, t: 64, width: 64, heads: 4, vocab: 65, lr: 0.001 };
+
+function charWeights() {
+  const { width: c, t, vocab } = CHAR;
+  let seed = 900;
+  const u = (shape, lo, hi) => ({ values: seeded(shape.reduce((a, b) => a * b), (seed += 1), lo, hi), shape });
+  const matrix = (k, m) => u([k, m], -0.15, 0.15);
+  return {
+    tok: u([vocab, c], -0.5, 0.5), pos: u([t, c], -0.5, 0.5),
+    ln1g: u([c], 0.8, 1.2), ln1b: u([c], -0.1, 0.1),
+    wq: matrix(c, c), wk: matrix(c, c), wv: matrix(c, c), wo: matrix(c, c),
+    ln2g: u([c], 0.8, 1.2), ln2b: u([c], -0.1, 0.1),
+    w1: matrix(c, 4 * c), b1: u([4 * c], -0.1, 0.1), w2: matrix(4 * c, c), b2: u([c], -0.1, 0.1),
+    lnfg: u([c], 0.8, 1.2), lnfb: u([c], -0.1, 0.1),
+    head: matrix(c, vocab),
+  };
+}
+
+/** W9's batch: seeded characters and the targets one later. */
+function charBatch() {
+  const { batch, t, vocab } = CHAR;
+  const text = Int32Array.from(seeded(batch * t + 1, 950, 0, vocab), Math.floor);
+  return { x: text.subarray(0, batch * t), y: text.subarray(1) };
+}
+
+/** The loss W9's first step reports, in float64; null for the other workloads. */
+export function referenceLoss(id) {
+  if (id !== 'W9') return null;
+  const w = Object.fromEntries(Object.entries(charWeights()).map(([n, { values }]) => [n, values]));
+  const { x, y } = charBatch();
+  return charLoss(w, x, y, CHAR);
+}
 
 // ---------------------------------------------------------------- webfusion
 /**
@@ -190,6 +228,22 @@ export function webfusionWorkload({ tidy, train, asWritten = false }, gpu, id) {
       const data = seeded(1024 * 1024, 8);
       return { step: () => read((k) => k(k(gpu.tensor(data, [1024, 1024])).softmax(-1))) };
     }
+    case 'W9': {
+      // The model of the demo and the page test, as written there (no tidy).
+      const model = new CharModel({ train }, gpu, { vocab: CHAR.vocab, width: CHAR.width, heads: CHAR.heads, context: CHAR.t, lr: CHAR.lr });
+      for (const [name, { values, shape }] of Object.entries(charWeights())) {
+        const value = gpu.tensor(values, shape);
+        model.p[name].assign(value);
+        value.dispose();
+      }
+      const { x, y } = charBatch();
+      return {
+        step: async () => {
+          const cost = model.step(x, y, CHAR.batch);
+          try { return await cost.data(); } finally { cost.dispose(); }
+        },
+      };
+    }
     default: throw new Error(`unknown workload ${id}`);
   }
 }
@@ -256,6 +310,44 @@ export function tfjsWorkload(tf, id) {
     case 'W7': {
       const data = seeded(1024 * 1024, 8);
       return { step: async () => { const y = tf.tidy(() => tf.softmax(tf.tensor(data, [1024, 1024]), -1)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W9': {
+      // The same net as TF.js's users write it: tf.gather for the
+      // embeddings, tf.moments in the layer norms, tf.linalg.bandPart for
+      // the causal mask, tf.oneHot targets, optimizer.minimize. TF.js has
+      // no gelu op: it is written out, as www/charlm.js's gelu computes it.
+      const { batch, t, width: c, heads, vocab } = CHAR;
+      const d = c / heads;
+      const p = Object.fromEntries(Object.entries(charWeights()).map(([n, { values, shape }]) => [n, tf.variable(tf.tensor(values, shape))]));
+      const causal = tf.tidy(() => tf.linalg.bandPart(tf.ones([t, t]), -1, 0).sub(1).mul(1e9));
+      const optimizer = tf.train.adam(CHAR.lr);
+      const { x, y } = charBatch();
+      const layerNorm = (h, g, b) => {
+        const { mean, variance } = tf.moments(h, -1, true);
+        return h.sub(mean).mul(variance.add(1e-5).rsqrt()).mul(g).add(b);
+      };
+      const gelu = (h) => h.mul(0.5).mul(tf.tanh(h.add(h.pow(3).mul(0.044715)).mul(0.7978845608)).add(1));
+      const split = (h) => h.reshape([batch, t, heads, d]).transpose([0, 2, 1, 3]);
+      return {
+        step: async () => {
+          const input = tf.tensor(x, [batch, t], 'int32');
+          const targets = tf.tensor(y, [batch, t], 'int32');
+          const cost = optimizer.minimize(() => {
+            let h = tf.gather(p.tok, input).add(p.pos);
+            const a = layerNorm(h, p.ln1g, p.ln1b);
+            const [q, k, v] = [p.wq, p.wk, p.wv].map((w) => split(tf.matMul(a, w)));
+            const weights = tf.softmax(tf.matMul(q, k, false, true).mul(1 / Math.sqrt(d)).add(causal), -1);
+            const mixed = tf.matMul(weights, v).transpose([0, 2, 1, 3]).reshape([batch, t, c]);
+            h = h.add(tf.matMul(mixed, p.wo));
+            h = h.add(tf.matMul(gelu(tf.matMul(layerNorm(h, p.ln2g, p.ln2b), p.w1).add(p.b1)), p.w2).add(p.b2));
+            const logits = tf.matMul(layerNorm(h, p.lnfg, p.lnfb), p.head);
+            return tf.logSoftmax(logits, -1).mul(tf.oneHot(targets, vocab, 1, 0, 'float32')).sum(-1).mean().neg();
+          }, true);
+          const v = await cost.data();
+          tf.dispose([input, targets, cost]);
+          return v;
+        },
+      };
     }
     default: throw new Error(`unknown workload ${id}`);
   }

@@ -10,6 +10,7 @@ const only = process.argv.slice(2);
 const server = await serveFixture({
   '/pkg/': join(repo, 'pkg'),
   '/node_modules/': join(repo, 'node_modules'),
+  '/www/': join(repo, 'www'),
   '/': join(repo, 'bench'),
 });
 const browser = await launch();
@@ -49,6 +50,12 @@ try {
     ratio(r.cold.asWritten, r.cold.tfjs),
   ]);
   console.log(`\nfirst (cold) iteration of each workload, each on its own device (ort: after its session was created):\n${table(coldHead, coldRows)}`);
+  for (const r of results) {
+    if (!r.firstLoss) continue;
+    const { float64, ...got } = r.firstLoss;
+    const errors = Object.entries(got).map(([name, v]) => `${name} ${v.toFixed(6)} (${(Math.abs(v - float64) / float64).toExponential(1)})`);
+    console.log(`${r.id} first-step loss: float64 ${float64.toFixed(6)}; ${errors.join(', ')} (relative error)`);
+  }
   for (const r of results) if (r.ortError) console.log(`ort ${r.id}: ${r.ortError}`);
   console.log(`registration: ${registration.opsPerSecond} ops/s (${registration.ops} ops in ${registration.ms.toFixed(1)} ms)`);
   writeFileSync(join(repo, 'bench-results.json'), `${JSON.stringify({ date: new Date().toISOString(), results, registration }, null, 2)}\n`);

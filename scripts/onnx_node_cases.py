@@ -31,6 +31,8 @@ Rust side stays a plain interpreter:
   * ArgMax with select_last_index=0 only (webfusion's first-wins ties), and
     keepdims as an expand_dims after it;
   * Unsqueeze axes, normalized against the output rank, applied ascending;
+  * GatherElements as webfusion's gather (TF.js has no GatherElements):
+    the axis moved last, every axis before it a batch dim;
   * Gather's and OneHot's negative indices counted from the end here
     (webfusion's, like TF.js's, take [0, dim)); OneHot on the last axis only;
   * Mod with fmod=0 (the floor mod; ONNX's float Mod is fmod=1, C's fmod,
@@ -98,6 +100,7 @@ REDUCE = {
     "ReduceMax": "max",
     "ReduceMin": "min",
     "ReduceLogSumExp": "log_sum_exp",
+    "ReduceProd": "prod",
 }
 OTHER = {
     "Softmax",
@@ -116,6 +119,7 @@ OTHER = {
     "Expand",
     "ArgMin",
     "Gather",
+    "GatherElements",
     "OneHot",
     "CumSum",
     "Tile",
@@ -267,6 +271,13 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
         idx = data_input(ins[1], allow_int=True)
         idx = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int32)
         return f"gather axis={axis}", [x, idx], out
+    if op == "GatherElements":
+        x = data_input(ins[0], allow_int=True)
+        axis = at.get("axis", 0)
+        axis = axis + x.ndim if axis < 0 else axis
+        idx = data_input(ins[1], allow_int=True)
+        idx = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int32)
+        return f"gather_elements axis={axis}", [x, idx], out
     if op == "OneHot":
         if at.get("axis", -1) != -1:
             raise Skip("OneHot on an axis other than the last")

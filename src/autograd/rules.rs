@@ -18,7 +18,8 @@
 //! - `pow(a, b)`'s gradient for `b` uses `log(a)`, NaN for `a < 0`.
 
 use super::Result;
-use crate::ir::{BinaryOp, OpKind, ReduceOp, UnaryOp, ViewOp};
+use crate::error::{ErrorClass, RegistrationError};
+use crate::ir::{BinaryOp, OpKind, ReduceOp, ScanOp, UnaryOp, ViewOp};
 use crate::tensor::Tensor;
 
 /// The gradients of `inputs` of an op `kind` that computed `output`, given
@@ -81,11 +82,22 @@ pub(super) fn vjp(
         OpKind::ArgReduce { .. } | OpKind::OneHot { .. } => vec![None],
         // Each input element is in the sums after it (before it, reversed):
         // its gradient is the running sum of `g` the other way.
-        OpKind::Cumsum {
+        OpKind::Scan {
+            op: ScanOp::Sum,
             axis,
             exclusive,
             reverse,
         } => vec![Some(g.cumsum(*axis as isize, *exclusive, !*reverse)?)],
+        // TF.js defines none; one by division would be NaN at every zero.
+        OpKind::Scan {
+            op: ScanOp::Prod, ..
+        } => {
+            return Err(RegistrationError::new(
+                "grads",
+                ErrorClass::Other,
+                "cumprod has no gradient (TF.js defines none either)".to_string(),
+            ));
+        }
         OpKind::Gather { axis, batch_dims } => {
             let (table, view) = (operand(x)?, operand(inputs.get(1))?);
             vec![Some(gather_grad(table, view, *axis, *batch_dims, g)?), None]
@@ -343,7 +355,36 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Tensor, y: &Tensor, g: &Tensor) -> R
         }
         ReduceOp::Max | ReduceOp::Min => g.mul(&x.equal(&y()?)?),
         ReduceOp::LogSumExp => g.mul(&x.sub(&y()?)?.exp()?),
+        ReduceOp::Prod => g.mul(&product_of_others(x, axes)?),
     }
+}
+
+/// Each element's product of the other elements it was reduced with: the
+/// exclusive running products from both ends, multiplied. Dividing the
+/// product by the element would be shorter and wrong where an element is 0
+/// (the others' product is what the derivative is, zero or not).
+fn product_of_others(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
+    if x.shape().contains(&0) {
+        return Ok(x.clone());
+    }
+    // The reduced axes first, flattened into one, the kept ones after it.
+    let perm: Vec<usize> = axes
+        .iter()
+        .copied()
+        .chain((0..x.rank()).filter(|d| !axes.contains(d)))
+        .collect();
+    let moved = x.transpose(Some(&perm))?;
+    let moved_shape: Vec<isize> = moved.shape().iter().map(|&n| n as isize).collect();
+    let reduced: usize = axes.iter().map(|&d| x.shape()[d]).product();
+    let lines = moved.reshape(&[reduced as isize, -1])?;
+    let others = lines
+        .cumprod(0, true, false)?
+        .mul(&lines.cumprod(0, true, true)?)?;
+    let mut inverse = vec![0; perm.len()];
+    for (at, &d) in perm.iter().enumerate() {
+        inverse[d] = at;
+    }
+    others.reshape(&moved_shape)?.transpose(Some(&inverse))
 }
 
 /// `t` with its last two axes swapped.

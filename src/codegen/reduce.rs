@@ -153,6 +153,8 @@ impl Fold {
         match op {
             ReduceOp::Sum if int => plain("0", "acc = acc + x;"),
             ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
+            ReduceOp::Prod if int => plain("1", "acc = acc * x;"),
+            ReduceOp::Prod => plain("1.0", "acc = acc * x;"),
             // Partials of a mean are raw sums.
             ReduceOp::Mean => Fold {
                 finish: match stage {

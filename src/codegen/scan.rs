@@ -1,23 +1,25 @@
-//! Running sums (`cumsum`): one thread per line along the axis, summing in
-//! order, so each output is the exact sequence of additions the op names
-//! (an int32's wraps as its `add` does). Lines are independent; a line of
+//! Running sums and products (`cumsum`, `cumprod`): one thread per line
+//! along the axis, folding in order, so each output is the exact sequence
+//! of additions (or multiplications) the op names (an int32's wraps as its
+//! `add` and `mul` do). Lines are independent; a line of
 //! millions of elements is one thread's loop, slow but right: a parallel
 //! scan is the next step where it matters.
 
 use std::fmt::Write;
 
-use crate::ir::DType;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
+use crate::ir::{DType, ScanOp};
 
 use super::kernel::*;
 
 /// Threads per workgroup of a scan: one per line.
 const SCAN_WORKGROUP: u32 = 64;
 
-/// The kernel of `cumsum` of `input` along `axis` (`exclusive`: each sum
-/// leaves its own element out; `reverse`: from the end), written row-major.
-pub fn scan(input: &Access, axis: usize, exclusive: bool, reverse: bool) -> Kernel {
+/// The kernel of `cumsum` (or `cumprod`) of `input` along `axis`
+/// (`exclusive`: each leaves its own element out; `reverse`: from the end),
+/// written row-major.
+pub fn scan(input: &Access, op: ScanOp, axis: usize, exclusive: bool, reverse: bool) -> Kernel {
     let shape = &input.shape;
     let lines_shape: Vec<usize> = (0..shape.len())
         .filter(|&d| d != axis)
@@ -41,9 +43,11 @@ pub fn scan(input: &Access, axis: usize, exclusive: bool, reverse: bool) -> Kern
         params.push(input.layout.strides[axis]),
         params.push(out.strides[axis]),
     );
-    let zero = match input.dtype {
-        DType::Float32 => "0.0",
-        _ => "0",
+    let (init, combine) = match (op, input.dtype) {
+        (ScanOp::Sum, DType::Float32) => ("0.0", "acc + x"),
+        (ScanOp::Sum, _) => ("0", "acc + x"),
+        (ScanOp::Prod, DType::Float32) => ("1.0", "acc * x"),
+        (ScanOp::Prod, _) => ("1", "acc * x"),
     };
     let at = if reverse {
         format!("{n} - 1u - k")
@@ -51,13 +55,13 @@ pub fn scan(input: &Access, axis: usize, exclusive: bool, reverse: bool) -> Kern
         "k".to_string()
     };
     let store = if exclusive {
-        "out0[o] = acc; acc = acc + x;"
+        format!("out0[o] = acc; acc = {combine};")
     } else {
-        "acc = acc + x; out0[o] = acc;"
+        format!("acc = {combine}; out0[o] = acc;")
     };
     let _ = write!(
         body,
-        "    let src = {from};\n    let dst = {to};\n    var acc = {zero};\n\
+        "    let src = {from};\n    let dst = {to};\n    var acc = {init};\n\
          \x20   for (var k = 0u; k < {n}; k = k + 1u) {{\n\
          \x20       let a = {at};\n        let x = in0[src + a * {step_in}];\n\
          \x20       let o = dst + a * {step_out};\n        {store}\n    }}\n"

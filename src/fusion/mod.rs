@@ -113,7 +113,7 @@ impl Block {
             OpKind::View(_) => Block::View(i),
             OpKind::Copy => Block::Copy(i),
             OpKind::Cat { .. } => Block::Cat(i),
-            OpKind::Cumsum { .. } => Block::Scan(i),
+            OpKind::Scan { .. } => Block::Scan(i),
             OpKind::Commit { .. } => Block::Commit(i),
             OpKind::Guard => Block::Guard(i),
             OpKind::Reduce { .. } | OpKind::ArgReduce { .. } => Block::Reduction {

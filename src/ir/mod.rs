@@ -192,16 +192,18 @@ pub enum ReduceOp {
     Mean,
     Max,
     Min,
+    Prod,
     /// `log(sum(exp(x)))`, computed stably in one pass.
     LogSumExp,
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 5] = [
+    pub const ALL: [ReduceOp; 6] = [
         ReduceOp::Sum,
         ReduceOp::Mean,
         ReduceOp::Max,
         ReduceOp::Min,
+        ReduceOp::Prod,
         ReduceOp::LogSumExp,
     ];
 
@@ -211,9 +213,17 @@ impl ReduceOp {
             ReduceOp::Mean => "mean",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::Prod => "prod",
             ReduceOp::LogSumExp => "logSumExp",
         }
     }
+}
+
+/// How a scan combines each element with the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Sum,
+    Prod,
 }
 
 /// A seeded distribution for `randomUniform`/`randomNormal`.
@@ -335,9 +345,11 @@ pub enum OpKind {
         axis: usize,
         max: bool,
     },
-    /// The running sums along `axis`, each excluding its own element when
-    /// `exclusive`, from the end when `reverse`: TF.js's `cumsum`.
-    Cumsum {
+    /// The running sums (or products) along `axis`, each excluding its own
+    /// element when `exclusive`, from the end when `reverse`: TF.js's
+    /// `cumsum` and `cumprod`.
+    Scan {
+        op: ScanOp,
         axis: usize,
         exclusive: bool,
         reverse: bool,
@@ -396,7 +408,12 @@ impl OpKind {
             OpKind::Reduce { op, .. } => op.name(),
             OpKind::ArgReduce { max: true, .. } => "argMax",
             OpKind::ArgReduce { max: false, .. } => "argMin",
-            OpKind::Cumsum { .. } => "cumsum",
+            OpKind::Scan {
+                op: ScanOp::Sum, ..
+            } => "cumsum",
+            OpKind::Scan {
+                op: ScanOp::Prod, ..
+            } => "cumprod",
             OpKind::Matmul => "matmul",
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
@@ -486,7 +503,14 @@ pub fn op_names() -> Vec<&'static str> {
             axis: 0,
             max: false,
         },
-        OpKind::Cumsum {
+        OpKind::Scan {
+            op: ScanOp::Sum,
+            axis: 0,
+            exclusive: false,
+            reverse: false,
+        },
+        OpKind::Scan {
+            op: ScanOp::Prod,
             axis: 0,
             exclusive: false,
             reverse: false,

@@ -347,9 +347,10 @@ impl Lowering<'_> {
         Ok(written)
     }
 
-    /// Running sums along an axis, one kernel.
+    /// Running sums or products along an axis, one kernel.
     fn scan(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
-        let OpKind::Cumsum {
+        let OpKind::Scan {
+            op: scan,
             axis,
             exclusive,
             reverse,
@@ -361,7 +362,7 @@ impl Lowering<'_> {
             return Ok(Written::Empty);
         }
         let (buffers, accesses) = bind(&op.inputs, inputs)?;
-        let kernel = codegen::scan(&accesses[0], axis, exclusive, reverse);
+        let kernel = codegen::scan(&accesses[0], scan, axis, exclusive, reverse);
         refuse_broken(&kernel)?;
         let out = self.allocate(&op.shape);
         self.launch(&kernel, &buffers, &[&out]);

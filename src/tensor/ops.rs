@@ -4,7 +4,7 @@
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
 use crate::ir::shape::{self, display};
-use crate::ir::{BinaryOp, DType, Distribution, OpKind, ReduceOp, UnaryOp, ViewOp};
+use crate::ir::{BinaryOp, DType, Distribution, OpKind, ReduceOp, ScanOp, UnaryOp, ViewOp};
 use crate::tensor::{Operand, Tensor};
 
 type Result<T> = std::result::Result<T, RegistrationError>;
@@ -529,15 +529,16 @@ impl Tensor {
         )
     }
 
-    /// Reduction `op`, with TF.js's dtype rules: a sum of bools is an
-    /// int32, a mean or logSumExp a float32, a max or min keeps the dtype.
+    /// Reduction `op`, with TF.js's dtype rules: a sum or product of bools
+    /// is an int32, a mean or logSumExp a float32, a max or min keeps the
+    /// dtype.
     #[track_caller]
     fn reduce(&self, op: ReduceOp, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         let axes = axes_indices(op.name(), axes, self.rank())?;
         self.device().admit(op.name(), &[self])?;
         let shape = reduced_shape(self.shape(), &axes, keep_dims);
         let dtype = match op {
-            ReduceOp::Sum => arithmetic(self.dtype()),
+            ReduceOp::Sum | ReduceOp::Prod => arithmetic(self.dtype()),
             ReduceOp::Mean | ReduceOp::LogSumExp => DType::Float32,
             ReduceOp::Max | ReduceOp::Min => self.dtype(),
         };
@@ -556,6 +557,12 @@ impl Tensor {
     #[track_caller]
     pub fn mean(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceOp::Mean, axes, keep_dims)
+    }
+
+    /// The product over `axes` (all when `None`); an int32's wraps.
+    #[track_caller]
+    pub fn prod(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceOp::Prod, axes, keep_dims)
     }
 
     /// The largest value over `axes` (all when `None`).
@@ -869,13 +876,31 @@ impl Tensor {
     /// summed in order, exactly.
     #[track_caller]
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let op = "cumsum";
-        let axis = axis_index(op, axis, self.rank())?;
-        self.device().admit(op, &[self])?;
+        self.scan(ScanOp::Sum, axis, exclusive, reverse)
+    }
+
+    /// The running products along `axis` (TF.js's `cumprod`), as `cumsum`
+    /// sums: an exclusive product starts at 1.
+    #[track_caller]
+    pub fn cumprod(&self, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        self.scan(ScanOp::Prod, axis, exclusive, reverse)
+    }
+
+    #[track_caller]
+    fn scan(&self, op: ScanOp, axis: isize, exclusive: bool, reverse: bool) -> Result<Tensor> {
+        let kind = OpKind::Scan {
+            op,
+            axis: 0,
+            exclusive,
+            reverse,
+        };
+        let axis = axis_index(kind.name(), axis, self.rank())?;
+        self.device().admit(kind.name(), &[self])?;
         let dtype = arithmetic(self.dtype());
         let x = self.as_dtype(dtype)?;
         self.device().record(
-            OpKind::Cumsum {
+            OpKind::Scan {
+                op,
                 axis,
                 exclusive,
                 reverse,

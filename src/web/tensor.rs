@@ -34,6 +34,20 @@ impl JsTensor {
             Found::Device(_) | Found::Foreign => Err(not_a_tensor(op)),
         }
     }
+
+    /// `cumsum` or `cumprod` (`scan`) with JS's `(axis, exclusive, reverse)`.
+    fn scan(
+        &self,
+        op: &'static str,
+        [axis, exclusive, reverse]: [JsValue; 3],
+        scan: fn(&Tensor, isize, bool, bool) -> Result<Tensor, crate::RegistrationError>,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor(op)?;
+        let axis = args::int_or(op, "axis", &axis, 0)?;
+        let exclusive = args::boolean_or(op, "exclusive", &exclusive, false)?;
+        let reverse = args::boolean_or(op, "reverse", &reverse, false)?;
+        register(t.device(), || scan(&t, axis, exclusive, reverse))
+    }
 }
 
 impl JsTensor {
@@ -261,12 +275,18 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] exclusive: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean")] reverse: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "cumsum";
-        let t = self.tensor(op)?;
-        let axis = args::int_or(op, "axis", &axis, 0)?;
-        let exclusive = args::boolean_or(op, "exclusive", &exclusive, false)?;
-        let reverse = args::boolean_or(op, "reverse", &reverse, false)?;
-        register(t.device(), || t.cumsum(axis, exclusive, reverse))
+        self.scan("cumsum", [axis, exclusive, reverse], Tensor::cumsum)
+    }
+
+    /// `cumprod(axis = 0, exclusive = false, reverse = false)`.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn cumprod(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] exclusive: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean")] reverse: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.scan("cumprod", [axis, exclusive, reverse], Tensor::cumprod)
     }
 
     /// `multinomial(numSamples, seed = 0, normalized = false)` of these
@@ -633,7 +653,8 @@ macro_rules! reduce_ops {
 }
 
 reduce_ops! {
-    "sum" => sum, "mean" => mean, "max" => max, "min" => min, "logSumExp" => log_sum_exp,
+    "sum" => sum, "mean" => mean, "max" => max, "min" => min, "prod" => prod,
+    "logSumExp" => log_sum_exp,
 }
 
 macro_rules! unary_ops {

@@ -272,14 +272,16 @@ pub async fn reductions_with_and_without_keep_dims_have_their_gradients() {
     let max: fn(&[f64]) -> f64 = |l| l.iter().copied().fold(f64::MIN, f64::max);
     let min: fn(&[f64]) -> f64 = |l| l.iter().copied().fold(f64::MAX, f64::min);
     let lse: fn(&[f64]) -> f64 = |l| l.iter().map(|v| v.exp()).sum::<f64>().ln();
+    let prod: fn(&[f64]) -> f64 = |l| l.iter().product();
     type Reduce = fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor, RegistrationError>;
     type Line = fn(&[f64]) -> f64;
-    let ops: [(&str, Reduce, Line); 5] = [
+    let ops: [(&str, Reduce, Line); 6] = [
         ("sum", Tensor::sum, sum),
         ("mean", Tensor::mean, mean),
         ("max", Tensor::max, max),
         ("min", Tensor::min, min),
         ("logSumExp", Tensor::log_sum_exp, lse),
+        ("prod", Tensor::prod, prod),
     ];
     for (name, op, f) in ops {
         for keep in [false, true] {

@@ -359,6 +359,70 @@ pub async fn cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient
     }
 }
 
+pub async fn cumprod_and_prod_multiply_in_order_and_prod_s_gradient_is_exact_at_zeros() {
+    for (name, gpu) in both().await {
+        let t = gpu
+            .tensor(&[2.0, 0.0, 3.0, 4.0, 5.0, -1.0], Some(&[2, 3]))
+            .unwrap();
+        let rows = t.cumprod(1, false, false).unwrap();
+        assert_eq!(
+            floats(&rows).await,
+            [2.0, 0.0, 0.0, 4.0, 20.0, -20.0],
+            "{name}"
+        );
+        let exclusive_reversed = t.cumprod(-1, true, true).unwrap();
+        assert_eq!(
+            floats(&exclusive_reversed).await,
+            [0.0, 3.0, 1.0, -5.0, -1.0, 1.0],
+            "{name}"
+        );
+        let columns = t.prod(Some(&[0]), false).unwrap();
+        assert_eq!(floats(&columns).await, [8.0, 0.0, -3.0], "{name}");
+        let all = t.prod(None, true).unwrap();
+        assert_eq!(all.shape(), [1, 1]);
+        assert_eq!(floats(&all).await, [0.0], "{name}");
+        // An int32's products are exact and wrap; a bool's are int32s.
+        let i = ints(&gpu, &[65_536, 65_536, 3, 7], &[4]);
+        let p = i.prod(None, false).unwrap();
+        assert_eq!(p.dtype(), DType::Int32);
+        assert_eq!(
+            p.values().await.unwrap().to_i32(),
+            [0],
+            "{name}: 2^32 wraps to 0"
+        );
+        let c = i.cumprod(0, false, false).unwrap();
+        assert_eq!(
+            c.values().await.unwrap().to_i32(),
+            [65_536, 0, 0, 0],
+            "{name}"
+        );
+        let b = gpu
+            .tensor_of(Values::bool(&[true, true, false]), None)
+            .unwrap();
+        let bp = b.prod(None, false).unwrap();
+        assert_eq!(bp.dtype(), DType::Int32);
+        assert_eq!(bp.values().await.unwrap().to_i32(), [0], "{name}");
+        // Each element's gradient is the product of the others, zero or
+        // not: no division by the element.
+        let g = gpu
+            .grad(|v| v.prod(Some(&[1]), false)?.sum(None, false), &t, None)
+            .unwrap();
+        assert_eq!(
+            floats(&g).await,
+            [0.0, 6.0, 0.0, -5.0, -4.0, 20.0],
+            "{name}"
+        );
+        let Err(refused) = gpu.grad(|v| v.cumprod(0, false, false)?.sum(None, false), &t, None)
+        else {
+            panic!("{name}: cumprod's gradient was taken");
+        };
+        assert!(
+            refused.reason.contains("cumprod has no gradient"),
+            "{refused}"
+        );
+    }
+}
+
 pub async fn multinomial_draws_classes_by_their_probabilities_reproducibly() {
     let gpu = device().await;
     let probs = [0.1f32, 0.0, 0.6, 0.3];

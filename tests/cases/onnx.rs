@@ -205,6 +205,25 @@ fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     Ok(c)
 }
 
+/// ONNX's GatherElements (TF.js has no such op) as the gather it is: with
+/// the axis moved last in both operands and the table cut to the indices'
+/// other dims, every axis before it is a batch dim.
+fn gather_elements(x: &Tensor, idx: &Tensor, axis: usize) -> Result<Tensor, RegistrationError> {
+    let last = x.rank() - 1;
+    let mut perm: Vec<usize> = (0..x.rank()).filter(|&d| d != axis).collect();
+    perm.push(axis);
+    let mut inverse = vec![0; perm.len()];
+    for (at, &d) in perm.iter().enumerate() {
+        inverse[d] = at;
+    }
+    let (table, idx) = (x.transpose(Some(&perm))?, idx.transpose(Some(&perm))?);
+    let mut size: Vec<isize> = idx.shape().iter().map(|&n| n as isize).collect();
+    size[last] = -1;
+    let table = table.slice(&vec![0; x.rank()], &size)?;
+    let batch = last as isize;
+    table.gather(&idx, batch, batch)?.transpose(Some(&inverse))
+}
+
 fn fold(
     ins: &[Tensor],
     f: impl Fn(&Tensor, &Tensor) -> Result<Tensor, RegistrationError>,
@@ -258,6 +277,7 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
         "max" => x.max(case.axes().as_deref(), case.keep()),
         "min" => x.min(case.axes().as_deref(), case.keep()),
         "log_sum_exp" => x.log_sum_exp(case.axes().as_deref(), case.keep()),
+        "prod" => x.prod(case.axes().as_deref(), case.keep()),
         "argmax" | "argmin" => {
             let a = axis();
             let a = if a < 0 { a + x.rank() as isize } else { a };
@@ -269,6 +289,7 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
             if case.keep() { m.expand_dims(a) } else { Ok(m) }
         }
         "gather" => x.gather(&ins[1], axis(), 0),
+        "gather_elements" => gather_elements(x, &ins[1], axis() as usize),
         "one_hot" => x.one_hot(
             case.ints("depth")[0] as usize,
             case.bits("on").into(),

@@ -316,6 +316,9 @@ export function tfjsWorkload(tf, id) {
       // embeddings, tf.moments in the layer norms, tf.linalg.bandPart for
       // the causal mask, tf.oneHot targets, optimizer.minimize. TF.js has
       // no gelu op: it is written out, as www/charlm.js's gelu computes it.
+      // Weights multiply 2-D rows, as tf.layers.dense does: TF.js's
+      // gradient of a batch-broadcast matMul has the batch's shape and is
+      // refused.
       const { batch, t, width: c, heads, vocab } = CHAR;
       const d = c / heads;
       const p = Object.fromEntries(Object.entries(charWeights()).map(([n, { values, shape }]) => [n, tf.variable(tf.tensor(values, shape))]));
@@ -328,6 +331,7 @@ export function tfjsWorkload(tf, id) {
       };
       const gelu = (h) => h.mul(0.5).mul(tf.tanh(h.add(h.pow(3).mul(0.044715)).mul(0.7978845608)).add(1));
       const split = (h) => h.reshape([batch, t, heads, d]).transpose([0, 2, 1, 3]);
+      const dense = (h, w) => tf.matMul(h.reshape([batch * t, -1]), w).reshape([batch, t, w.shape[1]]);
       return {
         step: async () => {
           const input = tf.tensor(x, [batch, t], 'int32');
@@ -335,12 +339,12 @@ export function tfjsWorkload(tf, id) {
           const cost = optimizer.minimize(() => {
             let h = tf.gather(p.tok, input).add(p.pos);
             const a = layerNorm(h, p.ln1g, p.ln1b);
-            const [q, k, v] = [p.wq, p.wk, p.wv].map((w) => split(tf.matMul(a, w)));
+            const [q, k, v] = [p.wq, p.wk, p.wv].map((w) => split(dense(a, w)));
             const weights = tf.softmax(tf.matMul(q, k, false, true).mul(1 / Math.sqrt(d)).add(causal), -1);
             const mixed = tf.matMul(weights, v).transpose([0, 2, 1, 3]).reshape([batch, t, c]);
-            h = h.add(tf.matMul(mixed, p.wo));
-            h = h.add(tf.matMul(gelu(tf.matMul(layerNorm(h, p.ln2g, p.ln2b), p.w1).add(p.b1)), p.w2).add(p.b2));
-            const logits = tf.matMul(layerNorm(h, p.lnfg, p.lnfb), p.head);
+            h = h.add(dense(mixed, p.wo));
+            h = h.add(dense(gelu(dense(layerNorm(h, p.ln2g, p.ln2b), p.w1).add(p.b1)), p.w2).add(p.b2));
+            const logits = dense(layerNorm(h, p.lnfg, p.lnfb), p.head);
             return tf.logSoftmax(logits, -1).mul(tf.oneHot(targets, vocab, 1, 0, 'float32')).sum(-1).mean().neg();
           }, true);
           const v = await cost.data();

@@ -230,7 +230,7 @@ export function webfusionWorkload({ tidy, train, asWritten = false }, gpu, id) {
     }
     case 'W9': {
       // The model of the demo and the page test, as written there (no tidy).
-      const model = new CharModel({ train }, gpu, { vocab: CHAR.vocab, width: CHAR.width, heads: CHAR.heads, context: CHAR.t, lr: CHAR.lr });
+      const model = new CharModel({ tidy, train }, gpu, { vocab: CHAR.vocab, width: CHAR.width, heads: CHAR.heads, context: CHAR.t, lr: CHAR.lr });
       for (const [name, { values, shape }] of Object.entries(charWeights())) {
         const value = gpu.tensor(values, shape);
         model.p[name].assign(value);

@@ -1,6 +1,8 @@
 // Takes docs/demo.png, the README's picture of the demo mid-training: the
 // page trains for a while, a step is broken with an injected GPU fault,
-// and one step is profiled (its first fused kernel opened). Prints the
+// and one step is profiled (its first fused kernel opened). Then
+// docs/text-mode.png: the text mode after `TEXT_STEPS` steps (default 300)
+// of the character transformer, its samples and attention maps drawn. Prints the
 // tasks over 50 ms the page ran while it played: the page's smoothness,
 // measured here rather than asserted in a test.
 // Run after a build: `node scripts/screenshot.mjs`.
@@ -30,6 +32,14 @@ try {
   });
   await page.screenshot({ path: join(repo, 'docs/demo.png'), fullPage: true });
   console.log('wrote docs/demo.png');
+
+  const steps = Number(process.env.TEXT_STEPS ?? 300);
+  await page.goto(`${urlOf(server)}text.html?paused`);
+  await page.waitForSelector('body[data-state=ready]', { timeout: 120_000 });
+  await page.evaluate((n) => window.textDemo.train(n), steps);
+  await page.evaluate(() => window.textDemo.observe());
+  await page.screenshot({ path: join(repo, 'docs/text-mode.png'), fullPage: true });
+  console.log(`wrote docs/text-mode.png (after ${steps} steps)`);
 } finally {
   await browser.close();
   server.close();

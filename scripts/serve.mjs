@@ -1,11 +1,13 @@
-// Serves the demo: www/ at the root, the built package at /pkg/ and the
-// plotting library (uPlot, from npm) at /vendor/uplot/.
+// Serves the demo: www/ at the root (the classifier at /, the text mode at
+// /text.html), the built package at /pkg/, the plotting library (uPlot,
+// from npm) at /vendor/uplot/ and the text mode's sonnets at /text/.
 // `node scripts/serve.mjs` listens on 127.0.0.1:8080 (PORT overrides);
 // tests import `serve` and pass port 0 for a free one.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
 import { extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sonnets } from './sonnets.mjs';
 
 const repo = resolve(fileURLToPath(import.meta.url), '../..');
 
@@ -31,13 +33,18 @@ function fileWithin(root, rest) {
   return file === base || file.startsWith(base + sep) ? file : null;
 }
 
-/** Serves `mounts` ({ urlPrefix: directory }) on 127.0.0.1:`port`. */
-export function serve({ port = 8080, mounts } = {}) {
+/**
+ * Serves `mounts` ({ urlPrefix: directory }) and `made` ({ path: a function
+ * giving the body, as text }) on 127.0.0.1:`port`.
+ */
+export function serve({ port = 8080, mounts, made } = {}) {
   mounts ??= {
     '/pkg/': join(repo, 'pkg'),
     '/vendor/uplot/': join(repo, 'node_modules/uplot/dist'),
     '/': join(repo, 'www'),
   };
+  // The text mode's training text, from its npm package.
+  made ??= { '/text/sonnets.txt': sonnets };
   const prefixes = Object.keys(mounts).sort((a, b) => b.length - a.length);
 
   /** Answers one request; every failure becomes a status, none escapes. */
@@ -48,6 +55,10 @@ export function serve({ port = 8080, mounts } = {}) {
     } catch {
       // A malformed escape (`%E0%A4%A`) names no file.
       res.writeHead(400).end('bad request');
+      return;
+    }
+    if (Object.hasOwn(made, path)) {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(made[path]());
       return;
     }
     const prefix = prefixes.find((p) => path.startsWith(p));
@@ -79,5 +90,6 @@ export function serve({ port = 8080, mounts } = {}) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const server = await serve({ port: Number(process.env.PORT ?? 8080) });
-  console.log(`webfusion demo on http://127.0.0.1:${server.address().port}/`);
+  const at = `http://127.0.0.1:${server.address().port}`;
+  console.log(`webfusion demo on ${at}/ (its text mode: ${at}/text.html)`);
 }

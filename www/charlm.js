@@ -3,7 +3,7 @@
 // block, token and position embeddings (`gather`), causal multi-head
 // attention (`bandPart` for the mask, matmuls reading transposed operands in
 // place), a GELU MLP, softmax cross-entropy on `oneHot` targets, Adam; and
-// sampling with `multinomial`. Plus the text helpers around it: the
+// sampling with `multinomial` (under `tidy`, as TF.js users sample). Plus the text helpers around it: the
 // vocabulary, batches, and the bigram entropy a model that ignores context
 // cannot beat.
 
@@ -93,22 +93,44 @@ export class CharModel {
     return d.mul(d.square().mean(-1, true).add(1e-5).rsqrt()).mul(g).add(b);
   }
 
-  /** The logits ([batch, t, vocab]) of int32 characters `x` ([batch, t], t <= context). */
-  forward(x) {
+  /** The token and position embeddings of int32 characters `x` ([batch, t], t <= context). */
+  embed(x) {
+    const { p, width } = this;
+    return p.tok.gather(x).add(p.pos.slice([0, 0], [x.shape[1], width]));
+  }
+
+  /**
+   * Causal multi-head attention over `a` ([batch, t, width]): `weights`
+   * ([batch, heads, t, t]; row i, how much character i takes from each one
+   * up to it) and what they `mixed` ([batch, t, width]).
+   */
+  attend(a) {
     const { p, heads, width } = this;
-    const [batch, t] = x.shape;
+    const [batch, t] = a.shape;
     const d = width / heads;
-    const split = (a) => a.reshape([batch, t, heads, d]).transpose([0, 2, 1, 3]);
-    let h = p.tok.gather(x).add(p.pos.slice([0, 0], [t, width]));
-    const a = CharModel.layerNorm(h, p.ln1g, p.ln1b);
+    const split = (m) => m.reshape([batch, t, heads, d]).transpose([0, 2, 1, 3]);
     const [q, k, v] = [p.wq, p.wk, p.wv].map((w) => split(a.matmul(w)));
     const mask = this.causal.slice([0, 0], [t, t]);
     const weights = q.matmul(k, false, true).mul(1 / Math.sqrt(d)).add(mask).softmax(-1);
     const mixed = weights.matmul(v).transpose([0, 2, 1, 3]).reshape([batch, t, width]);
+    return { weights, mixed };
+  }
+
+  /** The logits ([batch, t, vocab]) of int32 characters `x` ([batch, t], t <= context). */
+  forward(x) {
+    const { p } = this;
+    let h = this.embed(x);
+    const { mixed } = this.attend(CharModel.layerNorm(h, p.ln1g, p.ln1b));
     h = h.add(mixed.matmul(p.wo));
     const m = CharModel.layerNorm(h, p.ln2g, p.ln2b).matmul(p.w1).add(p.b1).gelu();
     h = h.add(m.matmul(p.w2).add(p.b2));
     return CharModel.layerNorm(h, p.lnfg, p.lnfb).matmul(p.head);
+  }
+
+  /** The attention weights ([batch, heads, t, t]) the block gives characters `x`. */
+  attention(x) {
+    const { p } = this;
+    return this.wf.tidy(() => this.attend(CharModel.layerNorm(this.embed(x), p.ln1g, p.ln1b)).weights);
   }
 
   /** Mean cross-entropy (nats) of the next characters `y` after `x`. */
@@ -134,12 +156,21 @@ export class CharModel {
     for (let i = 0; i < n; i += 1) {
       const window = Int32Array.from(out.slice(-this.context));
       const x = this.gpu.tensor(window, [1, window.length]);
-      const logits = this.forward(x);
-      const last = logits.slice([0, window.length - 1, 0], [1, 1, this.vocab]).reshape([1, this.vocab]);
-      const drawn = last.multinomial(1, seed + i);
+      const drawn = this.wf.tidy(() => {
+        const logits = this.forward(x);
+        const last = logits.slice([0, window.length - 1, 0], [1, 1, this.vocab]).reshape([1, this.vocab]);
+        return last.multinomial(1, seed + i);
+      });
       out.push((await drawn.data())[0]);
-      for (const t of [x, logits, last, drawn]) t.dispose();
+      x.dispose();
+      drawn.dispose();
     }
     return out.slice(prompt.length);
+  }
+
+  /** Frees the weights, the mask and the optimizer's state. */
+  dispose() {
+    for (const t of [...this.vars, this.causal]) t.dispose();
+    this.optimizer.dispose();
   }
 }

@@ -10,8 +10,8 @@ import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
 import { GRID, Trainer } from './model.js';
+import { $, clearError, exclusive, guarded, nextFrame, showError } from './page.js';
 
-const $ = (id) => document.getElementById(id);
 const PALETTE = [[231, 76, 60], [52, 152, 219], [46, 204, 113], [155, 89, 182], [241, 196, 15], [230, 126, 34]];
 /** Work done between two frames, in ms of registration; the batch size adapts to it. */
 const FRAME_BUDGET_MS = 8;
@@ -51,16 +51,6 @@ const state = {
   /** The probabilities last drawn, kept to draw them again at a new devicePixelRatio. */
   probabilities: null,
 };
-
-// --------------------------------------------------------------- the queue
-let queue = Promise.resolve();
-/** Runs `job` after every job queued before it; resolves to its result. */
-function exclusive(job) {
-  const run = queue.then(job);
-  queue = run.catch(() => {});
-  return run;
-}
-const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
 
 // ---------------------------------------------------------------- training
 /**
@@ -496,29 +486,6 @@ function setPlaying(playing) {
   state.playing = playing;
   $('play').textContent = playing ? 'Pause' : 'Play';
   if (playing) lastLoop = lastLoop.then(() => play(mine));
-}
-
-/** Shows what an action threw, where the page's errors go. */
-function showError(error) {
-  const shown = $('error');
-  shown.textContent = `${error.name}: ${error.message}`;
-  shown.hidden = false;
-}
-
-/** An action succeeded: the error an earlier one showed is gone. */
-function clearError() {
-  const shown = $('error');
-  shown.hidden = true;
-  shown.textContent = '';
-}
-
-/**
- * A control's handler: `job` queued with the GPU work, what it throws
- * shown (the promise never rejects, so no rejection is left unhandled), an
- * earlier error cleared when it succeeds.
- */
-function guarded(job) {
-  return () => exclusive(job).then(clearError, showError);
 }
 
 $('play').addEventListener('click', () => setPlaying(!state.playing));

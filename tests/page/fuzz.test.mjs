@@ -159,7 +159,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     for (const name of ['neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten']) {
       tensorMethod(name, m, []);
     }
-    for (const name of ['sum', 'mean', 'max', 'min', 'logSumExp']) {
+    for (const name of ['sum', 'mean', 'max', 'min', 'prod', 'logSumExp']) {
       tensorMethod(name, m, [{ valid: 1, bad: badAxes }, { valid: false, bad: badBools }]);
     }
     for (const name of ['argMax', 'argMin', 'softmax', 'logSoftmax', 'expandDims']) {
@@ -183,7 +183,9 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       { valid: 'float32', bad: badDtypes },
     ]);
     tensorMethod('topk', m, [{ valid: 2, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['4', 4], ['NaN', NaN]] }, { valid: true, bad: badBools }]);
-    tensorMethod('cumsum', m, [{ valid: 1, bad: badInts }, { valid: true, bad: badBools }, { valid: false, bad: badBools }]);
+    for (const name of ['cumsum', 'cumprod']) {
+      tensorMethod(name, m, [{ valid: 1, bad: badInts }, { valid: true, bad: badBools }, { valid: false, bad: badBools }]);
+    }
     tensorMethod('multinomial', m, [
       { valid: 2, bad: [...badInts.filter(([label]) => label !== '99'), ['0', 0]] },
       { valid: 1, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ['2**60', 2 ** 60]] },
@@ -476,7 +478,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
-    'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'multinomial', 'topk',
+    'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

@@ -146,9 +146,28 @@ fn gather_grad(
     g: &Tensor,
 ) -> Result<Tensor> {
     if batch_dims > 0 && axis != batch_dims {
-        return Err(super::internal(
-            "the gradient of gather with batchDims > 0 along a later axis is not built yet",
-        ));
+        // With the axis moved to just after the batch dims (in the table,
+        // and the index dims likewise in the output), it is the gather
+        // below; its gradient is moved back. Views only: nothing copied.
+        let (b, a, m) = (batch_dims, axis, g.rank() + 1 - table.rank());
+        let table_perm: Vec<usize> = (0..b)
+            .chain([a])
+            .chain(b..a)
+            .chain(a + 1..table.rank())
+            .collect();
+        let out_perm: Vec<usize> = (0..b)
+            .chain(a..a + m)
+            .chain(b..a)
+            .chain(a + m..g.rank())
+            .collect();
+        let grad = gather_grad(
+            &table.transpose(Some(&table_perm))?,
+            &view.transpose(Some(&out_perm))?,
+            b,
+            b,
+            &g.transpose(Some(&out_perm))?,
+        )?;
+        return grad.transpose(Some(&inverse(&table_perm)));
     }
     let signed = |dims: &[usize]| -> Vec<isize> { dims.iter().map(|&d| d as isize).collect() };
     let (shape, out) = (table.shape(), g.shape());
@@ -300,13 +319,7 @@ fn binary_scalar(
 fn view_grad(view: &ViewOp, x: &Tensor, g: &Tensor) -> Result<Tensor> {
     let dims: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
     match view {
-        ViewOp::Transpose(perm) => {
-            let mut inverse = vec![0; perm.len()];
-            for (i, &p) in perm.iter().enumerate() {
-                inverse[p] = i;
-            }
-            g.transpose(Some(&inverse))
-        }
+        ViewOp::Transpose(perm) => g.transpose(Some(&inverse(perm))),
         ViewOp::Reshape | ViewOp::ExpandDims(_) | ViewOp::Squeeze(_) => g.reshape(&dims),
         ViewOp::Broadcast => unbroadcast(g, x.shape()),
         ViewOp::Slice(begin) => {
@@ -380,11 +393,19 @@ fn product_of_others(x: &Tensor, axes: &[usize]) -> Result<Tensor> {
     let others = lines
         .cumprod(0, true, false)?
         .mul(&lines.cumprod(0, true, true)?)?;
+    others
+        .reshape(&moved_shape)?
+        .transpose(Some(&inverse(&perm)))
+}
+
+/// The permutation that undoes `perm` (a transpose by `perm`, then by it,
+/// is the identity).
+fn inverse(perm: &[usize]) -> Vec<usize> {
     let mut inverse = vec![0; perm.len()];
     for (at, &d) in perm.iter().enumerate() {
         inverse[d] = at;
     }
-    others.reshape(&moved_shape)?.transpose(Some(&inverse))
+    inverse
 }
 
 /// `t` with its last two axes swapped.

@@ -12,14 +12,24 @@ use crate::ir::shape;
 use crate::ir::{DType, ScanOp};
 
 use super::kernel::*;
+use super::reduce::reduce_bindings;
 
 /// Threads per workgroup of a scan: one per line.
 const SCAN_WORKGROUP: u32 = 64;
 
 /// The kernel of `cumsum` (or `cumprod`) of `input` along `axis`
 /// (`exclusive`: each leaves its own element out; `reverse`: from the end),
-/// written row-major.
-pub fn scan(input: &Access, op: ScanOp, axis: usize, exclusive: bool, reverse: bool) -> Kernel {
+/// written row-major. With a `prologue` the elements are computed as they
+/// are loaded (`input` then describes its row-major result), as a
+/// reduction's are.
+pub fn scan(
+    input: &Access,
+    prologue: Option<Group<'_>>,
+    op: ScanOp,
+    axis: usize,
+    exclusive: bool,
+    reverse: bool,
+) -> Kernel {
     let shape = &input.shape;
     let lines_shape: Vec<usize> = (0..shape.len())
         .filter(|&d| d != axis)
@@ -59,18 +69,19 @@ pub fn scan(input: &Access, op: ScanOp, axis: usize, exclusive: bool, reverse: b
     } else {
         format!("acc = {combine}; out0[o] = acc;")
     };
+    let load = if prologue.is_some() {
+        format!("fused(src + a * {step_in}, 0.0)")
+    } else {
+        format!("in0[src + a * {step_in}]")
+    };
     let _ = write!(
         body,
         "    let src = {from};\n    let dst = {to};\n    var acc = {init};\n\
          \x20   for (var k = 0u; k < {n}; k = k + 1u) {{\n\
-         \x20       let a = {at};\n        let x = in0[src + a * {step_in}];\n\
+         \x20       let a = {at};\n        let x = {load};\n\
          \x20       let o = dst + a * {step_out};\n        {store}\n    }}\n"
     );
-    let ty = input.dtype.wgsl();
-    let decls = format!(
-        "@group(0) @binding(1) var<storage, read> in0: array<{ty}>;\n\
-         @group(0) @binding(2) var<storage, read_write> out0: array<{ty}>;\n"
-    );
+    let (decls, _) = reduce_bindings(prologue, &mut params, input.dtype, input.dtype, false);
     let groups = (shape::numel(&lines_shape) as u64).div_ceil(SCAN_WORKGROUP as u64);
     params.kernel(&decls, SCAN_WORKGROUP, &body, groups)
 }

@@ -78,8 +78,7 @@ pub fn refusal(
         | Block::Upload(i)
         | Block::View(i)
         | Block::Copy(i)
-        | Block::Cat(i)
-        | Block::Scan(i) => (Some(&ops[*i].shape), ops[*i].inputs.clone(), &ops[*i].shape),
+        | Block::Cat(i) => (Some(&ops[*i].shape), ops[*i].inputs.clone(), &ops[*i].shape),
     };
     if let Some(shape) = allocated {
         let bytes = shape::bytes(shape);

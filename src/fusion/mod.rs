@@ -14,9 +14,9 @@
 //!   product (and only those) run as its epilogue. So does a reduction of
 //!   the last axis that keeps it, over its input's shape (its value
 //!   broadcasts along each row: a softmax is one kernel); with no op joining
-//!   it, it is a block of its own. A reduction takes the open group as its
-//!   prologue when that group computes its input for it alone and writes
-//!   nothing else (and then anchors nothing).
+//!   it, it is a block of its own. A reduction (or a scan) takes the open
+//!   group as its prologue when that group computes its input for it alone
+//!   and writes nothing else (and then anchors nothing).
 //! - A tensor produced inside a block is written to memory only when the
 //!   caller says it must be (`write`: a read wants it, or a handle holds it
 //!   and it cannot stay an expression) or an op outside the block reads it:
@@ -59,9 +59,10 @@ pub enum Block {
         op: usize,
         epilogue: ElementwiseBlock,
     },
-    /// A reduction or argmax (`op`), of memory or of what its prologue
-    /// computes as each element is loaded (`x.sub(m).exp().sum(1)` is one
-    /// kernel; the prologue writes nothing).
+    /// A reduction, argmax or scan (`cumsum`, `cumprod`: a thread per
+    /// line) of memory, or of what its prologue computes as each element is
+    /// loaded (`x.sub(m).exp().sum(1)` is one kernel; the prologue writes
+    /// nothing).
     Reduction {
         op: usize,
         prologue: Option<ElementwiseBlock>,
@@ -76,9 +77,6 @@ pub enum Block {
     Copy(usize),
     /// Inputs joined along an axis: one copy kernel per input.
     Cat(usize),
-    /// Running sums along an axis (`cumsum`): one kernel, a thread per
-    /// line.
-    Scan(usize),
     /// A training step's commit: an alias of the old value or the new one,
     /// decided on the CPU or when its submission settles
     /// (`device::commit`).
@@ -113,13 +111,14 @@ impl Block {
             OpKind::View(_) => Block::View(i),
             OpKind::Copy => Block::Copy(i),
             OpKind::Cat { .. } => Block::Cat(i),
-            OpKind::Scan { .. } => Block::Scan(i),
             OpKind::Commit { .. } => Block::Commit(i),
             OpKind::Guard => Block::Guard(i),
-            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } => Block::Reduction {
-                op: i,
-                prologue: None,
-            },
+            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } | OpKind::Scan { .. } => {
+                Block::Reduction {
+                    op: i,
+                    prologue: None,
+                }
+            }
             OpKind::Matmul => Block::Matmul {
                 op: i,
                 epilogue: ElementwiseBlock {
@@ -156,7 +155,6 @@ impl Block {
             | Block::View(i)
             | Block::Copy(i)
             | Block::Cat(i)
-            | Block::Scan(i)
             | Block::Commit(i)
             | Block::Guard(i) => vec![*i],
         }
@@ -173,7 +171,6 @@ impl Block {
             | Block::View(i)
             | Block::Copy(i)
             | Block::Cat(i)
-            | Block::Scan(i)
             | Block::Commit(i)
             | Block::Guard(i) => vec![ops[*i].output],
         }
@@ -235,7 +232,10 @@ pub fn plan(
         if !live[i] {
             continue;
         }
-        let reduces = matches!(op.kind, OpKind::Reduce { .. } | OpKind::ArgReduce { .. });
+        let reduces = matches!(
+            op.kind,
+            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } | OpKind::Scan { .. }
+        );
         if reduces
             && group
                 .as_ref()
@@ -618,9 +618,7 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
         Block::Cat(_) => 2,
         // An alias: no kernel, nothing bound.
         Block::Commit(_) | Block::Guard(_) => 0,
-        Block::Upload(i) | Block::View(i) | Block::Copy(i) | Block::Scan(i) => {
-            ops[*i].inputs.len() + 1
-        }
+        Block::Upload(i) | Block::View(i) | Block::Copy(i) => ops[*i].inputs.len() + 1,
     }
 }
 

@@ -97,7 +97,6 @@ impl Lowering<'_> {
             Block::View(i) => one(self.view(&ops[*i], inputs)?, *i),
             Block::Copy(i) => one(self.copy_op(&ops[*i], inputs)?, *i),
             Block::Cat(i) => one(self.cat(&ops[*i], inputs)?, *i),
-            Block::Scan(i) => one(self.scan(&ops[*i], inputs)?, *i),
             Block::Commit(i) | Block::Guard(i) => one(self.commit(&ops[*i], inputs)?, *i),
         }
     }
@@ -309,8 +308,8 @@ impl Lowering<'_> {
         }
     }
 
-    /// A reduction (or argmax) of memory, or of what its prologue computes
-    /// as each element is loaded, in the same kernel.
+    /// A reduction, argmax or scan of memory, or of what its prologue
+    /// computes as each element is loaded, in the same kernel.
     fn reduction(
         &mut self,
         ops: &[OpIr],
@@ -319,14 +318,9 @@ impl Lowering<'_> {
         inputs: Inputs<'_>,
     ) -> Result<Written, String> {
         let op = &ops[i];
-        let (axes, reducer) = match &op.kind {
-            OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
-            OpKind::ArgReduce { axis, max } => (vec![*axis], Reducer::Arg { max: *max }),
-            other => return Err(format!("`{}` is not a reduction", other.name())),
-        };
         let Some(prologue) = prologue else {
             let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
-            return self.reduce((&buffers, &accesses[0], None), &axes, reducer, &op.shape);
+            return self.fold(op, (&buffers, &accesses[0], None));
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
         // What the prologue computes: its last op's value.
@@ -342,13 +336,32 @@ impl Lowering<'_> {
             accesses: &accesses,
             anchor: None,
         };
-        let written = self.reduce((&buffers, &input, Some(group)), &axes, reducer, &op.shape)?;
+        let written = self.fold(op, (&buffers, &input, Some(group)))?;
         self.stats.fused_ops += prologue.ops.len() as u64 + 1;
         Ok(written)
     }
 
+    /// Reduction, argmax or scan `op` of `source`'s elements.
+    fn fold(
+        &mut self,
+        op: &OpIr,
+        source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
+    ) -> Result<Written, String> {
+        let (axes, reducer) = match &op.kind {
+            OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
+            OpKind::ArgReduce { axis, max } => (vec![*axis], Reducer::Arg { max: *max }),
+            OpKind::Scan { .. } => return self.scan(op, source),
+            other => return Err(format!("`{}` is not a reduction", other.name())),
+        };
+        self.reduce(source, &axes, reducer, &op.shape)
+    }
+
     /// Running sums or products along an axis, one kernel.
-    fn scan(&mut self, op: &OpIr, inputs: Inputs<'_>) -> Result<Written, String> {
+    fn scan(
+        &mut self,
+        op: &OpIr,
+        (buffers, input, prologue): (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
+    ) -> Result<Written, String> {
         let OpKind::Scan {
             op: scan,
             axis,
@@ -361,11 +374,10 @@ impl Lowering<'_> {
         if shape::numel(&op.shape) == 0 {
             return Ok(Written::Empty);
         }
-        let (buffers, accesses) = bind(&op.inputs, inputs)?;
-        let kernel = codegen::scan(&accesses[0], scan, axis, exclusive, reverse);
+        let kernel = codegen::scan(input, prologue, scan, axis, exclusive, reverse);
         refuse_broken(&kernel)?;
         let out = self.allocate(&op.shape);
-        self.launch(&kernel, &buffers, &[&out]);
+        self.launch(&kernel, buffers, &[&out]);
         Ok(out)
     }
 

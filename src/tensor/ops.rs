@@ -811,26 +811,18 @@ impl Tensor {
 
     /// The `k` largest values along the last axis and their int32 indices
     /// (TF.js's `topk`), largest first, the lower index first among equal
-    /// values: `k` rounds of `argMax`, each masking what it picked (with
-    /// NaN, which no later round picks), and the value picked read as the
-    /// max of the input where the pick is, so its gradient flows to that
-    /// element alone. Float32 only for now (an int32 would need a mask no
-    /// value can equal), and each round is a kernel or two: a sort kernel
-    /// is what large `k` wants.
+    /// values: `k` rounds of `argMax`, each masking what it picked, and the
+    /// value picked read as the max of the input where the pick is, so a
+    /// float's gradient flows to that element alone. A float is masked with
+    /// NaN, which no later round picks. An int32 has no value below every
+    /// other, so it is masked with the smallest int: a round whose max is
+    /// that int has only it left, and takes the first position not yet
+    /// taken. A bool's are ranked as int32s, as TF.js's are. Each round is
+    /// a kernel or two: a sort kernel is what large `k` wants.
     #[track_caller]
     pub fn top_k(&self, k: usize) -> Result<(Tensor, Tensor)> {
         let op = "topk";
         self.device().admit(op, &[self])?;
-        if self.dtype() != DType::Float32 {
-            return Err(invalid(
-                op,
-                format!(
-                    "{} is {}: topk of an int is not built yet; cast it to float32",
-                    self.id(),
-                    self.dtype()
-                ),
-            ));
-        }
         let Some(&n) = self.shape().last() else {
             return Err(range(op, "needs rank >= 1, got a scalar".into()));
         };
@@ -845,24 +837,38 @@ impl Tensor {
         if k == 0 {
             let device = self.device();
             return Ok((
-                device.fill(&out, 0.0, DType::Float32)?,
+                device.fill(&out, 0.0, self.dtype())?,
                 device.fill(&out, 0.0, DType::Int32)?,
             ));
         }
         let device = self.device().clone();
         let rank = self.rank();
-        let (nan, low) = (
-            device.fill(&[], f64::NAN, DType::Float32)?,
-            device.fill(&[], f64::NEG_INFINITY, DType::Float32)?,
-        );
         let (mut values, mut indices) = (Vec::with_capacity(k), Vec::with_capacity(k));
-        let mut left = self.clone();
-        for _ in 0..k {
-            let index = left.arg_max(-1)?;
-            let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
-            values.push(device.where_(&picked, self, &low)?.max(Some(&[-1]), true)?);
-            indices.push(index.expand_dims(-1)?);
-            left = device.where_(&picked, &nan, &left)?;
+        if self.dtype() == DType::Float32 {
+            let nan = device.fill(&[], f64::NAN, DType::Float32)?;
+            let low = device.fill(&[], f64::NEG_INFINITY, DType::Float32)?;
+            let mut left = self.clone();
+            for _ in 0..k {
+                let index = left.arg_max(-1)?;
+                let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
+                values.push(device.where_(&picked, self, &low)?.max(Some(&[-1]), true)?);
+                indices.push(index.expand_dims(-1)?);
+                left = device.where_(&picked, &nan, &left)?;
+            }
+        } else {
+            let x = self.as_dtype(DType::Int32)?;
+            let low = device.fill(&[], f64::from(i32::MIN), DType::Int32)?;
+            let mut taken = device.fill(self.shape(), 0.0, DType::Bool)?;
+            for _ in 0..k {
+                let left = device.where_(&taken, &low, &x)?;
+                let top = left.max(Some(&[-1]), false)?;
+                let first_free = taken.logical_not()?.cast(DType::Int32)?.arg_max(-1)?;
+                let index = device.where_(&top.equal(&low)?, &first_free, &left.arg_max(-1)?)?;
+                let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
+                values.push(top.expand_dims(-1)?.as_dtype(self.dtype())?);
+                indices.push(index.expand_dims(-1)?);
+                taken = taken.logical_or(&picked)?;
+            }
         }
         let axis = rank as isize - 1;
         let values = device.cat(&values.iter().collect::<Vec<_>>(), axis)?;

@@ -242,6 +242,41 @@ pub async fn the_gradient_of_gather_sums_into_the_rows_it_read() {
             }
         }
         assert_eq!(floats(&g).await, want, "{name}: batchDims 1");
+        // batchDims 1 along a later axis, with a dim between them and one
+        // after: t4 [2, 2, 3, 2], the indices [2, 2], the output [2, 2, 2, 2].
+        let t4 = gpu
+            .tensor(
+                &(0..24).map(|v| v as f32).collect::<Vec<_>>(),
+                Some(&[2, 2, 3, 2]),
+            )
+            .unwrap();
+        let weights = gpu
+            .tensor(
+                &(0..16).map(|v| v as f32 + 1.0).collect::<Vec<_>>(),
+                Some(&[2, 2, 2, 2]),
+            )
+            .unwrap();
+        let picks = [[2usize, 0], [1, 1]];
+        let idx = ints(&gpu, &[2, 0, 1, 1], &[2, 2]);
+        let g = gpu
+            .grad(
+                |t| t.gather(&idx, 2, 1)?.mul(&weights)?.sum(None, false),
+                &t4,
+                None,
+            )
+            .unwrap();
+        let mut want = vec![0.0f32; 24];
+        for (b, picked) in picks.iter().enumerate() {
+            for i in 0..2 {
+                for (k, &r) in picked.iter().enumerate() {
+                    for c in 0..2 {
+                        want[((b * 2 + i) * 3 + r) * 2 + c] +=
+                            (((b * 2 + i) * 2 + k) * 2 + c) as f32 + 1.0;
+                    }
+                }
+            }
+        }
+        assert_eq!(floats(&g).await, want, "{name}: batchDims 1, axis 2");
     }
 }
 
@@ -357,6 +392,51 @@ pub async fn cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient
             .unwrap();
         assert_eq!(floats(&g).await, [1111.0, 1110.0, 1100.0, 1000.0], "{name}");
     }
+}
+
+pub async fn a_scan_computes_the_elementwise_ops_it_reads_in_its_own_kernel() {
+    let gpu = kernels_only().await;
+    let x = gpu
+        .tensor(&[1.0, -2.0, 3.0, -4.0, 5.0, -6.0], Some(&[2, 3]))
+        .unwrap();
+    let w = gpu.tensor(&[10.0, 20.0, 30.0], None).unwrap();
+    let _ = (floats(&x).await, floats(&w).await);
+    let before = gpu.stats();
+    // relu(x) * w, its running sums along the rows from the end.
+    let scanned = x
+        .relu()
+        .unwrap()
+        .mul(&w)
+        .unwrap()
+        .cumsum(1, false, true)
+        .unwrap();
+    let got = floats(&scanned).await;
+    let after = gpu.stats();
+    assert_eq!(got, [100.0, 90.0, 90.0, 100.0, 100.0, 0.0]);
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        1,
+        "one kernel"
+    );
+    assert_eq!(
+        after.fused_ops - before.fused_ops,
+        3,
+        "relu, mul and cumsum fused"
+    );
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "the result alone: the product is never written"
+    );
+    // An int prologue: the products of (x + 1) where x is an int32.
+    let i = ints(&gpu, &[1, 2, 3, 4], &[4]);
+    let _ = i.values().await.unwrap();
+    let p = i
+        .add(&ints(&gpu, &[1], &[1]))
+        .unwrap()
+        .cumprod(0, false, false)
+        .unwrap();
+    assert_eq!(p.values().await.unwrap().to_i32(), [2, 6, 24, 120]);
 }
 
 pub async fn cumprod_and_prod_multiply_in_order_and_prod_s_gradient_is_exact_at_zeros() {
@@ -516,6 +596,40 @@ pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradien
             "{name}: the gradient reaches the picked elements"
         );
         assert!(x.top_k(6).is_err());
+        // An int32's, exact past 2^24 and with the smallest int itself
+        // among the values (the mask's own value): each position once.
+        let i = ints(
+            &gpu,
+            &[i32::MIN, 16_777_217, i32::MIN, 16_777_216, -5, i32::MAX],
+            &[2, 3],
+        );
+        let (values, indices) = i.top_k(3).unwrap();
+        assert_eq!(values.dtype(), DType::Int32);
+        assert_eq!(
+            values.values().await.unwrap().to_i32(),
+            [16_777_217, i32::MIN, i32::MIN, i32::MAX, 16_777_216, -5],
+            "{name}"
+        );
+        assert_eq!(
+            indices.values().await.unwrap().to_i32(),
+            [1, 0, 2, 2, 0, 1],
+            "{name}: every position once, the lower first among equals"
+        );
+        let b = gpu
+            .tensor_of(Values::bool(&[false, true, false, true]), None)
+            .unwrap();
+        let (values, indices) = b.top_k(4).unwrap();
+        assert_eq!(values.dtype(), DType::Bool);
+        assert_eq!(
+            values.values().await.unwrap().to_i32(),
+            [1, 1, 0, 0],
+            "{name}"
+        );
+        assert_eq!(
+            indices.values().await.unwrap().to_i32(),
+            [1, 3, 0, 2],
+            "{name}"
+        );
     }
 }
 

@@ -403,7 +403,6 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     }
     wrong('matmul', 'mi.matmul(mt)', () => mi.matmul(mt));
     wrong('multinomial', 'mi.multinomial(2)', () => mi.multinomial(2));
-    wrong('topk', 'mi.topk(1)', () => mi.topk(1));
     wrong('multinomial', 'm3.multinomial(2)', () => m3.multinomial(2));
     const mit = mi.transpose();
     wrong('matmul', 'm.matmul(mit)', () => m.matmul(mit));

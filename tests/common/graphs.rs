@@ -50,7 +50,9 @@
 //! exponent `clamp(-2, 2)` when their input is larger; any result larger than
 //! 16 in magnitude is scaled back with `mul(8 / max)`.
 
-use super::reference::{Ref, RefOperand, broadcast_shapes, broadcast_source, numel, unravel};
+use super::reference::{
+    Ref, RefOperand, broadcast_shapes, broadcast_source, norm_axis, numel, unravel,
+};
 use webfusion::{
     DType, Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, RegistrationError,
     Report, Tensor, TensorError, Values,
@@ -344,6 +346,23 @@ impl Tracked {
                 let d = in_err.data[i] as f64 + n * U * abs_sum.data[i] as f64 + 1e-6;
                 worst(d) as f32
             })
+            .collect();
+        Tracked {
+            err: Ref::new(data, &val.shape),
+            val,
+        }
+    }
+
+    /// Running sums in order in f32: each within `n u` of the sum of the
+    /// magnitudes before it (recursive summation's bound), plus what its
+    /// inputs' errors add up to.
+    pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Tracked {
+        let n = self.shape()[norm_axis(axis, self.shape().len())] as f64;
+        let val = self.val.cumsum(axis, exclusive, reverse);
+        let in_err = self.err.cumsum(axis, exclusive, reverse);
+        let abs_sum = self.val.abs().cumsum(axis, exclusive, reverse);
+        let data = (0..val.size())
+            .map(|i| worst(in_err.data[i] as f64 + n * U * abs_sum.data[i] as f64 + 1e-6) as f32)
             .collect();
         Tracked {
             err: Ref::new(data, &val.shape),
@@ -1562,6 +1581,15 @@ impl<'d> Builder<'d> {
         };
         let keep = self.rng.chance(0.5);
         let t = self.t(i).clone();
+        if rank > 0 && self.rng.chance(0.2) {
+            let axis = self.rng.below(rank);
+            let signed = maybe_negative(&mut self.rng, axis, rank);
+            let (exclusive, reverse) = (self.rng.chance(0.5), self.rng.chance(0.5));
+            let g = registered("cumsum", self.g(i).cumsum(signed, exclusive, reverse))?;
+            let desc = format!("cumsum({}, {signed}, {exclusive}, {reverse})", self.name(i));
+            let r = t.cumsum(signed, exclusive, reverse);
+            return self.push(g, r, desc, &["cumsum"], &[i]);
+        }
         let empty = t.reduced_count(axes.as_deref()) == 0;
         // max/min/mean of nothing are undefined: those become sums.
         let op = if empty {

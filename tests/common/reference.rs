@@ -500,6 +500,27 @@ impl Ref {
         Ref::new(data, &self.shape)
     }
 
+    /// The running sums along `axis` (TF.js's `cumsum`): without each
+    /// element when `exclusive`, from the end when `reverse`.
+    pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Ref {
+        self.along_axis(axis, |line| {
+            let n = line.len();
+            let mut out = vec![0.0; n];
+            let mut acc = 0.0;
+            for k in 0..n {
+                let i = if reverse { n - 1 - k } else { k };
+                if exclusive {
+                    out[i] = acc;
+                    acc += line[i];
+                } else {
+                    acc += line[i];
+                    out[i] = acc;
+                }
+            }
+            out
+        })
+    }
+
     pub fn softmax(&self, axis: isize) -> Ref {
         self.along_axis(axis, |line| {
             let m = line.iter().cloned().fold(f64::NEG_INFINITY, f64::max);

@@ -19,7 +19,7 @@
 
 use super::Result;
 use crate::error::{ErrorClass, RegistrationError};
-use crate::ir::{BinaryOp, OpKind, ReduceOp, ScanOp, UnaryOp, ViewOp};
+use crate::ir::{BinaryOp, ConvGeometry, ConvPass, OpKind, ReduceOp, ScanOp, UnaryOp, ViewOp};
 use crate::tensor::Tensor;
 
 /// The gradients of `inputs` of an op `kind` that computed `output`, given
@@ -109,6 +109,11 @@ pub(super) fn vjp(
         // gradient flows through a step's commit.
         OpKind::Commit { .. } => vec![None; inputs.len()],
         OpKind::Guard => vec![Some(g.clone())],
+        OpKind::Conv { pass, geometry } => {
+            let (a, b) = (operand(x)?, operand(inputs.get(1))?);
+            let (ga, gb) = conv(*pass, *geometry, a, b, g)?;
+            vec![Some(ga), Some(gb)]
+        }
         OpKind::Matmul => {
             let (a, b) = (operand(x)?, operand(inputs.get(1))?);
             let ga = g.matmul(&swap_last(b)?)?;
@@ -195,6 +200,38 @@ fn gather_grad(
     // batch): one per batch. Either way [before, rows, after].
     hot.matmul_transposed(&g, true, false)?
         .reshape(&signed(shape))
+}
+
+/// The gradients of a convolution's pass for its two inputs `a`, `b`
+/// (`ConvPass`). The three passes are each other's adjoints: the images'
+/// gradient of a `conv2d` is its `Input` pass, the filter's its `Filter`
+/// pass, and so round: every backward pass is a convolution on the same
+/// tiles, with no transposed copy of anything.
+fn conv(
+    pass: ConvPass,
+    geometry: ConvGeometry,
+    a: &Tensor,
+    b: &Tensor,
+    g: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let shape = |t: &Tensor| t.shape().to_vec();
+    Ok(match pass {
+        // y = conv(x, f)
+        ConvPass::Forward => (
+            g.conv_pass(ConvPass::Input, geometry, b, shape(a))?,
+            a.conv_pass(ConvPass::Filter, geometry, g, shape(b))?,
+        ),
+        // y = input(dy, f)
+        ConvPass::Input => (
+            g.conv_pass(ConvPass::Forward, geometry, b, shape(a))?,
+            g.conv_pass(ConvPass::Filter, geometry, a, shape(b))?,
+        ),
+        // y = filter(x, dy)
+        ConvPass::Filter => (
+            b.conv_pass(ConvPass::Input, geometry, g, shape(a))?,
+            a.conv_pass(ConvPass::Forward, geometry, g, shape(b))?,
+        ),
+    })
 }
 
 /// An op's operand that must be there (the op was validated with it).

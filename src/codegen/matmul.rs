@@ -32,6 +32,38 @@ pub(super) fn loads_by_four(operand: &Access, inner: usize) -> bool {
 /// are read through their layouts, so a transposed operand is never copied.
 /// Writes `[batch.., m, n]` row-major.
 pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) -> Kernel {
+    let k = a.shape[a.shape.len() - 1];
+    let operands = [Operand::Matrix(a), Operand::Matrix(b)];
+    product(Params::default(), operands, out_shape, k, epilogue)
+}
+
+/// How a product reads one of its operands.
+pub(super) enum Operand<'a> {
+    /// A matrix (`[batch.., rows, cols]`, its batch dims broadcast), read
+    /// through its layout.
+    Matrix(&'a Access),
+    /// An operand whose element is computed from where it is: the WGSL
+    /// function `function` (`fn load_a(base: u32, i: u32, j: u32) -> f32`,
+    /// `load_b` for the second) reads it at row (or depth) `i`, depth (or
+    /// column) `j`, `base` being `offset` plus the batch coordinate times
+    /// `batch_stride` (a convolution's windows, `conv::operands`).
+    Loaded {
+        offset: usize,
+        batch_stride: usize,
+        function: String,
+    },
+}
+
+/// The tiled product of `operands` (`k` deep) into `[batch.., m, n]`
+/// (`out_shape`), with its epilogue: the kernel `matmul` and the
+/// convolutions share. `params` holds what the operands' functions read.
+pub(super) fn product(
+    mut params: Params,
+    operands: [Operand<'_>; 2],
+    out_shape: &[usize],
+    k: usize,
+    epilogue: Group<'_>,
+) -> Kernel {
     // Large products get 8x8 outputs per thread (128x128 tiles: more reuse
     // of each staged value: 15 -> 22 TFLOP/s at 4096 on an H200); smaller
     // ones 4x4, so there are enough workgroups to fill the GPU.
@@ -44,11 +76,9 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
     let rank = out_shape.len();
     let batch_shape = &out_shape[..rank - 2];
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
-    let k = a.shape[a.shape.len() - 1];
     let (tiles_m, tiles_n) = (m.div_ceil(tile), n.div_ceil(tile));
     let batches = shape::numel(batch_shape);
 
-    let mut params = Params::default();
     let p_m = params.push(m);
     let p_n = params.push(n);
     let p_k = params.push(k);
@@ -63,28 +93,70 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
          \x20   let row0 = tile_m * {tile}u;\n    let col0 = tile_n * {tile}u;\n"
     );
     coords(&mut body, &mut params, "batch", "b", batch_shape);
-    let operand = |params: &mut Params, access: &Access, name: &str| {
-        // The batch dims of this operand, read at the output's batch position.
-        let r = access.shape.len();
-        let batch = Access {
-            shape: access.shape[..r - 2].to_vec(),
-            layout: Layout {
-                offset: access.layout.offset,
-                strides: access.layout.strides[..r - 2].to_vec(),
-            },
-            dtype: access.dtype,
-        };
-        let base = strided_index(params, &batch, batch_shape, "b");
-        let (rows, cols) = (
-            params.push(access.layout.strides[r - 2]),
-            params.push(access.layout.strides[r - 1]),
-        );
-        format!(
-            "    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n"
-        )
+    let mut functions = String::new();
+    // Each operand's base (and strides, for a matrix), whether it loads
+    // four at a time, and how one element of its tile is read.
+    let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, inner: usize| {
+        match operand {
+            Operand::Matrix(access) => {
+                // The batch dims of this operand, read at the output's batch position.
+                let r = access.shape.len();
+                let batch = Access {
+                    shape: access.shape[..r - 2].to_vec(),
+                    layout: Layout {
+                        offset: access.layout.offset,
+                        strides: access.layout.strides[..r - 2].to_vec(),
+                    },
+                    dtype: access.dtype,
+                };
+                let base = strided_index(params, &batch, batch_shape, "b");
+                let (rows, cols) = (
+                    params.push(access.layout.strides[r - 2]),
+                    params.push(access.layout.strides[r - 1]),
+                );
+                let (i, j, buffer) = match name {
+                    "a" => ("ar", "ac", "in0"),
+                    _ => ("br", "bc", "in1"),
+                };
+                (
+                    format!(
+                        "    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n"
+                    ),
+                    loads_by_four(access, inner),
+                    format!("{buffer}[{name}_base + {i} * {name}_rows + {j} * {name}_cols]"),
+                )
+            }
+            Operand::Loaded {
+                offset,
+                batch_stride,
+                function,
+            } => {
+                functions += function;
+                let base = match batch_shape.is_empty() {
+                    true => params.push(*offset),
+                    false => format!(
+                        "{} + b0 * {}",
+                        params.push(*offset),
+                        params.push(*batch_stride)
+                    ),
+                };
+                let (i, j) = match name {
+                    "a" => ("ar", "ac"),
+                    _ => ("br", "bc"),
+                };
+                (
+                    format!("    let {name}_base = {base};\n"),
+                    false,
+                    format!("load_{name}({name}_base, {i}, {j})"),
+                )
+            }
+        }
     };
-    body += &operand(&mut params, a, "a");
-    body += &operand(&mut params, b, "b");
+    let [a, b] = &operands;
+    let (a_base, wide_a, a_elem) = read(&mut params, a, "a", k);
+    let (b_base, wide_b, b_elem) = read(&mut params, b, "b", n);
+    body += &a_base;
+    body += &b_base;
     for i in 0..r {
         for j in 0..r {
             let _ = writeln!(body, "    var acc{i}_{j} = 0.0;");
@@ -94,8 +166,12 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         body,
         "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
     );
-    let (wide_a, wide_b) = (loads_by_four(a, k), loads_by_four(b, n));
-    stage_tiles(&mut body, r, (wide_a, wide_b), [&p_m, &p_n, &p_k]);
+    stage_tiles(
+        &mut body,
+        r,
+        [(wide_a, &a_elem), (wide_b, &b_elem)],
+        [&p_m, &p_n, &p_k],
+    );
     body += "        workgroupBarrier();\n";
     let _ = writeln!(
         body,
@@ -123,6 +199,7 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
         element(wide_a),
         element(wide_b),
     );
+    decls += &functions;
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
@@ -130,14 +207,16 @@ pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) 
 }
 
 /// Stages one `TILE_K`-deep slice of each operand's tile into workgroup
-/// memory (`ta` transposed, `tb` as is), zero past the edges.
+/// memory (`ta` transposed, `tb` as is), zero past the edges; an element is
+/// read by its expression (of `ar`, `ac` for the first operand, `br`, `bc`
+/// for the second) unless the operand loads four at a time.
 /// Each thread stages r elements of each operand's tile: one at a time,
 /// or four at a time from an operand whose tile rows are contiguous and
 /// 16-byte aligned.
 fn stage_tiles(
     body: &mut String,
     r: usize,
-    (wide_a, wide_b): (bool, bool),
+    [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
     [p_m, p_n, p_k]: [&str; 3],
 ) {
     let tile = 16 * r;
@@ -149,7 +228,7 @@ fn stage_tiles(
                 "        {{\n            let e = lid + {off}u;\n\
                  \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
                  \x20           let ar = row0 + am; let ac = t + ak;\n\
-                 \x20           ta[ak][am] = select(0.0, in0[a_base + ar * a_rows + ac * a_cols], ar < {p_m} && ac < {p_k});\n\
+                 \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
                  \x20       }}"
             );
         } else if q < r / 4 {
@@ -170,7 +249,7 @@ fn stage_tiles(
                 "        {{\n            let e = lid + {off}u;\n\
                  \x20           let bk = e / {tile}u; let bn = e % {tile}u;\n\
                  \x20           let br = t + bk; let bc = col0 + bn;\n\
-                 \x20           tb[bk][bn] = select(0.0, in1[b_base + br * b_rows + bc * b_cols], br < {p_k} && bc < {p_n});\n\
+                 \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
                  \x20       }}"
             );
         } else if q < r / 4 {

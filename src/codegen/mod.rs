@@ -12,12 +12,14 @@
 //! so the runtime can fold any count into a 2-D grid that stays within
 //! `maxComputeWorkgroupsPerDimension`; a workgroup past the end returns.
 
+mod conv;
 mod elementwise;
 mod kernel;
 mod matmul;
 mod reduce;
 mod scan;
 
+pub use conv::conv;
 pub use elementwise::{copy, elementwise, flag_value, int_bounds};
 pub use kernel::{Access, Check, Group, Kernel};
 pub use matmul::matmul;

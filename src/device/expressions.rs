@@ -61,7 +61,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{DeviceState, Expr, State};
 use crate::fusion::{self, Block};
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{OpIr, TensorId};
 
 /// The most ops a kernel computing one expression inline may take (an upper
 /// bound: an input shared by two paths counts twice). Past it the tensor is
@@ -331,7 +331,7 @@ fn write_epilogues(
     let mut epilogue: FxHashMap<TensorId, (&[usize], usize)> = FxHashMap::default();
     let mut tips: Vec<TensorId> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        if runs[i] && matches!(op.kind, OpKind::Matmul) {
+        if runs[i] && op.kind.is_product() {
             epilogue.insert(op.output, (&op.shape, i));
             continue;
         }
@@ -362,7 +362,7 @@ fn write_epilogues(
 mod tests {
     //! One test per rule of `writes`, on ops built by hand: no GPU.
     use super::*;
-    use crate::ir::{ReduceOp, UnaryOp, Values};
+    use crate::ir::{OpKind, ReduceOp, UnaryOp, Values};
 
     fn upload(output: u64) -> OpIr {
         OpIr::of(

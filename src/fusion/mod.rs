@@ -10,8 +10,8 @@
 //!   value at an output position is computed from the same position; inputs
 //!   from outside the block are loaded through their layouts (broadcast,
 //!   transposed, sliced: index maps, never copies).
-//! - A matmul always anchors a block: the elementwise ops that follow on its
-//!   product (and only those) run as its epilogue. So does a reduction of
+//! - A matmul (or a convolution) always anchors a block: the elementwise
+//!   ops that follow on its product (and only those) run as its epilogue. So does a reduction of
 //!   the last axis that keeps it, over its input's shape (its value
 //!   broadcasts along each row: a softmax is one kernel); with no op joining
 //!   it, it is a block of its own. A reduction (or a scan) takes the open
@@ -44,9 +44,10 @@ use crate::ir::{OpIr, OpKind, TensorId};
 pub enum Block {
     /// Elementwise ops fused into one kernel.
     Elementwise(ElementwiseBlock),
-    /// A matmul (`op`), the elementwise ops that follow on its product
-    /// running as its epilogue (bias, activation, ...). The product is
-    /// written only if it is one of the epilogue's outputs.
+    /// A matmul or a convolution's pass (`op`: a product on the matmul's
+    /// tiles), the elementwise ops that follow on its product running as
+    /// its epilogue (bias, activation, ...). The product is written only if
+    /// it is one of the epilogue's outputs.
     Matmul {
         op: usize,
         epilogue: ElementwiseBlock,
@@ -119,7 +120,7 @@ impl Block {
                     prologue: None,
                 }
             }
-            OpKind::Matmul => Block::Matmul {
+            OpKind::Matmul | OpKind::Conv { .. } => Block::Matmul {
                 op: i,
                 epilogue: ElementwiseBlock {
                     ops: Vec::new(),
@@ -256,7 +257,7 @@ pub fn plan(
         // of rows, on its input's shape: the epilogue runs over each row once
         // its value is known (a softmax is one kernel).
         let epilogue_shape = match op.kind {
-            OpKind::Matmul => Some(op.shape.clone()),
+            _ if op.kind.is_product() => Some(op.shape.clone()),
             _ => row_reduction_input(op, &shape_of, limits.max_row),
         };
         if let Some(shape) = epilogue_shape {
@@ -425,7 +426,7 @@ impl Group {
     /// joined it, a reduction of its own), or elementwise ops alone.
     fn into_block(self, ops: &[OpIr], write: &impl Fn(TensorId) -> bool) -> Block {
         match self.anchor {
-            Some(i) if matches!(ops[i].kind, OpKind::Matmul) => Block::Matmul {
+            Some(i) if ops[i].kind.is_product() => Block::Matmul {
                 op: i,
                 epilogue: self.finish(ops, write),
             },
@@ -579,7 +580,7 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
             };
             let part = match anchor.filter(|a| needed.contains(a)) {
                 None => Block::Elementwise(group),
-                Some(a) if matches!(ops[a].kind, OpKind::Matmul) => Block::Matmul {
+                Some(a) if ops[a].kind.is_product() => Block::Matmul {
                     op: a,
                     epilogue: group,
                 },

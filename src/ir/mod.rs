@@ -219,6 +219,44 @@ impl ReduceOp {
     }
 }
 
+/// Which product a convolution computes, with `x` the NHWC images
+/// `[n, h, w, c]`, `f` the HWIO filter `[kh, kw, c, o]` and `dy` the
+/// output's gradient `[n, oh, ow, o]`:
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConvPass {
+    /// `conv2d(x, f)`: `[n, oh, ow, o]`.
+    Forward,
+    /// The gradient for the images, `dy` and `f` to `[n, h, w, c]` (what
+    /// `conv2dTranspose` computes of its input).
+    Input,
+    /// The gradient for the filter, `x` and `dy` to `[kh, kw, c, o]`.
+    Filter,
+}
+
+impl ConvPass {
+    pub const ALL: [ConvPass; 3] = [ConvPass::Forward, ConvPass::Input, ConvPass::Filter];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvPass::Forward => "conv2d",
+            ConvPass::Input => "conv2dTranspose",
+            ConvPass::Filter => "conv2dFilterGrad",
+        }
+    }
+}
+
+/// Where a convolution's windows sit: an output position `(oh, ow)` reads
+/// the images at rows `oh * stride[0] + kh * dilation[0] - pad[0]` (and
+/// columns likewise), reading 0 outside them. The pads after the images
+/// only decide the output's size, which the shapes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ConvGeometry {
+    pub stride: [usize; 2],
+    pub dilation: [usize; 2],
+    /// The rows above and the columns left of the images.
+    pub pad: [usize; 2],
+}
+
 /// How a scan combines each element with the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ScanOp {
@@ -356,6 +394,13 @@ pub enum OpKind {
     },
     /// Batched matrix product with broadcast batch dims.
     Matmul,
+    /// A 2-D convolution's pass (`conv2d`, its gradients, `conv2dTranspose`)
+    /// over NHWC images and HWIO filters, an implicit matrix product on the
+    /// matmul's tiles: inputs and shapes in `ConvPass`.
+    Conv {
+        pass: ConvPass,
+        geometry: ConvGeometry,
+    },
     /// The inputs joined along `axis`.
     Cat {
         axis: usize,
@@ -415,11 +460,18 @@ impl OpKind {
                 op: ScanOp::Prod, ..
             } => "cumprod",
             OpKind::Matmul => "matmul",
+            OpKind::Conv { pass, .. } => pass.name(),
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
             OpKind::Commit { .. } => "commit",
             OpKind::Guard => "guard",
         }
+    }
+
+    /// Whether it is a product on the matmul's tiles (a matmul or a
+    /// convolution's pass), which anchors the elementwise ops that follow.
+    pub fn is_product(&self) -> bool {
+        matches!(self, OpKind::Matmul | OpKind::Conv { .. })
     }
 
     /// Whether the planner may fuse this op into an elementwise kernel.
@@ -516,9 +568,12 @@ pub fn op_names() -> Vec<&'static str> {
             reverse: false,
         },
         OpKind::Matmul,
-        OpKind::Cat { axis: 0 },
-        OpKind::Copy,
     ]);
+    kinds.extend(ConvPass::ALL.map(|pass| OpKind::Conv {
+        pass,
+        geometry: ConvGeometry::default(),
+    }));
+    kinds.extend([OpKind::Cat { axis: 0 }, OpKind::Copy]);
     kinds.iter().map(OpKind::name).collect()
 }
 

@@ -199,7 +199,12 @@ impl Lowering<'_> {
             accesses: &accesses,
             anchor: Some(ops[i].output),
         };
-        let kernel = codegen::matmul(a, b, &ops[i].shape, group);
+        let kernel = match ops[i].kind {
+            OpKind::Conv { pass, geometry } => {
+                codegen::conv(pass, geometry, a, b, &ops[i].shape, group)
+            }
+            _ => codegen::matmul(a, b, &ops[i].shape, group),
+        };
         refuse_broken(&kernel)?;
         let written = self.allocate_outputs(epilogue, &epilogue.outputs);
         Ok(self.launch_anchored(&kernel, operand_buffers, buffers, written, epilogue))

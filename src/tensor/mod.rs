@@ -1,8 +1,10 @@
 //! The tensor handle and registration: validate the arguments, infer the
 //! output shape, queue the op. Nothing here touches the GPU.
 
+mod conv;
 mod ops;
 
+pub use conv::{DataFormat, Padding};
 pub use ops::Split;
 pub(crate) mod tape;
 use crate::ir::shape;

@@ -9,17 +9,17 @@ use crate::tensor::{Operand, Tensor};
 
 type Result<T> = std::result::Result<T, RegistrationError>;
 
-fn range(op: &'static str, reason: String) -> RegistrationError {
+pub(super) fn range(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Range, reason)
 }
 
-fn invalid(op: &'static str, reason: String) -> RegistrationError {
+pub(super) fn invalid(op: &'static str, reason: String) -> RegistrationError {
     RegistrationError::new(op, ErrorClass::Other, reason)
 }
 
 /// Refuses `t` unless it is a float32: the ops TF.js defines for floats
 /// only (`log`, `sqrt`, `matmul`, ...), in TF.js's words.
-fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
+pub(super) fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
     match t.dtype() {
         DType::Float32 => Ok(()),
         other => Err(invalid(

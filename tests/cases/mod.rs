@@ -3,6 +3,7 @@
 //! both worlds.
 #![allow(dead_code)]
 
+pub mod conv;
 pub mod dtypes;
 pub mod engine;
 pub mod expressions;
@@ -18,6 +19,11 @@ pub mod training;
 #[macro_export]
 macro_rules! all_cases {
     ($run:ident) => {
+        $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
+        $run!(conv, a_conv2d_with_its_bias_and_relu_is_one_kernel);
+        $run!(conv, conv1d_and_conv2d_transpose_match_the_reference);
+        $run!(conv, conv2d_gradients_for_images_and_filter_match_finite_differences);
+        $run!(conv, conv2d_refuses_bad_calls_and_queues_nothing);
         $run!(
             indexing,
             gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes

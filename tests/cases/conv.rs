@@ -1,0 +1,431 @@
+//! Convolutions: `conv2d` (every padding mode, strides, dilations, odd
+//! sizes, NHWC and NCHW), `conv1d` and `conv2dTranspose` against a CPU
+//! reference; a convolution with its bias and activation in one kernel; the
+//! gradients of both inputs against finite differences; bad calls refused.
+
+use webfusion::{DataFormat, Device, Padding, Tensor};
+
+use super::engine::kernels_only;
+
+/// Seeded values in `[-1, 1)`.
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
+        })
+        .collect()
+}
+
+/// One conv2d's geometry, as the reference computes it.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    x: [usize; 4],
+    f: [usize; 4],
+    stride: [usize; 2],
+    dilation: [usize; 2],
+    /// Rows and columns before the images.
+    before: [usize; 2],
+    out: [usize; 2],
+}
+
+/// `conv2d` on the CPU in f64: NHWC images, HWIO filter.
+fn reference(x: &[f32], f: &[f32], g: Geometry) -> Vec<f64> {
+    let ([n, h, w, c], [kh, kw, _, o], [oh, ow]) = (g.x, g.f, g.out);
+    let mut y = vec![0.0f64; n * oh * ow * o];
+    for b in 0..n {
+        for i in 0..oh {
+            for j in 0..ow {
+                for p in 0..kh {
+                    for q in 0..kw {
+                        let ih =
+                            (i * g.stride[0] + p * g.dilation[0]) as isize - g.before[0] as isize;
+                        let iw =
+                            (j * g.stride[1] + q * g.dilation[1]) as isize - g.before[1] as isize;
+                        if ih < 0 || iw < 0 || ih >= h as isize || iw >= w as isize {
+                            continue;
+                        }
+                        let (ih, iw) = (ih as usize, iw as usize);
+                        for ci in 0..c {
+                            let xv = x[((b * h + ih) * w + iw) * c + ci] as f64;
+                            for co in 0..o {
+                                y[((b * oh + i) * ow + j) * o + co] +=
+                                    xv * f[((p * kw + q) * c + ci) * o + co] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    y
+}
+
+async fn read(t: &Tensor) -> Vec<f32> {
+    t.to_vec().await.expect("the tensor reads")
+}
+
+fn assert_close(got: &[f32], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: sizes");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{what}: [{i}] = {g}, the reference gives {w}"
+        );
+    }
+}
+
+/// TF.js's output size and pad before, for one spatial dim.
+fn expected(
+    size: usize,
+    k: usize,
+    stride: usize,
+    dilation: usize,
+    pad: Padding,
+    axis: usize,
+) -> (usize, usize) {
+    let reach = (k - 1) * dilation + 1;
+    match pad {
+        Padding::Same => {
+            let out = size.div_ceil(stride);
+            let total = ((out - 1) * stride + reach).saturating_sub(size);
+            (out, total / 2)
+        }
+        Padding::Valid => ((size - reach) / stride + 1, 0),
+        Padding::Explicit(p) => (
+            (size + p[axis][0] + p[axis][1] - reach) / stride + 1,
+            p[axis][0],
+        ),
+    }
+}
+
+fn nchw(x: &[f32], [n, h, w, c]: [usize; 4]) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for b in 0..n {
+        for i in 0..h {
+            for j in 0..w {
+                for k in 0..c {
+                    out[((b * c + k) * h + i) * w + j] = x[((b * h + i) * w + j) * c + k];
+                }
+            }
+        }
+    }
+    out
+}
+
+pub async fn conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format() {
+    let gpu = kernels_only().await;
+    let pads = [
+        Padding::Valid,
+        Padding::Same,
+        Padding::Explicit([[1, 2], [0, 1]]),
+    ];
+    let cases: [([usize; 4], [usize; 4], [usize; 2], [usize; 2]); 6] = [
+        ([1, 5, 5, 1], [3, 3, 1, 1], [1, 1], [1, 1]),
+        ([2, 7, 6, 3], [3, 2, 3, 4], [2, 2], [1, 1]),
+        ([3, 9, 8, 2], [2, 3, 2, 5], [1, 3], [1, 1]),
+        ([2, 9, 9, 3], [3, 3, 3, 2], [1, 1], [2, 2]),
+        ([1, 11, 10, 5], [5, 5, 5, 17], [1, 1], [1, 1]),
+        ([2, 28, 28, 1], [5, 5, 1, 8], [1, 1], [1, 1]),
+    ];
+    for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
+        for pad in pads {
+            let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
+            let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
+            let g = Geometry {
+                x: xs,
+                f: fs,
+                stride,
+                dilation,
+                before: [top, left],
+                out: [oh, ow],
+            };
+            let x = values(xs.iter().product(), 10 + seed as u64);
+            let f = values(fs.iter().product(), 20 + seed as u64);
+            let want = reference(&x, &f, g);
+            let what = format!("x {xs:?} f {fs:?} stride {stride:?} dilation {dilation:?} {pad:?}");
+            let xt = gpu.tensor(&x, Some(&xs)).unwrap();
+            let ft = gpu.tensor(&f, Some(&fs)).unwrap();
+            let y = xt
+                .conv2d(&ft, stride, pad, DataFormat::Nhwc, dilation)
+                .unwrap();
+            assert_eq!(y.shape(), [xs[0], oh, ow, fs[3]], "{what}");
+            assert_close(&read(&y).await, &want, &what);
+            // NCHW: the same numbers, channels first on both sides.
+            let xc = gpu
+                .tensor(&nchw(&x, xs), Some(&[xs[0], xs[3], xs[1], xs[2]]))
+                .unwrap();
+            let yc = xc
+                .conv2d(&ft, stride, pad, DataFormat::Nchw, dilation)
+                .unwrap();
+            assert_eq!(yc.shape(), [xs[0], fs[3], oh, ow], "{what} NCHW");
+            let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+            let want_nchw: Vec<f64> = nchw(&want32, [xs[0], oh, ow, fs[3]])
+                .into_iter()
+                .map(f64::from)
+                .collect();
+            assert_close(&read(&yc).await, &want_nchw, &format!("{what} NCHW"));
+        }
+    }
+    // One image (rank 3) in, one out.
+    let x = gpu.tensor(&values(4 * 4 * 2, 1), Some(&[4, 4, 2])).unwrap();
+    let f = gpu
+        .tensor(&values(2 * 2 * 2 * 3, 2), Some(&[2, 2, 2, 3]))
+        .unwrap();
+    let y = x
+        .conv2d(&f, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
+        .unwrap();
+    assert_eq!(y.shape(), [3, 3, 3]);
+}
+
+pub async fn a_conv2d_with_its_bias_and_relu_is_one_kernel() {
+    let gpu = kernels_only().await;
+    let (xs, fs) = ([2, 8, 8, 3], [3, 3, 3, 4]);
+    let (x, f, b) = (
+        values(2 * 8 * 8 * 3, 3),
+        values(3 * 3 * 3 * 4, 4),
+        values(4, 5),
+    );
+    let (xt, ft, bt) = (
+        gpu.tensor(&x, Some(&xs)).unwrap(),
+        gpu.tensor(&f, Some(&fs)).unwrap(),
+        gpu.tensor(&b, None).unwrap(),
+    );
+    let _ = (read(&xt).await, read(&ft).await, read(&bt).await);
+    let before = gpu.stats();
+    let y = xt
+        .conv2d(&ft, [1, 1], Padding::Same, DataFormat::Nhwc, [1, 1])
+        .unwrap()
+        .add(&bt)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let got = read(&y).await;
+    let after = gpu.stats();
+    let g = Geometry {
+        x: xs,
+        f: fs,
+        stride: [1, 1],
+        dilation: [1, 1],
+        before: [1, 1],
+        out: [8, 8],
+    };
+    let want: Vec<f64> = reference(&x, &f, g)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v + b[i % 4] as f64).max(0.0))
+        .collect();
+    assert_close(&got, &want, "conv + bias + relu");
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        1,
+        "one kernel"
+    );
+    assert_eq!(
+        after.fused_ops - before.fused_ops,
+        3,
+        "conv2d, add and relu"
+    );
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "the result alone: no im2col buffer, no product written before the epilogue"
+    );
+}
+
+pub async fn conv1d_and_conv2d_transpose_match_the_reference() {
+    let gpu = kernels_only().await;
+    // conv1d: [2, 9, 3] with [3, 3, 4], stride 2, same.
+    let (x, f) = (values(2 * 9 * 3, 6), values(3 * 3 * 4, 7));
+    let y = gpu
+        .tensor(&x, Some(&[2, 9, 3]))
+        .unwrap()
+        .conv1d(
+            &gpu.tensor(&f, Some(&[3, 3, 4])).unwrap(),
+            2,
+            Padding::Same,
+            DataFormat::Nhwc,
+            1,
+        )
+        .unwrap();
+    assert_eq!(y.shape(), [2, 5, 4]);
+    let (out, before) = expected(9, 3, 2, 1, Padding::Same, 1);
+    let want = reference(
+        &x,
+        &f,
+        Geometry {
+            x: [2, 1, 9, 3],
+            f: [1, 3, 3, 4],
+            stride: [1, 2],
+            dilation: [1, 1],
+            before: [0, before],
+            out: [1, out],
+        },
+    );
+    assert_close(&read(&y).await, &want, "conv1d");
+    // conv2dTranspose: the adjoint of conv2d. For any dy, <conv2d(x, f), dy>
+    // equals <x, conv2dTranspose(dy, f)>; checked against the reference's
+    // conv2d at every basis image x.
+    let (xs, fs) = ([1, 5, 4, 2], [3, 3, 2, 3]);
+    let f = values(fs.iter().product(), 8);
+    for pad in [Padding::Valid, Padding::Same] {
+        let (oh, top) = expected(5, 3, 2, 1, pad, 0);
+        let (ow, left) = expected(4, 3, 2, 1, pad, 1);
+        let dy = values(oh * ow * 3, 9);
+        let g = Geometry {
+            x: xs,
+            f: fs,
+            stride: [2, 2],
+            dilation: [1, 1],
+            before: [top, left],
+            out: [oh, ow],
+        };
+        let n: usize = xs.iter().product();
+        let want: Vec<f64> = (0..n)
+            .map(|i| {
+                let mut basis = vec![0.0f32; n];
+                basis[i] = 1.0;
+                reference(&basis, &f, g)
+                    .iter()
+                    .zip(&dy)
+                    .map(|(a, b)| a * *b as f64)
+                    .sum()
+            })
+            .collect();
+        let t = gpu
+            .tensor(&dy, Some(&[1, oh, ow, 3]))
+            .unwrap()
+            .conv2d_transpose(&gpu.tensor(&f, Some(&fs)).unwrap(), &xs, [2, 2], pad)
+            .unwrap();
+        assert_eq!(t.shape(), xs);
+        assert_close(&read(&t).await, &want, &format!("conv2dTranspose {pad:?}"));
+    }
+}
+
+pub async fn conv2d_gradients_for_images_and_filter_match_finite_differences() {
+    let gpu = kernels_only().await;
+    let cases: [([usize; 4], [usize; 4], [usize; 2], [usize; 2], Padding); 3] = [
+        ([2, 5, 6, 2], [3, 2, 2, 3], [1, 1], [1, 1], Padding::Same),
+        (
+            [1, 7, 7, 3],
+            [3, 3, 3, 2],
+            [2, 2],
+            [1, 1],
+            Padding::Explicit([[1, 0], [2, 1]]),
+        ),
+        ([2, 7, 6, 1], [2, 2, 1, 2], [1, 1], [2, 3], Padding::Valid),
+    ];
+    for (seed, (xs, fs, stride, dilation, pad)) in cases.into_iter().enumerate() {
+        let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
+        let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
+        let g = Geometry {
+            x: xs,
+            f: fs,
+            stride,
+            dilation,
+            before: [top, left],
+            out: [oh, ow],
+        };
+        let x = values(xs.iter().product(), 30 + seed as u64);
+        let f = values(fs.iter().product(), 40 + seed as u64);
+        let w = values(xs[0] * oh * ow * fs[3], 50 + seed as u64);
+        // loss = sum(conv2d(x, f) * w): linear in each input, so central
+        // differences are exact up to rounding.
+        let loss = |x: &[f32], f: &[f32]| -> f64 {
+            reference(x, f, g)
+                .iter()
+                .zip(&w)
+                .map(|(y, w)| y * *w as f64)
+                .sum()
+        };
+        let (xt, ft) = (
+            gpu.tensor(&x, Some(&xs)).unwrap(),
+            gpu.tensor(&f, Some(&fs)).unwrap(),
+        );
+        let wt = gpu.tensor(&w, Some(&[xs[0], oh, ow, fs[3]])).unwrap();
+        let (value, grads) = gpu
+            .value_and_grads(
+                |v| {
+                    v[0].conv2d(&v[1], stride, pad, DataFormat::Nhwc, dilation)?
+                        .mul(&wt)?
+                        .sum(None, false)
+                },
+                &[xt, ft],
+                None,
+            )
+            .unwrap();
+        let what = format!("x {xs:?} f {fs:?} {stride:?} {dilation:?} {pad:?}");
+        assert_close(&read(&value).await, &[loss(&x, &f)], &what);
+        for (k, (grad, base)) in grads.iter().zip([&x, &f]).enumerate() {
+            let got = read(grad).await;
+            let fd: Vec<f64> = (0..base.len())
+                .map(|i| {
+                    let (mut up, mut down) = (base.clone(), base.clone());
+                    up[i] += 0.5;
+                    down[i] -= 0.5;
+                    let (lu, ld) = match k {
+                        0 => (loss(&up, &f), loss(&down, &f)),
+                        _ => (loss(&x, &up), loss(&x, &down)),
+                    };
+                    lu - ld
+                })
+                .collect();
+            assert_close(&got, &fd, &format!("{what}: d/d{}", ["x", "filter"][k]));
+        }
+    }
+}
+
+pub async fn conv2d_refuses_bad_calls_and_queues_nothing() {
+    let gpu: Device = kernels_only().await;
+    let x = gpu
+        .tensor(&values(2 * 5 * 5 * 3, 1), Some(&[2, 5, 5, 3]))
+        .unwrap();
+    let f = gpu
+        .tensor(&values(3 * 3 * 3 * 4, 2), Some(&[3, 3, 3, 4]))
+        .unwrap();
+    let f2 = gpu
+        .tensor(&values(3 * 3 * 2 * 4, 2), Some(&[3, 3, 2, 4]))
+        .unwrap();
+    let big = gpu
+        .tensor(&values(7 * 7 * 3, 3), Some(&[7, 7, 3, 1]))
+        .unwrap();
+    let flat = gpu.tensor(&values(15, 4), Some(&[5, 3])).unwrap();
+    let queued = gpu.stats().ops_registered;
+    let cases: [(Result<Tensor, _>, &str); 6] = [
+        (
+            x.conv2d(&f2, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]),
+            "the input has 3 channels but the filter",
+        ),
+        (
+            flat.conv2d(&f, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]),
+            "rank 4",
+        ),
+        (
+            x.conv2d(&flat, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]),
+            "the filter must be of rank 4",
+        ),
+        (
+            x.conv2d(&f, [0, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]),
+            "at least 1",
+        ),
+        (
+            x.conv2d(&f, [2, 1], Padding::Valid, DataFormat::Nhwc, [2, 1]),
+            "cannot both be above 1",
+        ),
+        (
+            x.conv2d(&big, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]),
+            "larger than the padded input",
+        ),
+    ];
+    for (result, message) in cases {
+        let Err(e) = result else {
+            panic!("a bad conv2d was accepted (expected {message:?})");
+        };
+        assert_eq!(e.op, "conv2d");
+        assert!(e.reason.contains(message), "{e} (expected {message:?})");
+    }
+    assert_eq!(gpu.stats().ops_registered, queued, "nothing queued");
+}

@@ -9,7 +9,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::ir::{DType, Values};
-use crate::{Device, ErrorClass, Operand, Tensor};
+use crate::{DataFormat, Device, ErrorClass, Operand, Padding, Tensor};
 
 use super::errors::op_error;
 use super::registry::{self, Found};
@@ -638,4 +638,98 @@ fn leaves(op: &'static str, value: &JsValue) -> Result<(Vec<f64>, Vec<usize>, bo
         }
     }
     Ok((out, shape, all_booleans))
+}
+
+/// A count of at least 1, or a pair of them (`conv2d`'s strides and
+/// dilations: a number is both).
+pub fn steps(op: &'static str, what: &str, value: &JsValue) -> Result<[usize; 2], JsValue> {
+    let pair = if Array::is_array(value) {
+        match shape(op, what, value)?.as_slice() {
+            &[a, b] => [a, b],
+            other => {
+                return Err(range_error(
+                    op,
+                    format!("{what} must be a number or a pair, got {} numbers", other.len()),
+                ));
+            }
+        }
+    } else {
+        let n = count(op, what, value)?;
+        [n, n]
+    };
+    if pair.contains(&0) {
+        return Err(range_error(
+            op,
+            format!("{what} must each be at least 1, got {pair:?}"),
+        ));
+    }
+    Ok(pair)
+}
+
+/// `steps`, or `[1, 1]` when left out.
+pub fn steps_or_one(op: &'static str, what: &str, value: &JsValue) -> Result<[usize; 2], JsValue> {
+    if absent(value) { Ok([1, 1]) } else { steps(op, what, value) }
+}
+
+/// TF.js's `dataFormat`: `'NHWC'` (the default) or `'NCHW'`; for a 1-D
+/// convolution (`one_d`) `'NWC'` or `'NCW'`.
+pub fn data_format(op: &'static str, value: &JsValue, one_d: bool) -> Result<DataFormat, JsValue> {
+    if absent(value) {
+        return Ok(DataFormat::Nhwc);
+    }
+    let (last, first) = if one_d { ("NWC", "NCW") } else { ("NHWC", "NCHW") };
+    match string(op, "dataFormat", value)?.as_str() {
+        s if s == last => Ok(DataFormat::Nhwc),
+        s if s == first => Ok(DataFormat::Nchw),
+        other => Err(range_error(
+            op,
+            format!("dataFormat must be '{last}' or '{first}', got '{other}'"),
+        )),
+    }
+}
+
+/// TF.js's `pad`: `'valid'`, `'same'`, a count for every side, or, for a
+/// 2-D convolution (`format` given), the explicit `[[0, 0], [top, bottom],
+/// [left, right], [0, 0]]` (NCHW: `[[0, 0], [0, 0], [top, bottom], [left,
+/// right]]`).
+pub fn conv_pad(
+    op: &'static str,
+    value: &JsValue,
+    format: Option<DataFormat>,
+) -> Result<Padding, JsValue> {
+    if let Some(s) = value.as_string() {
+        return match s.as_str() {
+            "valid" => Ok(Padding::Valid),
+            "same" => Ok(Padding::Same),
+            other => Err(range_error(
+                op,
+                format!("pad must be 'valid', 'same', a number or explicit pairs, got '{other}'"),
+            )),
+        };
+    }
+    let Some(format) = format.filter(|_| Array::is_array(value)) else {
+        let p = count(op, "pad", value)?;
+        return Ok(Padding::Explicit([[p, p], [p, p]]));
+    };
+    let pairs = pairs(op, "pad", value)?;
+    let spatial = match format {
+        DataFormat::Nhwc => [1, 2],
+        DataFormat::Nchw => [2, 3],
+    };
+    let good = pairs.len() == 4
+        && pairs
+            .iter()
+            .enumerate()
+            .all(|(d, &p)| spatial.contains(&d) || p == (0, 0));
+    if !good {
+        return Err(range_error(
+            op,
+            format!(
+                "an explicit pad is four [before, after] pairs, one per dim of the input, zero but for \
+                 its height and width; got {pairs:?}"
+            ),
+        ));
+    }
+    let [h, w] = spatial.map(|d| [pairs[d].0, pairs[d].1]);
+    Ok(Padding::Explicit([h, w]))
 }

@@ -16,7 +16,8 @@
 //!   and what each holds; disposal; `tidy()` scopes; registering an op and
 //!   wrapping its result.
 //! - `device.rs`: the `Device` class.
-//! - `tensor.rs`: the `Tensor` class and its op families.
+//! - `tensor.rs`: the `Tensor` class and its op families; `conv.rs` its
+//!   convolutions.
 //! - `errors.rs`: JS errors built from the Rust error values, and the
 //!   user's JS frame for reports.
 //! - `autograd.rs`: `grad`, `grads`, `valueAndGrad`, `valueAndGrads` and
@@ -30,6 +31,7 @@ use crate::ErrorClass;
 
 mod args;
 mod autograd;
+mod conv;
 mod device;
 mod errors;
 mod registry;

@@ -27,7 +27,7 @@ impl JsTensor {
 
     /// The tensor this object stands for, unless disposed; `op` names the
     /// method for the error.
-    fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
+    pub(super) fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
         match registry::held(self.key) {
             Found::Tensor(tensor) => Ok(tensor),
             Found::Disposed(id) => Err(registry::disposed(op, id)),

@@ -737,3 +737,60 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
   });
   assert.equal(result.afterwards, 21, 'the table itself still reads');
 });
+
+test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides, formats) and their gradients flow', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, grads }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    // A 3x3 image of 1..9, one channel; a 2x2 filter of ones: window sums.
+    const x = gpu.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 3, 3, 1]);
+    const f = gpu.ones([2, 2, 1, 1]);
+    const ops = gpu.stats().opsRegistered;
+    const bad = {
+      channels: error(() => x.conv2d(gpu.ones([2, 2, 2, 1]), 1, 'valid')),
+      pad: error(() => x.conv2d(f, 1, 'full')),
+      batchPad: error(() => x.conv2d(f, 1, [[1, 0], [0, 0], [0, 0], [0, 0]])),
+      stride: error(() => x.conv2d(f, 0, 'valid')),
+      format: error(() => x.conv2d(f, 1, 'valid', 'NWHC')),
+      both: error(() => x.conv2d(f, 2, 'valid', 'NHWC', 2)),
+      larger: error(() => x.conv2d(gpu.ones([4, 4, 1, 1]), 1, 'valid')),
+      filter: error(() => x.conv2d([[1]], 1, 'valid')),
+    };
+    const queued = gpu.stats().opsRegistered - ops;
+    const [dx, df] = grads((a, b) => a.conv2d(b, 1, 'valid').sum())([x, f]);
+    return {
+      valid: await x.conv2d(f, 1, 'valid').array(),
+      same: await x.conv2d(f, 1, 'same').array(),
+      strided: await x.conv2d(f, [2, 2], 1).array(),
+      explicit: (await x.conv2d(f, 1, [[0, 0], [1, 0], [0, 0], [0, 0]]).data()).length,
+      nchw: await gpu.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 1, 3, 3]).conv2d(f, 1, 'valid', 'NCHW').array(),
+      dilated: await x.conv2d(f, 1, 'valid', 'NHWC', 2).array(),
+      oneD: await gpu.tensor([1, 2, 3, 4], [4, 1]).conv1d(gpu.ones([2, 1, 1]), 1, 'valid').array(),
+      transposed: await gpu.ones([1, 2, 2, 1]).conv2dTranspose(f, [1, 3, 3, 1], 1, 'valid').array(),
+      dx: await dx.array(),
+      df: await df.array(),
+      bad,
+      queued,
+    };
+  });
+  assert.deepEqual(result.valid, [[[[12], [16]], [[24], [28]]]]);
+  // 'same' pads after: the last row and column see one padded line.
+  assert.deepEqual(result.same, [[[[12], [16], [9]], [[24], [28], [15]], [[15], [17], [9]]]]);
+  assert.deepEqual(result.strided, [[[[1], [5]], [[11], [28]]]]);
+  assert.equal(result.explicit, 3 * 2);
+  assert.deepEqual(result.nchw, [[[[12, 16], [24, 28]]]]);
+  assert.deepEqual(result.dilated, [[[[20]]]]);
+  assert.deepEqual(result.oneD, [[3], [5], [7]]);
+  assert.deepEqual(result.transposed, [[[[1], [2], [1]], [[2], [4], [2]], [[1], [2], [1]]]]);
+  assert.deepEqual(result.dx, [[[[1], [2], [1]], [[2], [4], [2]], [[1], [2], [1]]]]);
+  assert.deepEqual(result.df, [[[[12]], [[16]]], [[[24]], [[28]]]]);
+  assert.match(result.bad.channels, /^Error: conv2d: the input has 1 channels but the filter \[2,2,2,1\] takes 2/);
+  assert.match(result.bad.pad, /^RangeError: conv2d: pad must be 'valid', 'same', a number or explicit pairs/);
+  assert.match(result.bad.batchPad, /^RangeError: conv2d: an explicit pad is four \[before, after\] pairs/);
+  assert.match(result.bad.stride, /^RangeError: conv2d: strides must each be at least 1/);
+  assert.match(result.bad.format, /^RangeError: conv2d: dataFormat must be 'NHWC' or 'NCHW', got 'NWHC'/);
+  assert.match(result.bad.both, /^RangeError: conv2d: strides \[2, 2\] and dilations \[2, 2\] cannot both be above 1/);
+  assert.match(result.bad.larger, /^RangeError: conv2d: the filter's height \(4 taps, dilation 1: 4 wide\) is larger than the padded input's \(3\)/);
+  assert.match(result.bad.filter, /^TypeError: conv2d: expected a webfusion Tensor as filter/);
+  assert.equal(result.queued, 0, 'a refused call queues nothing');
+});

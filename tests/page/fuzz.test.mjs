@@ -196,6 +196,41 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       { valid: 3, bad: [...badInts.filter(([label]) => label !== '99'), ['0', 0]] },
     ]);
     tensorMethod('cast', m, [{ valid: 'int32', bad: [...badDtypes, ['undefined', undefined]] }]);
+    const img = one.ones([1, 5, 5, 2]);
+    const taps = one.ones([3, 3, 2, 3]);
+    const badSteps = [
+      ...without(junk, 'undefined', 'null'), ['0', 0], ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ["'1'", '1'],
+      ['[1]', [1]], ['[1, 2, 3]', [1, 2, 3]], ['[0, 1]', [0, 1]], ['2**40', 2 ** 40], ['a tensor', v],
+    ];
+    const badFilters = [
+      ...notTensors, ['5', 5], ['a filter of 3 channels', one.ones([3, 3, 3, 3])], ['a rank-3 tensor', one.ones([3, 3, 2])],
+      ['an int32 filter', one.ones([3, 3, 2, 3], 'int32')],
+    ];
+    const badPads = [
+      ...of(junk), ["'full'", 'full'], ['-1', -1], ['1.5', 1.5], ['[[1, 1]]', [[1, 1]]],
+      ['a batch pad', [[1, 0], [0, 0], [0, 0], [0, 0]]], ['three pairs', [[0, 0], [1, 1], [1, 1]]],
+    ];
+    const badFormats = [["'NWHC'", 'NWHC'], ["'nhwc'", 'nhwc'], ['5', 5], ['{}', {}], ["'NWC'", 'NWC']];
+    tensorMethod('conv2d', img, [
+      { valid: taps, bad: badFilters },
+      { valid: 1, bad: badSteps },
+      { valid: 'same', bad: badPads },
+      { valid: 'NHWC', bad: badFormats },
+      { valid: [1, 1], bad: [...badSteps, ['99', 99]] },
+    ]);
+    tensorMethod('conv1d', one.ones([1, 6, 2]), [
+      { valid: one.ones([3, 2, 3]), bad: [...notTensors, ['a filter of 3 channels', one.ones([3, 3, 3])], ['a rank-4 filter', taps]] },
+      { valid: 1, bad: badSteps },
+      { valid: 'valid', bad: [...badPads, ['explicit pairs', [[1, 1]]]] },
+      { valid: 'NWC', bad: [["'NHWC'", 'NHWC'], ["'nwc'", 'nwc'], ['5', 5]] },
+      { valid: 1, bad: [['0', 0], ['1.5', 1.5], ['99', 99], ["'1'", '1']] },
+    ]);
+    tensorMethod('conv2dTranspose', one.ones([1, 3, 3, 3]), [
+      { valid: taps, bad: [...notTensors, ['a filter of 2 outputs', one.ones([3, 3, 2, 2])], ['a filter past the image', one.ones([7, 7, 2, 3])]] },
+      { valid: [1, 5, 5, 2], bad: [...badShapes, ['[1, 6, 6, 2]', [1, 6, 6, 2]], ['[1, 5, 5, 3]', [1, 5, 5, 3]], ['[5, 5]', [5, 5]]] },
+      { valid: 1, bad: badSteps },
+      { valid: 'valid', bad: badPads },
+    ]);
     methods.push({ op: 'dtype', call: getter('dtype'), self: m, args: [], receivers: badTensorThis });
     tensorMethod('matmul', m, [{
       valid: mt,
@@ -478,6 +513,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
     'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
+    'conv2d', 'conv1d', 'conv2dTranspose',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

@@ -1,0 +1,90 @@
+//! The convolutions of the `Tensor` class: TF.js's `conv2d`, `conv1d` and
+//! `conv2dTranspose`, their arguments read as TF.js reads them.
+
+use wasm_bindgen::prelude::*;
+
+use super::args;
+use super::registry::register;
+use super::tensor::JsTensor;
+use crate::DataFormat;
+
+#[wasm_bindgen(js_class = Tensor)]
+impl JsTensor {
+    /// `conv2d(filter, strides, pad, dataFormat = 'NHWC', dilations = 1)`:
+    /// TF.js's `conv2d(x, filter, ...)` of these images (`[n, h, w, c]`, or
+    /// `[n, c, h, w]` for NCHW; rank 3 is one image) and `filter` (`[kh,
+    /// kw, c, out]`). TF.js's `dimRoundingMode` is not taken.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn conv2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] filter: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] strides: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "'valid' | 'same' | number | [[number, number], [number, number], [number, number], [number, number]]"
+        )]
+        pad: JsValue,
+        #[wasm_bindgen(js_name = dataFormat, unchecked_optional_param_type = "'NHWC' | 'NCHW'")]
+        data_format: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")]
+        dilations: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "conv2d";
+        let t = self.tensor(op)?;
+        let filter = args::tensor(op, " as filter", &filter)?;
+        let strides = args::steps(op, "strides", &strides)?;
+        let format = args::data_format(op, &data_format, false)?;
+        let pad = args::conv_pad(op, &pad, Some(format))?;
+        let dilations = args::steps_or_one(op, "dilations", &dilations)?;
+        register(t.device(), || t.conv2d(&filter, strides, pad, format, dilations))
+    }
+
+    /// `conv1d(filter, stride, pad, dataFormat = 'NWC', dilation = 1)`:
+    /// TF.js's `conv1d(x, filter, ...)` of `[n, width, c]` (`[n, c,
+    /// width]` for NCW; rank 2 is one signal) and `filter` (`[k, c, out]`).
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn conv1d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] filter: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] stride: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "'valid' | 'same' | number")] pad: JsValue,
+        #[wasm_bindgen(js_name = dataFormat, unchecked_optional_param_type = "'NWC' | 'NCW'")]
+        data_format: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] dilation: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "conv1d";
+        let t = self.tensor(op)?;
+        let filter = args::tensor(op, " as filter", &filter)?;
+        let [stride, _] = args::steps(op, "stride", &stride)?;
+        let format = args::data_format(op, &data_format, true)?;
+        let pad = args::conv_pad(op, &pad, None)?;
+        let [dilation, _] = args::steps_or_one(op, "dilation", &dilation)?;
+        register(t.device(), || t.conv1d(&filter, stride, pad, format, dilation))
+    }
+
+    /// `conv2dTranspose(filter, outputShape, strides, pad)`: TF.js's
+    /// `conv2dTranspose(x, filter, ...)`, the gradient of a `conv2d` of
+    /// `outputShape` (NHWC) with that geometry, of these NHWC images
+    /// (`[n, h, w, out]`) and `filter` (`[kh, kw, c, out]`).
+    #[wasm_bindgen(js_name = conv2dTranspose, unchecked_return_type = "Tensor")]
+    pub fn conv2d_transpose(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] filter: JsValue,
+        #[wasm_bindgen(js_name = outputShape, unchecked_param_type = "number[]")]
+        output_shape: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] strides: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "'valid' | 'same' | number | [[number, number], [number, number], [number, number], [number, number]]"
+        )]
+        pad: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "conv2dTranspose";
+        let t = self.tensor(op)?;
+        let filter = args::tensor(op, " as filter", &filter)?;
+        let output_shape = args::shape(op, "outputShape", &output_shape)?;
+        let strides = args::steps(op, "strides", &strides)?;
+        let pad = args::conv_pad(op, &pad, Some(DataFormat::Nhwc))?;
+        register(t.device(), || {
+            t.conv2d_transpose(&filter, &output_shape, strides, pad)
+        })
+    }
+}

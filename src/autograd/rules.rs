@@ -114,6 +114,19 @@ pub(super) fn vjp(
             let (ga, gb) = conv(*pass, *geometry, a, b, g)?;
             vec![Some(ga), Some(gb)]
         }
+        OpKind::Pool { op, size, geometry } => {
+            vec![Some(operand(x)?.pool_grad(g, *op, *size, *geometry)?)]
+        }
+        OpKind::PoolGrad { .. } => {
+            return Err(RegistrationError::new(
+                "grads",
+                ErrorClass::Other,
+                format!(
+                    "{} has no gradient (the gradient of a pool's gradient)",
+                    kind.name()
+                ),
+            ));
+        }
         OpKind::Matmul => {
             let (a, b) = (operand(x)?, operand(inputs.get(1))?);
             let ga = g.matmul(&swap_last(b)?)?;

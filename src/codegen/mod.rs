@@ -16,6 +16,7 @@ mod conv;
 mod elementwise;
 mod kernel;
 mod matmul;
+mod pool;
 mod reduce;
 mod scan;
 
@@ -23,6 +24,7 @@ pub use conv::conv;
 pub use elementwise::{copy, elementwise, flag_value, int_bounds};
 pub use kernel::{Access, Check, Group, Kernel};
 pub use matmul::matmul;
+pub use pool::{pool, pool_grad};
 pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
 pub use scan::scan;
 

@@ -60,10 +60,11 @@ pub enum Block {
         op: usize,
         epilogue: ElementwiseBlock,
     },
-    /// A reduction, argmax or scan (`cumsum`, `cumprod`: a thread per
-    /// line) of memory, or of what its prologue computes as each element is
-    /// loaded (`x.sub(m).exp().sum(1)` is one kernel; the prologue writes
-    /// nothing).
+    /// A reduction, argmax, scan (`cumsum`, `cumprod`: a thread per line)
+    /// or pool (a thread per window) of memory, or of what its prologue
+    /// computes as each element is loaded (`x.sub(m).exp().sum(1)` is one
+    /// kernel; the prologue writes nothing). A pool's gradient is one too,
+    /// of its inputs in memory (never a prologue).
     Reduction {
         op: usize,
         prologue: Option<ElementwiseBlock>,
@@ -114,12 +115,14 @@ impl Block {
             OpKind::Cat { .. } => Block::Cat(i),
             OpKind::Commit { .. } => Block::Commit(i),
             OpKind::Guard => Block::Guard(i),
-            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } | OpKind::Scan { .. } => {
-                Block::Reduction {
-                    op: i,
-                    prologue: None,
-                }
-            }
+            OpKind::Reduce { .. }
+            | OpKind::ArgReduce { .. }
+            | OpKind::Scan { .. }
+            | OpKind::Pool { .. }
+            | OpKind::PoolGrad { .. } => Block::Reduction {
+                op: i,
+                prologue: None,
+            },
             OpKind::Matmul | OpKind::Conv { .. } => Block::Matmul {
                 op: i,
                 epilogue: ElementwiseBlock {
@@ -235,7 +238,10 @@ pub fn plan(
         }
         let reduces = matches!(
             op.kind,
-            OpKind::Reduce { .. } | OpKind::ArgReduce { .. } | OpKind::Scan { .. }
+            OpKind::Reduce { .. }
+                | OpKind::ArgReduce { .. }
+                | OpKind::Scan { .. }
+                | OpKind::Pool { .. }
         );
         if reduces
             && group

@@ -245,6 +245,13 @@ impl ConvPass {
     }
 }
 
+/// What a pooling window computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolOp {
+    Max,
+    Avg,
+}
+
 /// Where a convolution's windows sit: an output position `(oh, ow)` reads
 /// the images at rows `oh * stride[0] + kh * dilation[0] - pad[0]` (and
 /// columns likewise), reading 0 outside them. The pads after the images
@@ -401,6 +408,24 @@ pub enum OpKind {
         pass: ConvPass,
         geometry: ConvGeometry,
     },
+    /// A pooling window's max or mean over NHWC images `[n, h, w, c]`,
+    /// per channel: `[n, oh, ow, c]` (TF.js's `maxPool`, `avgPool`), the
+    /// window of `size` placed as a convolution's (`ConvGeometry`; dilation
+    /// 1). A mean counts only the window's positions inside the images.
+    Pool {
+        op: PoolOp,
+        size: [usize; 2],
+        geometry: ConvGeometry,
+    },
+    /// A pool's gradient for its images: of `[x, dy]` for a max (each
+    /// window's gradient goes to its first largest element), of `[dy]`
+    /// for a mean (shared by the window's positions inside the images);
+    /// the images' shape.
+    PoolGrad {
+        op: PoolOp,
+        size: [usize; 2],
+        geometry: ConvGeometry,
+    },
     /// The inputs joined along `axis`.
     Cat {
         axis: usize,
@@ -461,6 +486,18 @@ impl OpKind {
             } => "cumprod",
             OpKind::Matmul => "matmul",
             OpKind::Conv { pass, .. } => pass.name(),
+            OpKind::Pool {
+                op: PoolOp::Max, ..
+            } => "maxPool",
+            OpKind::Pool {
+                op: PoolOp::Avg, ..
+            } => "avgPool",
+            OpKind::PoolGrad {
+                op: PoolOp::Max, ..
+            } => "maxPoolGrad",
+            OpKind::PoolGrad {
+                op: PoolOp::Avg, ..
+            } => "avgPoolGrad",
             OpKind::Cat { .. } => "cat",
             OpKind::Copy => "copy",
             OpKind::Commit { .. } => "commit",

@@ -323,6 +323,16 @@ impl Lowering<'_> {
         inputs: Inputs<'_>,
     ) -> Result<Written, String> {
         let op = &ops[i];
+        if let OpKind::PoolGrad {
+            op: pool,
+            size,
+            geometry,
+        } = op.kind
+        {
+            let (buffers, accesses) = bind(&op.inputs, inputs)?;
+            let kernel = codegen::pool_grad(pool, size, geometry, &accesses, &op.shape);
+            return self.launch_one(&kernel, &buffers, &op.shape);
+        }
         let Some(prologue) = prologue else {
             let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
             return self.fold(op, (&buffers, &accesses[0], None));
@@ -356,6 +366,15 @@ impl Lowering<'_> {
             OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
             OpKind::ArgReduce { axis, max } => (vec![*axis], Reducer::Arg { max: *max }),
             OpKind::Scan { .. } => return self.scan(op, source),
+            OpKind::Pool {
+                op: pool,
+                size,
+                geometry,
+            } => {
+                let (buffers, input, prologue) = source;
+                let kernel = codegen::pool(*pool, *size, *geometry, input, prologue, &op.shape);
+                return self.launch_one(&kernel, buffers, &op.shape);
+            }
             other => return Err(format!("`{}` is not a reduction", other.name())),
         };
         self.reduce(source, &axes, reducer, &op.shape)
@@ -376,13 +395,23 @@ impl Lowering<'_> {
         else {
             return Err(format!("`{}` is not a scan", op.kind.name()));
         };
-        if shape::numel(&op.shape) == 0 {
+        let kernel = codegen::scan(input, prologue, scan, axis, exclusive, reverse);
+        self.launch_one(&kernel, buffers, &op.shape)
+    }
+
+    /// `kernel` launched on `buffers` into a new tensor of `shape`.
+    fn launch_one(
+        &mut self,
+        kernel: &Kernel,
+        buffers: &[wgpu::Buffer],
+        shape: &[usize],
+    ) -> Result<Written, String> {
+        if shape::numel(shape) == 0 {
             return Ok(Written::Empty);
         }
-        let kernel = codegen::scan(input, prologue, scan, axis, exclusive, reverse);
-        refuse_broken(&kernel)?;
-        let out = self.allocate(&op.shape);
-        self.launch(&kernel, buffers, &[&out]);
+        refuse_broken(kernel)?;
+        let out = self.allocate(shape);
+        self.launch(kernel, buffers, &[&out]);
         Ok(out)
     }
 

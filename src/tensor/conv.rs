@@ -33,7 +33,7 @@ pub enum DataFormat {
 
 /// One spatial dim's output size and the pad before it, for `size` input
 /// elements, a filter of `k` taps `dilation` apart, and `stride`.
-fn output_size(
+pub(super) fn output_size(
     op: &'static str,
     which: &str,
     (size, k, stride, dilation): (usize, usize, usize, usize),
@@ -70,7 +70,7 @@ fn output_size(
 
 /// Checks the strides and dilations TF.js's way: each at least 1, and not
 /// both above 1.
-fn steps(op: &'static str, strides: [usize; 2], dilations: [usize; 2]) -> Result<()> {
+pub(super) fn steps(op: &'static str, strides: [usize; 2], dilations: [usize; 2]) -> Result<()> {
     if strides.contains(&0) || dilations.contains(&0) {
         return Err(range(
             op,
@@ -91,7 +91,11 @@ fn steps(op: &'static str, strides: [usize; 2], dilations: [usize; 2]) -> Result
 /// The NHWC dims of images of `shape` in `format` (rank 3 is one image),
 /// and whether it was one image. Only checks: nothing is registered, so a
 /// refused call queues nothing.
-fn image_dims(op: &'static str, shape: &[usize], format: DataFormat) -> Result<([usize; 4], bool)> {
+pub(super) fn image_dims(
+    op: &'static str,
+    shape: &[usize],
+    format: DataFormat,
+) -> Result<([usize; 4], bool)> {
     let (single, d) = match shape {
         [a, b, c] => (true, [1, *a, *b, *c]),
         [n, a, b, c] => (false, [*n, *a, *b, *c]),
@@ -114,7 +118,7 @@ fn image_dims(op: &'static str, shape: &[usize], format: DataFormat) -> Result<(
 
 /// `t` as NHWC images of rank 4: views, registered once the call is known
 /// to be good.
-fn images(t: &Tensor, format: DataFormat, single: bool) -> Result<Tensor> {
+pub(super) fn images(t: &Tensor, format: DataFormat, single: bool) -> Result<Tensor> {
     let batched = if single { t.expand_dims(0)? } else { t.clone() };
     match format {
         DataFormat::Nhwc => Ok(batched),
@@ -123,7 +127,7 @@ fn images(t: &Tensor, format: DataFormat, single: bool) -> Result<Tensor> {
 }
 
 /// The NHWC result `y` in the caller's format, one image again if it was.
-fn restored(y: Tensor, format: DataFormat, single: bool) -> Result<Tensor> {
+pub(super) fn restored(y: Tensor, format: DataFormat, single: bool) -> Result<Tensor> {
     let y = match format {
         DataFormat::Nhwc => y,
         DataFormat::Nchw => y.transpose(Some(&[0, 3, 1, 2]))?,

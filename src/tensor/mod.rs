@@ -3,6 +3,7 @@
 
 mod conv;
 mod ops;
+mod pool;
 
 pub use conv::{DataFormat, Padding};
 pub use ops::Split;

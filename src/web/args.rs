@@ -649,7 +649,10 @@ pub fn steps(op: &'static str, what: &str, value: &JsValue) -> Result<[usize; 2]
             other => {
                 return Err(range_error(
                     op,
-                    format!("{what} must be a number or a pair, got {} numbers", other.len()),
+                    format!(
+                        "{what} must be a number or a pair, got {} numbers",
+                        other.len()
+                    ),
                 ));
             }
         }
@@ -668,7 +671,11 @@ pub fn steps(op: &'static str, what: &str, value: &JsValue) -> Result<[usize; 2]
 
 /// `steps`, or `[1, 1]` when left out.
 pub fn steps_or_one(op: &'static str, what: &str, value: &JsValue) -> Result<[usize; 2], JsValue> {
-    if absent(value) { Ok([1, 1]) } else { steps(op, what, value) }
+    if absent(value) {
+        Ok([1, 1])
+    } else {
+        steps(op, what, value)
+    }
 }
 
 /// TF.js's `dataFormat`: `'NHWC'` (the default) or `'NCHW'`; for a 1-D
@@ -677,7 +684,11 @@ pub fn data_format(op: &'static str, value: &JsValue, one_d: bool) -> Result<Dat
     if absent(value) {
         return Ok(DataFormat::Nhwc);
     }
-    let (last, first) = if one_d { ("NWC", "NCW") } else { ("NHWC", "NCHW") };
+    let (last, first) = if one_d {
+        ("NWC", "NCW")
+    } else {
+        ("NHWC", "NCHW")
+    };
     match string(op, "dataFormat", value)?.as_str() {
         s if s == last => Ok(DataFormat::Nhwc),
         s if s == first => Ok(DataFormat::Nchw),

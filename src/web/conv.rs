@@ -35,7 +35,9 @@ impl JsTensor {
         let format = args::data_format(op, &data_format, false)?;
         let pad = args::conv_pad(op, &pad, Some(format))?;
         let dilations = args::steps_or_one(op, "dilations", &dilations)?;
-        register(t.device(), || t.conv2d(&filter, strides, pad, format, dilations))
+        register(t.device(), || {
+            t.conv2d(&filter, strides, pad, format, dilations)
+        })
     }
 
     /// `conv1d(filter, stride, pad, dataFormat = 'NWC', dilation = 1)`:
@@ -58,7 +60,9 @@ impl JsTensor {
         let format = args::data_format(op, &data_format, true)?;
         let pad = args::conv_pad(op, &pad, None)?;
         let [dilation, _] = args::steps_or_one(op, "dilation", &dilation)?;
-        register(t.device(), || t.conv1d(&filter, stride, pad, format, dilation))
+        register(t.device(), || {
+            t.conv1d(&filter, stride, pad, format, dilation)
+        })
     }
 
     /// `conv2dTranspose(filter, outputShape, strides, pad)`: TF.js's

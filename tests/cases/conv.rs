@@ -2,6 +2,8 @@
 //! sizes, NHWC and NCHW), `conv1d` and `conv2dTranspose` against a CPU
 //! reference; a convolution with its bias and activation in one kernel; the
 //! gradients of both inputs against finite differences; bad calls refused.
+//! Pooling: `maxPool` and `avgPool` against a CPU reference, fused with
+//! what computes their input, and their gradients.
 
 use webfusion::{DataFormat, Device, Padding, Tensor};
 
@@ -71,8 +73,9 @@ async fn read(t: &Tensor) -> Vec<f32> {
 fn assert_close(got: &[f32], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: sizes");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        // Equal infinities (a max of a window wholly in the padding) match.
         assert!(
-            (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+            *g as f64 == *w || (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
             "{what}: [{i}] = {g}, the reference gives {w}"
         );
     }
@@ -428,4 +431,221 @@ pub async fn conv2d_refuses_bad_calls_and_queues_nothing() {
         assert!(e.reason.contains(message), "{e} (expected {message:?})");
     }
     assert_eq!(gpu.stats().ops_registered, queued, "nothing queued");
+}
+
+/// `maxPool` (`max`) or `avgPool` on the CPU: NHWC, windows of `k` placed
+/// by `stride` and the pads `before`, into `out`; a mean counts only the
+/// positions inside the images.
+fn pool_reference(
+    x: &[f32],
+    [n, h, w, c]: [usize; 4],
+    k: [usize; 2],
+    stride: [usize; 2],
+    before: [usize; 2],
+    [oh, ow]: [usize; 2],
+    max: bool,
+) -> Vec<f64> {
+    let mut y = Vec::new();
+    for b in 0..n {
+        for i in 0..oh {
+            for j in 0..ow {
+                for ch in 0..c {
+                    let mut inside = Vec::new();
+                    for p in 0..k[0] {
+                        for q in 0..k[1] {
+                            let ih = (i * stride[0] + p) as isize - before[0] as isize;
+                            let iw = (j * stride[1] + q) as isize - before[1] as isize;
+                            if ih >= 0 && iw >= 0 && ih < h as isize && iw < w as isize {
+                                inside.push(
+                                    x[((b * h + ih as usize) * w + iw as usize) * c + ch] as f64,
+                                );
+                            }
+                        }
+                    }
+                    y.push(match max {
+                        true => inside.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        false => inside.iter().sum::<f64>() / inside.len() as f64,
+                    });
+                }
+            }
+        }
+    }
+    y
+}
+
+pub async fn max_pool_and_avg_pool_match_the_reference_for_every_padding_and_stride() {
+    let gpu = kernels_only().await;
+    let cases: [([usize; 4], [usize; 2], [usize; 2]); 4] = [
+        ([1, 4, 4, 1], [2, 2], [2, 2]),
+        ([2, 7, 5, 3], [3, 2], [2, 1]),
+        ([1, 9, 9, 2], [3, 3], [1, 1]),
+        ([3, 28, 28, 8], [2, 2], [2, 2]),
+    ];
+    let pads = [
+        Padding::Valid,
+        Padding::Same,
+        Padding::Explicit([[1, 1], [0, 1]]),
+    ];
+    for (seed, (xs, k, stride)) in cases.into_iter().enumerate() {
+        let x = values(xs.iter().product(), 60 + seed as u64);
+        let t = gpu.tensor(&x, Some(&xs)).unwrap();
+        for pad in pads {
+            let (oh, top) = expected(xs[1], k[0], stride[0], 1, pad, 0);
+            let (ow, left) = expected(xs[2], k[1], stride[1], 1, pad, 1);
+            for max in [true, false] {
+                let y = match max {
+                    true => t.max_pool(k, stride, pad),
+                    false => t.avg_pool(k, stride, pad),
+                }
+                .unwrap();
+                let what = format!(
+                    "{} x {xs:?} k {k:?} stride {stride:?} {pad:?}",
+                    if max { "maxPool" } else { "avgPool" }
+                );
+                assert_eq!(y.shape(), [xs[0], oh, ow, xs[3]], "{what}");
+                let want = pool_reference(&x, xs, k, stride, [top, left], [oh, ow], max);
+                assert_close(&read(&y).await, &want, &what);
+            }
+        }
+    }
+    // One image in, one out; a window left of every image element refused.
+    let one = gpu.tensor(&values(16, 1), Some(&[4, 4, 1])).unwrap();
+    assert_eq!(
+        one.max_pool([2, 2], [2, 2], Padding::Valid)
+            .unwrap()
+            .shape(),
+        [2, 2, 1]
+    );
+    let Err(e) = one.max_pool([5, 5], [1, 1], Padding::Valid) else {
+        panic!("a window larger than the image was accepted");
+    };
+    assert!(e.reason.contains("larger than the padded input"), "{e}");
+    assert!(one.avg_pool([0, 2], [1, 1], Padding::Valid).is_err());
+    let Err(e) = one.avg_pool([2, 2], [1, 1], Padding::Explicit([[2, 0], [0, 0]])) else {
+        panic!("a pad as large as the window was accepted");
+    };
+    assert!(e.reason.contains("must be smaller than the filter"), "{e}");
+}
+
+pub async fn a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel() {
+    let gpu = kernels_only().await;
+    let x = values(2 * 6 * 6 * 4, 70);
+    let b = values(4, 71);
+    let (t, bt) = (
+        gpu.tensor(&x, Some(&[2, 6, 6, 4])).unwrap(),
+        gpu.tensor(&b, None).unwrap(),
+    );
+    let _ = (read(&t).await, read(&bt).await);
+    let before = gpu.stats();
+    let y = t
+        .add(&bt)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .max_pool([2, 2], [2, 2], Padding::Valid)
+        .unwrap();
+    let got = read(&y).await;
+    let after = gpu.stats();
+    let shifted: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v + b[i % 4]).max(0.0))
+        .collect();
+    let want = pool_reference(&shifted, [2, 6, 6, 4], [2, 2], [2, 2], [0, 0], [3, 3], true);
+    assert_close(&got, &want, "maxPool(relu(x + b))");
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        1,
+        "one kernel"
+    );
+    assert_eq!(
+        after.fused_ops - before.fused_ops,
+        3,
+        "add, relu and maxPool"
+    );
+    assert_eq!(
+        after.buffers_allocated - before.buffers_allocated,
+        1,
+        "the result alone"
+    );
+}
+
+pub async fn pool_gradients_go_to_the_first_maximum_and_share_the_mean() {
+    let gpu = kernels_only().await;
+    // A 4x4 image with ties in its first window: the first maximum (in
+    // row-major order) takes the gradient, as in TF.js.
+    let x = [
+        5.0, 5.0, 1.0, 2.0, //
+        5.0, 0.0, 3.0, 3.0, //
+        -1.0, -2.0, 7.0, 0.0, //
+        -3.0, -1.0, 0.0, 7.0,
+    ];
+    let t = gpu.tensor(&x, Some(&[1, 4, 4, 1])).unwrap();
+    let w = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
+        .unwrap();
+    let g = gpu
+        .grad(
+            |v| {
+                v.max_pool([2, 2], [2, 2], Padding::Valid)?
+                    .mul(&w)?
+                    .sum(None, false)
+            },
+            &t,
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        read(&g).await,
+        [
+            1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0
+        ]
+    );
+    // Overlapping windows (3x3, stride 1, same): each element sums what the
+    // windows holding it send; the mean's shares against finite differences.
+    let xs = [2, 5, 4, 3];
+    let x = values(xs.iter().product(), 80);
+    let (oh, top) = expected(5, 3, 1, 1, Padding::Same, 0);
+    let (ow, left) = expected(4, 3, 1, 1, Padding::Same, 1);
+    let wv = values(2 * oh * ow * 3, 81);
+    let wt = gpu.tensor(&wv, Some(&[2, oh, ow, 3])).unwrap();
+    for max in [true, false] {
+        let t = gpu.tensor(&x, Some(&xs)).unwrap();
+        let g = gpu
+            .grad(
+                |v| {
+                    let y = match max {
+                        true => v.max_pool([3, 3], [1, 1], Padding::Same)?,
+                        false => v.avg_pool([3, 3], [1, 1], Padding::Same)?,
+                    };
+                    y.mul(&wt)?.sum(None, false)
+                },
+                &t,
+                None,
+            )
+            .unwrap();
+        let loss = |x: &[f32]| -> f64 {
+            pool_reference(x, xs, [3, 3], [1, 1], [top, left], [oh, ow], max)
+                .iter()
+                .zip(&wv)
+                .map(|(y, w)| y * *w as f64)
+                .sum()
+        };
+        // Small steps: a max is linear only until another element overtakes.
+        let fd: Vec<f64> = (0..x.len())
+            .map(|i| {
+                let (mut up, mut down) = (x.clone(), x.clone());
+                up[i] += 1e-3;
+                down[i] -= 1e-3;
+                (loss(&up) - loss(&down)) / 2e-3
+            })
+            .collect();
+        let got = read(&g).await;
+        for (i, (a, b)) in got.iter().zip(&fd).enumerate() {
+            assert!(
+                (*a as f64 - b).abs() < 1e-2,
+                "max {max}: d/dx[{i}] = {a}, finite differences {b}"
+            );
+        }
+    }
 }

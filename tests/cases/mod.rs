@@ -24,6 +24,9 @@ macro_rules! all_cases {
         $run!(conv, conv1d_and_conv2d_transpose_match_the_reference);
         $run!(conv, conv2d_gradients_for_images_and_filter_match_finite_differences);
         $run!(conv, conv2d_refuses_bad_calls_and_queues_nothing);
+        $run!(conv, max_pool_and_avg_pool_match_the_reference_for_every_padding_and_stride);
+        $run!(conv, a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel);
+        $run!(conv, pool_gradients_go_to_the_first_maximum_and_share_the_mean);
         $run!(
             indexing,
             gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes

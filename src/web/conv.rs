@@ -1,5 +1,6 @@
-//! The convolutions of the `Tensor` class: TF.js's `conv2d`, `conv1d` and
-//! `conv2dTranspose`, their arguments read as TF.js reads them.
+//! The convolutions and pools of the `Tensor` class: TF.js's `conv2d`,
+//! `conv1d`, `conv2dTranspose`, `maxPool` and `avgPool`, their arguments
+//! read as TF.js reads them.
 
 use wasm_bindgen::prelude::*;
 
@@ -90,5 +91,69 @@ impl JsTensor {
         register(t.device(), || {
             t.conv2d_transpose(&filter, &output_shape, strides, pad)
         })
+    }
+
+    /// `maxPool(filterSize, strides, pad)`: TF.js's `maxPool(x, ...)` of
+    /// these NHWC images (rank 3: one image).
+    #[wasm_bindgen(js_name = maxPool, unchecked_return_type = "Tensor")]
+    pub fn max_pool(
+        &self,
+        #[wasm_bindgen(js_name = filterSize, unchecked_param_type = "number | [number, number]")]
+        filter_size: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] strides: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "'valid' | 'same' | number | [[number, number], [number, number], [number, number], [number, number]]"
+        )]
+        pad: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.pool(
+            "maxPool",
+            [filter_size, strides, pad],
+            crate::Tensor::max_pool,
+        )
+    }
+
+    /// `avgPool(filterSize, strides, pad)`: TF.js's `avgPool(x, ...)` of
+    /// these NHWC images (rank 3: one image); a window's mean counts only
+    /// its positions inside the images.
+    #[wasm_bindgen(js_name = avgPool, unchecked_return_type = "Tensor")]
+    pub fn avg_pool(
+        &self,
+        #[wasm_bindgen(js_name = filterSize, unchecked_param_type = "number | [number, number]")]
+        filter_size: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] strides: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "'valid' | 'same' | number | [[number, number], [number, number], [number, number], [number, number]]"
+        )]
+        pad: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.pool(
+            "avgPool",
+            [filter_size, strides, pad],
+            crate::Tensor::avg_pool,
+        )
+    }
+}
+
+type Pool = fn(
+    &crate::Tensor,
+    [usize; 2],
+    [usize; 2],
+    crate::Padding,
+) -> Result<crate::Tensor, crate::RegistrationError>;
+
+impl JsTensor {
+    /// `maxPool` or `avgPool` (`pool`) with JS's `(filterSize, strides, pad)`.
+    fn pool(
+        &self,
+        op: &'static str,
+        [size, strides, pad]: [JsValue; 3],
+        pool: Pool,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor(op)?;
+        let size = args::steps(op, "filterSize", &size)?;
+        let strides = args::steps(op, "strides", &strides)?;
+        let pad = args::conv_pad(op, &pad, Some(DataFormat::Nhwc))?;
+        register(t.device(), || pool(&t, size, strides, pad))
     }
 }

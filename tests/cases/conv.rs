@@ -22,6 +22,9 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// A case: the images' and the filter's shapes, the strides, the dilations.
+type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2]);
+
 /// One conv2d's geometry, as the reference computes it.
 #[derive(Clone, Copy, Debug)]
 struct Geometry {
@@ -126,7 +129,7 @@ pub async fn conv2d_matches_the_reference_for_every_padding_stride_dilation_and_
         Padding::Same,
         Padding::Explicit([[1, 2], [0, 1]]),
     ];
-    let cases: [([usize; 4], [usize; 4], [usize; 2], [usize; 2]); 6] = [
+    let cases: [Case; 6] = [
         ([1, 5, 5, 1], [3, 3, 1, 1], [1, 1], [1, 1]),
         ([2, 7, 6, 3], [3, 2, 3, 4], [2, 2], [1, 1]),
         ([3, 9, 8, 2], [2, 3, 2, 5], [1, 3], [1, 1]),
@@ -310,18 +313,15 @@ pub async fn conv1d_and_conv2d_transpose_match_the_reference() {
 
 pub async fn conv2d_gradients_for_images_and_filter_match_finite_differences() {
     let gpu = kernels_only().await;
-    let cases: [([usize; 4], [usize; 4], [usize; 2], [usize; 2], Padding); 3] = [
-        ([2, 5, 6, 2], [3, 2, 2, 3], [1, 1], [1, 1], Padding::Same),
+    let cases: [(Case, Padding); 3] = [
+        (([2, 5, 6, 2], [3, 2, 2, 3], [1, 1], [1, 1]), Padding::Same),
         (
-            [1, 7, 7, 3],
-            [3, 3, 3, 2],
-            [2, 2],
-            [1, 1],
+            ([1, 7, 7, 3], [3, 3, 3, 2], [2, 2], [1, 1]),
             Padding::Explicit([[1, 0], [2, 1]]),
         ),
-        ([2, 7, 6, 1], [2, 2, 1, 2], [1, 1], [2, 3], Padding::Valid),
+        (([2, 7, 6, 1], [2, 2, 1, 2], [1, 1], [2, 3]), Padding::Valid),
     ];
-    for (seed, (xs, fs, stride, dilation, pad)) in cases.into_iter().enumerate() {
+    for (seed, ((xs, fs, stride, dilation), pad)) in cases.into_iter().enumerate() {
         let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
         let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
         let g = Geometry {

@@ -738,7 +738,7 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
   assert.equal(result.afterwards, 21, 'the table itself still reads');
 });
 
-test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides, formats) and their gradients flow', async () => {
+test('conv2d, conv1d, conv2dTranspose, maxPool and avgPool take TF.js\'s arguments (pads, strides, formats) and their gradients flow', async () => {
   const { result } = await inPage(browser, server, async ({ Device, grads }) => {
     const gpu = await Device.request();
     const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
@@ -755,6 +755,8 @@ test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides,
       both: error(() => x.conv2d(f, 2, 'valid', 'NHWC', 2)),
       larger: error(() => x.conv2d(gpu.ones([4, 4, 1, 1]), 1, 'valid')),
       filter: error(() => x.conv2d([[1]], 1, 'valid')),
+      poolSize: error(() => x.maxPool(0, 1, 'valid')),
+      poolPad: error(() => x.avgPool(2, 1, 2)),
     };
     const queued = gpu.stats().opsRegistered - ops;
     const [dx, df] = grads((a, b) => a.conv2d(b, 1, 'valid').sum())([x, f]);
@@ -767,6 +769,9 @@ test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides,
       dilated: await x.conv2d(f, 1, 'valid', 'NHWC', 2).array(),
       oneD: await gpu.tensor([1, 2, 3, 4], [4, 1]).conv1d(gpu.ones([2, 1, 1]), 1, 'valid').array(),
       transposed: await gpu.ones([1, 2, 2, 1]).conv2dTranspose(f, [1, 3, 3, 1], 1, 'valid').array(),
+      maxPool: await x.maxPool(2, 1, 'valid').array(),
+      avgPool: await x.avgPool([2, 2], 2, 'same').array(),
+      poolGrad: await grads((a) => a.maxPool(2, 2, 'same').sum())([x])[0].array(),
       dx: await dx.array(),
       df: await df.array(),
       bad,
@@ -782,6 +787,10 @@ test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides,
   assert.deepEqual(result.dilated, [[[[20]]]]);
   assert.deepEqual(result.oneD, [[3], [5], [7]]);
   assert.deepEqual(result.transposed, [[[[1], [2], [1]], [[2], [4], [2]], [[1], [2], [1]]]]);
+  assert.deepEqual(result.maxPool, [[[[5], [6]], [[8], [9]]]]);
+  // 'same' windows past the image average only what they hold.
+  assert.deepEqual(result.avgPool, [[[[3], [4.5]], [[7.5], [9]]]]);
+  assert.deepEqual(result.poolGrad, [[[[0], [0], [0]], [[0], [1], [1]], [[0], [1], [1]]]]);
   assert.deepEqual(result.dx, [[[[1], [2], [1]], [[2], [4], [2]], [[1], [2], [1]]]]);
   assert.deepEqual(result.df, [[[[12]], [[16]]], [[[24]], [[28]]]]);
   assert.match(result.bad.channels, /^Error: conv2d: the input has 1 channels but the filter \[2,2,2,1\] takes 2/);
@@ -792,5 +801,7 @@ test('conv2d, conv1d and conv2dTranspose take TF.js\'s arguments (pads, strides,
   assert.match(result.bad.both, /^RangeError: conv2d: strides \[2, 2\] and dilations \[2, 2\] cannot both be above 1/);
   assert.match(result.bad.larger, /^RangeError: conv2d: the filter's height \(4 taps, dilation 1: 4 wide\) is larger than the padded input's \(3\)/);
   assert.match(result.bad.filter, /^TypeError: conv2d: expected a webfusion Tensor as filter/);
+  assert.match(result.bad.poolSize, /^RangeError: maxPool: filterSize must each be at least 1/);
+  assert.match(result.bad.poolPad, /^RangeError: avgPool: each pad \(\[\[2, 2\], \[2, 2\]\]\) must be smaller than the filter/);
   assert.equal(result.queued, 0, 'a refused call queues nothing');
 });

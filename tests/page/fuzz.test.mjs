@@ -225,6 +225,13 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       { valid: 'NWC', bad: [["'NHWC'", 'NHWC'], ["'nwc'", 'nwc'], ['5', 5]] },
       { valid: 1, bad: [['0', 0], ['1.5', 1.5], ['99', 99], ["'1'", '1']] },
     ]);
+    for (const name of ['maxPool', 'avgPool']) {
+      tensorMethod(name, img, [
+        { valid: 2, bad: badSteps },
+        { valid: [2, 2], bad: badSteps },
+        { valid: 'same', bad: [...badPads, ['a pad as large as the window', 2]] },
+      ]);
+    }
     tensorMethod('conv2dTranspose', one.ones([1, 3, 3, 3]), [
       { valid: taps, bad: [...notTensors, ['a filter of 2 outputs', one.ones([3, 3, 2, 2])], ['a filter past the image', one.ones([7, 7, 2, 3])]] },
       { valid: [1, 5, 5, 2], bad: [...badShapes, ['[1, 6, 6, 2]', [1, 6, 6, 2]], ['[1, 5, 5, 3]', [1, 5, 5, 3]], ['[5, 5]', [5, 5]]] },
@@ -513,7 +520,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
     'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
-    'conv2d', 'conv1d', 'conv2dTranspose',
+    'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

@@ -38,7 +38,12 @@ Rust side stays a plain interpreter:
   * Mod with fmod=0 (the floor mod; ONNX's float Mod is fmod=1, C's fmod,
     which webfusion does not have); Cast to float32, int32/int64 or bool;
   * CumSum's axis input, Tile's repeats, Pad's constant mode with its pads
-    and value (and axes from opset 18).
+    and value (and axes from opset 18);
+  * Conv, ConvTranspose, MaxPool and AveragePool of 2-D NCHW images (the
+    filter OIHW, read as webfusion's HWIO through a transposed view), their
+    pads as TF.js takes them: VALID, SAME_UPPER (TF.js's same: the extra
+    after) or explicit; ungrouped, no ceil_mode, pools and transposed
+    convolutions undilated, AveragePool without counting its padding.
 
 Everything else is skipped and counted by reason; the counts are written into
 the data file's header (and to stderr).
@@ -126,6 +131,10 @@ OTHER = {
     "Pad",
     "Mod",
     "Cast",
+    "Conv",
+    "ConvTranspose",
+    "MaxPool",
+    "AveragePool",
 }
 SUPPORTED = set(BINARY) | set(VARIADIC) | set(UNARY) | set(REDUCE) | OTHER
 
@@ -184,6 +193,38 @@ def data_input(a: np.ndarray, allow_bool: bool = False, allow_int: bool = False)
             raise Skip("integers past int32")
         return a.astype(np.int32)
     raise Skip(f"non-float32 data: {a.dtype}")
+
+
+def window_pad(at: dict) -> str:
+    """A convolution's or pool's padding as the harness reads it: `valid`,
+    `same`, or `top:bottom,left:right`."""
+    auto = at.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto == "VALID":
+        return "valid"
+    if auto == "SAME_UPPER":
+        return "same"
+    if auto == "SAME_LOWER":
+        raise Skip("auto_pad SAME_LOWER: the extra padding before (TF.js's same puts it after)")
+    t, l, b, r = [int(p) for p in at.get("pads", [0, 0, 0, 0])]
+    return f"{t}:{b},{l}:{r}"
+
+
+def windows(at: dict, op: str, x: np.ndarray, dilated: bool) -> str:
+    """The attributes a 2-D window op shares, checked, as `key=value`s."""
+    if x.ndim != 4:
+        raise Skip(f"{op} of other than 2-D images")
+    if at.get("group", 1) != 1:
+        raise Skip(f"grouped {op} (depthwiseConv2d is not built yet)")
+    if at.get("ceil_mode", 0):
+        raise Skip(f"{op} ceil_mode=1")
+    strides = [int(v) for v in at.get("strides", [1, 1])]
+    dilations = [int(v) for v in at.get("dilations", [1, 1])]
+    if max(dilations) > 1 and not dilated:
+        raise Skip(f"dilated {op}: webfusion's takes no dilations")
+    if max(strides) > 1 and max(dilations) > 1:
+        raise Skip(f"{op} with strides and dilations both above 1 (TF.js refuses it)")
+    return f"strides={','.join(map(str, strides))} dilations={','.join(map(str, dilations))} pad={window_pad(at)}"
 
 
 def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
@@ -337,6 +378,25 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
         if np.issubdtype(x.dtype, np.floating) and names[to] != "float32" and not np.all(np.isfinite(x)):
             raise Skip("Cast of a non-finite float to an int (undefined in ONNX)")
         return f"cast to={names[to]}", [x], out
+    if op in ("Conv", "ConvTranspose"):
+        x, w = data_input(ins[0]), data_input(ins[1])
+        line = windows(at, op, x, dilated=op == "Conv")
+        bias = [data_input(ins[2])] if len(ins) > 2 and ins[2] is not None else []
+        if op == "Conv":
+            return f"conv {line}", [x, w] + bias, out
+        if "output_shape" in at or any(at.get("output_padding", [0, 0])):
+            raise Skip("ConvTranspose with output_shape or output_padding: webfusion's takes the shape a conv2d maps back")
+        if "=same" in line:
+            raise Skip("ConvTranspose auto_pad SAME_UPPER")
+        n, c, h, w_ = out.shape
+        return f"conv_transpose {line} out={n},{h},{w_},{c}", [x, w] + bias, out
+    if op in ("MaxPool", "AveragePool"):
+        x = data_input(ins[0])
+        line = windows(at, op, x, dilated=False)
+        if op == "AveragePool" and at.get("count_include_pad", 0) and "pad=valid" not in line and "pad=0:0,0:0" not in line:
+            raise Skip("AveragePool count_include_pad=1: webfusion's (TF.js's) mean leaves the padding out")
+        name = "max_pool" if op == "MaxPool" else "avg_pool"
+        return f"{name} size={','.join(str(int(v)) for v in at['kernel_shape'])} {line}", [x], out
     if op == "MatMul":
         return "matmul", [data_input(x) for x in ins], out
     if op == "Transpose":

@@ -11,7 +11,7 @@
 //! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
 //! they must still meet; nothing is skipped silently.
 
-use webfusion::{DType, Device, RegistrationError, Tensor, Values};
+use webfusion::{DType, DataFormat, Device, Padding, RegistrationError, Tensor, Values};
 
 use super::engine::device;
 
@@ -101,6 +101,32 @@ impl Case {
 
     fn keep(&self) -> bool {
         self.arg("keep") == "1"
+    }
+
+    /// A two-number argument (`strides=2,1`).
+    fn pair(&self, key: &str) -> [usize; 2] {
+        match self.ints(key).as_slice() {
+            &[a, b] => [a as usize, b as usize],
+            other => panic!("{}: {key} has {} numbers, not 2", self.name, other.len()),
+        }
+    }
+
+    /// A window op's padding: `valid`, `same` or `top:bottom,left:right`.
+    fn pad(&self) -> Padding {
+        match self.arg("pad") {
+            "valid" => Padding::Valid,
+            "same" => Padding::Same,
+            explicit => {
+                let sides: Vec<[usize; 2]> = explicit
+                    .split(',')
+                    .map(|p| {
+                        let (b, e) = p.split_once(':').expect("before:after");
+                        [b.parse().expect("a count"), e.parse().expect("a count")]
+                    })
+                    .collect();
+                Padding::Explicit([sides[0], sides[1]])
+            }
+        }
     }
 
     fn bits(&self, key: &str) -> f32 {
@@ -205,6 +231,38 @@ fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
     Ok(c)
 }
 
+/// ONNX's Conv and ConvTranspose of NCHW images with an OIHW filter (read
+/// as HWIO through a transposed view: ONNX's ConvTranspose filter is
+/// `[in, out, kh, kw]`, which the same view makes webfusion's `[kh, kw,
+/// out, in]`), and the optional bias per output channel.
+fn conv(case: &Case, ins: &[Tensor]) -> Result<Tensor, String> {
+    let e = |e: RegistrationError| e.to_string();
+    let (x, w) = (&ins[0], ins[1].transpose(Some(&[2, 3, 1, 0])).map_err(e)?);
+    let strides = case.pair("strides");
+    let y = match case.op.as_str() {
+        "conv" => x
+            .conv2d(
+                &w,
+                strides,
+                case.pad(),
+                DataFormat::Nchw,
+                case.pair("dilations"),
+            )
+            .map_err(e)?,
+        _ => {
+            let out: Vec<usize> = case.ints("out").iter().map(|&d| d as usize).collect();
+            x.transpose(Some(&[0, 2, 3, 1]))
+                .and_then(|nhwc| nhwc.conv2d_transpose(&w, &out, strides, case.pad()))
+                .and_then(|y| y.transpose(Some(&[0, 3, 1, 2])))
+                .map_err(e)?
+        }
+    };
+    match ins.get(2) {
+        Some(b) => b.reshape(&[1, -1, 1, 1]).and_then(|b| y.add(&b)).map_err(e),
+        None => Ok(y),
+    }
+}
+
 /// ONNX's GatherElements (TF.js has no such op) as the gather it is: with
 /// the axis moved last in both operands and the table cut to the indices'
 /// other dims, every axis before it is a batch dim.
@@ -290,6 +348,18 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
         }
         "gather" => x.gather(&ins[1], axis(), 0),
         "gather_elements" => gather_elements(x, &ins[1], axis() as usize),
+        "conv" | "conv_transpose" => return conv(case, &ins),
+        "max_pool" | "avg_pool" => {
+            let nhwc = x
+                .transpose(Some(&[0, 2, 3, 1]))
+                .map_err(|e| e.to_string())?;
+            let (size, strides) = (case.pair("size"), case.pair("strides"));
+            let pooled = match case.op.as_str() {
+                "max_pool" => nhwc.max_pool(size, strides, case.pad()),
+                _ => nhwc.avg_pool(size, strides, case.pad()),
+            };
+            pooled.and_then(|y| y.transpose(Some(&[0, 3, 1, 2])))
+        }
         "one_hot" => x.one_hot(
             case.ints("depth")[0] as usize,
             case.bits("on").into(),

@@ -610,6 +610,11 @@ pub fn op_names() -> Vec<&'static str> {
         pass,
         geometry: ConvGeometry::default(),
     }));
+    for op in [PoolOp::Max, PoolOp::Avg] {
+        let (size, geometry) = ([1, 1], ConvGeometry::default());
+        kinds.push(OpKind::Pool { op, size, geometry });
+        kinds.push(OpKind::PoolGrad { op, size, geometry });
+    }
     kinds.extend([OpKind::Cat { axis: 0 }, OpKind::Copy]);
     kinds.iter().map(OpKind::name).collect()
 }
@@ -695,7 +700,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 60, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 69, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",
@@ -703,6 +708,11 @@ mod tests {
             "lessEqual",
             "squeeze",
             "logSumExp",
+            "cumprod",
+            "conv2d",
+            "conv2dTranspose",
+            "maxPool",
+            "avgPoolGrad",
             "copy",
         ] {
             assert!(names.contains(&name), "{name}");

@@ -7,6 +7,7 @@ mod common;
 
 use common::graphs::{
     ARITH, EXACT, Rng, TRANSCENDENTAL, Tol, Tracked, check_graph, check_graph_with_faults, compare,
+    describe_graph,
 };
 use common::reference::{Ref, numel};
 use proptest::prelude::*;
@@ -101,6 +102,26 @@ fn random_op_graphs_match_the_cpu_reference() {
         if let Err(e) = result {
             panic!("{e}");
         }
+    }
+}
+
+/// The fixed seeds' graphs hold every family of op the generator makes, so
+/// the graphs above (and the fault-injected ones, built the same way) test
+/// them: a family the generator stopped making would pass unnoticed.
+#[test]
+fn the_fixed_seeds_graphs_hold_every_family_of_op() {
+    let gpu = &devices()[1];
+    let described: String = (0..48)
+        .map(|seed| pollster::block_on(describe_graph(gpu, seed)))
+        .collect();
+    for family in [
+        "matmul(", "conv2d(", "maxPool(", "avgPool(", "cumsum(", "gather(", "one_hot(", "sum(",
+        "softmax(", "where_(",
+    ] {
+        assert!(
+            described.contains(family),
+            "no {family}..) in the graphs of seeds 0..48"
+        );
     }
 }
 

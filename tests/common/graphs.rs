@@ -51,11 +51,11 @@
 //! 16 in magnitude is scaled back with `mul(8 / max)`.
 
 use super::reference::{
-    Ref, RefOperand, broadcast_shapes, broadcast_source, norm_axis, numel, unravel,
+    Ref, RefOperand, Window, broadcast_shapes, broadcast_source, norm_axis, numel, unravel,
 };
 use webfusion::{
-    DType, Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, RegistrationError,
-    Report, Tensor, TensorError, Values,
+    DType, DataFormat, Device, ExecutionError, FailureId, FailureKind, FaultKind, Operand, Padding,
+    RegistrationError, Report, Tensor, TensorError, Values,
 };
 
 // ---------------------------------------------------------------------------
@@ -484,6 +484,51 @@ impl Tracked {
             .map(|i| {
                 let d = prop.data[i] as f64 + 2.0 * k * (U / 2.0) * mag.data[i] as f64 + 1e-6;
                 worst(d) as f32
+            })
+            .collect();
+        Tracked {
+            err: Ref::new(data, &val.shape),
+            val,
+        }
+    }
+}
+
+impl Tracked {
+    /// A convolution's bound, as a matmul's: the inputs' errors carried
+    /// through, plus each sum's rounding over its `kh * kw * c` terms.
+    pub fn conv2d(&self, f: &Tracked, w: &Window) -> Tracked {
+        let val = self.val.conv2d(&f.val, w);
+        let k = (f.shape()[0] * f.shape()[1] * f.shape()[2]) as f64;
+        let (abs_x, abs_f) = (self.val.abs(), f.val.abs());
+        let prop = abs_x
+            .conv2d(&f.err, w)
+            .add(&self.err.conv2d(&abs_f, w))
+            .add(&self.err.conv2d(&f.err, w));
+        let mag = abs_x.conv2d(&abs_f, w);
+        let data = (0..val.size())
+            .map(|i| worst(prop.data[i] as f64 + k * U * mag.data[i] as f64 + 1e-6) as f32)
+            .collect();
+        Tracked {
+            err: Ref::new(data, &val.shape),
+            val,
+        }
+    }
+
+    /// A max pool moves the largest error of each window; a mean averages
+    /// them, plus its sum's rounding.
+    pub fn pool(&self, max: bool, w: &Window) -> Tracked {
+        let val = self.val.pool(max, w);
+        if max {
+            return Tracked {
+                err: self.err.pool(true, w),
+                val,
+            };
+        }
+        let n = (w.size[0] * w.size[1]) as f64;
+        let (in_err, mag) = (self.err.pool(false, w), self.val.abs().pool(false, w));
+        let data = (0..val.size())
+            .map(|i| {
+                worst(in_err.data[i] as f64 + (n + 2.0) * U * mag.data[i] as f64 + 1e-6) as f32
             })
             .collect();
         Tracked {
@@ -1656,6 +1701,83 @@ impl<'d> Builder<'d> {
         }
     }
 
+    /// A `conv2d` of a node seen as NHWC images (leading dims of 1 added,
+    /// a rank past 4 flattened into one row) with a fresh filter, or a
+    /// `maxPool` or `avgPool` of it: random windows, strides, dilations
+    /// and pads, valid, same or explicit.
+    async fn op_window(&mut self) -> Result<usize, String> {
+        let picked = self.pick()?;
+        let mut i = self.float(picked)?;
+        while self.t(i).shape().len() < 4 {
+            let g = registered("expand_dims", self.g(i).expand_dims(0))?;
+            let r = self.t(i).view(|v| v.expand_dims(0));
+            let desc = format!("expand_dims({}, 0)", self.name(i));
+            i = self.push(g, r, desc, &["expandDims"], &[i])?;
+        }
+        if self.t(i).shape().len() > 4 {
+            let n = numel(self.t(i).shape()) as isize;
+            let g = registered("reshape", self.g(i).reshape(&[1, 1, n, 1]))?;
+            let r = self.t(i).view(|v| v.reshape(&[1, 1, n, 1]));
+            let desc = format!("reshape({}, [1, 1, {n}, 1])", self.name(i));
+            i = self.push(g, r, desc, &["reshape"], &[i])?;
+        }
+        let shape = self.shape(i);
+        let (h, w) = (shape[1], shape[2]);
+        let kind = self.rng.below(4);
+        let size = [self.rng.range(1, 3), self.rng.range(1, 3)];
+        let stride = [self.rng.range(1, 2), self.rng.range(1, 2)];
+        let dilation = match kind == 0 && stride == [1, 1] && self.rng.chance(0.4) {
+            true => [self.rng.range(1, 2), self.rng.range(1, 2)],
+            false => [1, 1],
+        };
+        let reach = |d: usize| (size[d] - 1) * dilation[d] + 1;
+        // Pads each smaller than the window (a pool's must be); valid only
+        // where the window fits.
+        let mut pads = [[0; 2]; 2];
+        for (d, side) in pads.iter_mut().enumerate() {
+            for p in side.iter_mut() {
+                *p = self.rng.below(size[d]);
+            }
+        }
+        let fits =
+            |pads: [[usize; 2]; 2]| (0..2).all(|d| [h, w][d] + pads[d][0] + pads[d][1] >= reach(d));
+        let same = h == 0 || w == 0 || self.rng.chance(0.4) || !fits(pads);
+        let pad = match same {
+            true => Padding::Same,
+            false if pads == [[0; 2]; 2] => Padding::Valid,
+            false => Padding::Explicit(pads),
+        };
+        let window = Window::new([h, w], size, stride, dilation, same, pads);
+        let name = self.name(i);
+        if kind == 0 {
+            let o = self.rng.range(1, 4);
+            let f = self.input(&[size[0], size[1], shape[3], o]).await?;
+            let g = registered(
+                "conv2d",
+                self.g(i)
+                    .conv2d(&self.g(f), stride, pad, DataFormat::Nhwc, dilation),
+            )?;
+            let t = self.t(i).conv2d(self.t(f), &window);
+            let desc = format!(
+                "conv2d({name}, {}, {stride:?}, {pad:?}, {dilation:?})",
+                self.name(f)
+            );
+            return self.push(g, t, desc, &["conv2d"], &[i, f]);
+        }
+        let (max, op) = match kind {
+            1 | 2 => (true, "maxPool"),
+            _ => (false, "avgPool"),
+        };
+        let g = match max {
+            true => self.g(i).max_pool(size, stride, pad),
+            false => self.g(i).avg_pool(size, stride, pad),
+        };
+        let g = registered(op, g)?;
+        let t = self.t(i).pool(max, &window);
+        let desc = format!("{op}({name}, {size:?}, {stride:?}, {pad:?})");
+        self.push(g, t, desc, &[op], &[i])
+    }
+
     async fn op_matmul(&mut self) -> Result<usize, String> {
         let mut i = self.pick()?;
         // Make it a matrix: [] -> [1, 1], [n] -> [1, n] or [n, 1].
@@ -1805,7 +1927,8 @@ impl<'d> Builder<'d> {
                 54..72 => self.op_view()?,
                 72..82 => self.op_reduce()?,
                 82..88 => self.op_argmax_or_softmax()?,
-                88..95 => self.op_matmul().await?,
+                88..93 => self.op_matmul().await?,
+                93..95 => self.op_window().await?,
                 95..97 => self.op_ints().await?,
                 97..99 => self.op_indexing().await?,
                 _ => self.op_join().await?,

@@ -500,6 +500,55 @@ impl Ref {
         Ref::new(data, &self.shape)
     }
 
+    /// `conv2d` of these NHWC images with the HWIO filter `f`, windows
+    /// placed by `w`.
+    pub fn conv2d(&self, f: &Ref, w: &Window) -> Ref {
+        let ([n, h, wd, c], [kh, kw, _, o]) = (dims4(&self.shape), dims4(&f.shape));
+        let [oh, ow] = w.out;
+        let mut data = vec![0.0f64; n * oh * ow * o];
+        for b in 0..n {
+            for i in 0..oh {
+                for j in 0..ow {
+                    for (p, q, ih, iw) in w.taps([i, j], [kh, kw], [h, wd]) {
+                        for ci in 0..c {
+                            let x = self.data[((b * h + ih) * wd + iw) * c + ci] as f64;
+                            for co in 0..o {
+                                data[((b * oh + i) * ow + j) * o + co] +=
+                                    x * f.data[((p * kw + q) * c + ci) * o + co] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ref::new(data.into_iter().map(round).collect(), &[n, oh, ow, o])
+    }
+
+    /// `maxPool` (`max`) or `avgPool` of these NHWC images, windows of
+    /// `w.size` placed by `w`; a mean counts the positions inside the images.
+    pub fn pool(&self, max: bool, w: &Window) -> Ref {
+        let [n, h, wd, c] = dims4(&self.shape);
+        let [oh, ow] = w.out;
+        let mut data = Vec::with_capacity(n * oh * ow * c);
+        for b in 0..n {
+            for i in 0..oh {
+                for j in 0..ow {
+                    let taps = w.taps([i, j], w.size, [h, wd]);
+                    for ch in 0..c {
+                        let at = |&(_, _, ih, iw): &(usize, usize, usize, usize)| {
+                            self.data[((b * h + ih) * wd + iw) * c + ch] as f64
+                        };
+                        data.push(round(match max {
+                            true => taps.iter().map(at).fold(f64::NEG_INFINITY, f64::max),
+                            false => taps.iter().map(at).sum::<f64>() / taps.len() as f64,
+                        }));
+                    }
+                }
+            }
+        }
+        Ref::new(data, &[n, oh, ow, c])
+    }
+
     /// The running sums along `axis` (TF.js's `cumsum`): without each
     /// element when `exclusive`, from the end when `reverse`.
     pub fn cumsum(&self, axis: isize, exclusive: bool, reverse: bool) -> Ref {
@@ -692,5 +741,79 @@ impl Ref {
 
     pub fn flatten(&self) -> Ref {
         Ref::new(self.data.clone(), &[self.size()])
+    }
+}
+
+/// A rank-4 shape's dims.
+fn dims4(shape: &[usize]) -> [usize; 4] {
+    [shape[0], shape[1], shape[2], shape[3]]
+}
+
+/// Where a convolution's or pool's windows sit: `size` taps `dilation`
+/// apart, placed every `stride`, `before` rows and columns of padding
+/// before the images, `out` windows down and across.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub size: [usize; 2],
+    pub stride: [usize; 2],
+    pub dilation: [usize; 2],
+    pub before: [usize; 2],
+    pub out: [usize; 2],
+}
+
+impl Window {
+    /// TF.js's output size and pad before for `size` input elements along
+    /// each dim: `same` (the extra after), or explicit `pads` (`[before,
+    /// after]` per dim; zeros for valid).
+    pub fn new(
+        input: [usize; 2],
+        size: [usize; 2],
+        stride: [usize; 2],
+        dilation: [usize; 2],
+        same: bool,
+        pads: [[usize; 2]; 2],
+    ) -> Window {
+        let (mut before, mut out) = ([0; 2], [0; 2]);
+        for d in 0..2 {
+            let reach = (size[d] - 1) * dilation[d] + 1;
+            if same {
+                out[d] = input[d].div_ceil(stride[d]);
+                let total = ((out[d].max(1) - 1) * stride[d] + reach).saturating_sub(input[d]);
+                before[d] = total / 2;
+            } else {
+                out[d] = (input[d] + pads[d][0] + pads[d][1] - reach) / stride[d] + 1;
+                before[d] = pads[d][0];
+            }
+        }
+        Window {
+            size,
+            stride,
+            dilation,
+            before,
+            out,
+        }
+    }
+
+    /// The taps of window `at` of a `size` filter inside images `hw`: each
+    /// tap's place in the filter and in the images.
+    fn taps(
+        &self,
+        at: [usize; 2],
+        size: [usize; 2],
+        hw: [usize; 2],
+    ) -> Vec<(usize, usize, usize, usize)> {
+        let mut out = Vec::new();
+        for p in 0..size[0] {
+            for q in 0..size[1] {
+                let ih = (at[0] * self.stride[0] + p * self.dilation[0]) as isize
+                    - self.before[0] as isize;
+                let iw = (at[1] * self.stride[1] + q * self.dilation[1]) as isize
+                    - self.before[1] as isize;
+                if ih >= 0 && iw >= 0 && (ih as usize) < hw[0] && (iw as usize) < hw[1] {
+                    out.push((p, q, ih as usize, iw as usize));
+                }
+            }
+        }
+        out
     }
 }

@@ -649,3 +649,34 @@ pub async fn pool_gradients_go_to_the_first_maximum_and_share_the_mean() {
         }
     }
 }
+
+pub async fn a_convolution_past_the_buffer_limits_fails_as_allocation_naming_it_and_nothing_else() {
+    let gpu = kernels_only().await;
+    // A broadcast image (a view of four numbers: no big upload) whose
+    // convolution would be 64 * 1024 * 1024 * 64 floats.
+    let x = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 1, 1, 4]))
+        .unwrap()
+        .broadcast_to(&[64, 1024, 1024, 4])
+        .unwrap();
+    let f = gpu
+        .tensor(&values(4 * 64, 1), Some(&[1, 1, 4, 64]))
+        .unwrap();
+    let y = x
+        .conv2d(&f, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
+        .unwrap()
+        .relu()
+        .unwrap();
+    let fine = f.sum(None, false).unwrap();
+    let error = super::engine::read_err(&y).await;
+    let report = error.first().expect("one report");
+    assert_eq!(report.root.kind, webfusion::FailureKind::Allocation);
+    assert_eq!(report.root.op, "conv2d+relu");
+    assert!(
+        report.root.message.contains("exceeds maxBufferSize"),
+        "{}",
+        report.root.message
+    );
+    let want: f64 = values(4 * 64, 1).iter().map(|&v| v as f64).sum();
+    assert_close(&read(&fine).await, &[want], "an unrelated tensor reads");
+}

@@ -27,6 +27,7 @@ macro_rules! all_cases {
         $run!(conv, max_pool_and_avg_pool_match_the_reference_for_every_padding_and_stride);
         $run!(conv, a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel);
         $run!(conv, pool_gradients_go_to_the_first_maximum_and_share_the_mean);
+        $run!(conv, a_convolution_past_the_buffer_limits_fails_as_allocation_naming_it_and_nothing_else);
         $run!(
             indexing,
             gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes

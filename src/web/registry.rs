@@ -258,10 +258,10 @@ export function guard_this(proto, className, brands) {
     };
     if (typeof d.value === 'function') {
       const f = d.value;
-      // Fixed arity (no method takes more than four arguments: `arange`
-      // and `oneHot` take four): a rest parameter and `apply` would cost
+      // Fixed arity (no method takes more than five arguments: `conv2d`
+      // and `conv1d` take five): a rest parameter and `apply` would cost
       // every op registered from JS.
-      const guarded = { [name](a, b, c, e) { if (!brands.has(this)) check(this); active = guarded; return f.call(this, a, b, c, e); } }[name];
+      const guarded = { [name](a, b, c, e, h) { if (!brands.has(this)) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
       d.value = guarded;
     } else if (d.get) {
       const g = d.get;

@@ -67,16 +67,12 @@ pub(super) fn product(
     // Large products get 8x8 outputs per thread (128x128 tiles: more reuse
     // of each staged value: 15 -> 22 TFLOP/s at 4096 on an H200); smaller
     // ones 4x4, so there are enough workgroups to fill the GPU.
-    let r = if out_shape[out_shape.len() - 2] >= 2048 && out_shape[out_shape.len() - 1] >= 2048 {
-        8
-    } else {
-        4
-    };
-    let tile = 16 * r;
     let rank = out_shape.len();
     let batch_shape = &out_shape[..rank - 2];
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
-    let (tiles_m, tiles_n) = (m.div_ceil(tile), n.div_ceil(tile));
+    let (threads, r) = Threads::for_product(m, n);
+    let (tile_m, tile_n) = (threads.rows * r, threads.cols * r);
+    let (tiles_m, tiles_n) = (m.div_ceil(tile_m), n.div_ceil(tile_n));
     let batches = shape::numel(batch_shape);
 
     let p_m = params.push(m);
@@ -89,8 +85,9 @@ pub(super) fn product(
         "    // Every thread of a workgroup has the same `wg`: the return is uniform.\n\
          \x20   let tile_n = wg % {p_tn};\n    let tile_m = (wg / {p_tn}) % {p_tm};\n    let batch = wg / ({p_tn} * {p_tm});\n\
          \x20   if (batch >= {p_batches}) {{ return; }}\n\
-         \x20   let ty = lid / 16u;\n    let tx = lid % 16u;\n\
-         \x20   let row0 = tile_m * {tile}u;\n    let col0 = tile_n * {tile}u;\n"
+         \x20   let ty = lid / {cols}u;\n    let tx = lid % {cols}u;\n\
+         \x20   let row0 = tile_m * {tile_m}u;\n    let col0 = tile_n * {tile_n}u;\n",
+        cols = threads.cols,
     );
     coords(&mut body, &mut params, "batch", "b", batch_shape);
     let mut functions = String::new();
@@ -153,8 +150,11 @@ pub(super) fn product(
         }
     };
     let [a, b] = &operands;
+    // Four at a time only where a tile's rows hold whole vectors for every
+    // thread's share (a tile at least 64 wide).
     let (a_base, wide_a, a_elem) = read(&mut params, a, "a", k);
     let (b_base, wide_b, b_elem) = read(&mut params, b, "b", n);
+    let (wide_a, wide_b) = (wide_a && tile_m >= 64, wide_b && tile_n >= 64);
     body += &a_base;
     body += &b_base;
     for i in 0..r {
@@ -168,7 +168,7 @@ pub(super) fn product(
     );
     stage_tiles(
         &mut body,
-        r,
+        [tile_m, tile_n],
         [(wide_a, &a_elem), (wide_b, &b_elem)],
         [&p_m, &p_n, &p_k],
     );
@@ -178,10 +178,18 @@ pub(super) fn product(
         "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
     );
     for i in 0..r {
-        let _ = writeln!(body, "            let a{i} = ta[kk][ty + {}u];", 16 * i);
+        let _ = writeln!(
+            body,
+            "            let a{i} = ta[kk][ty + {}u];",
+            threads.rows * i
+        );
     }
     for j in 0..r {
-        let _ = writeln!(body, "            let b{j} = tb[kk][tx + {}u];", 16 * j);
+        let _ = writeln!(
+            body,
+            "            let b{j} = tb[kk][tx + {}u];",
+            threads.cols * j
+        );
     }
     for i in 0..r {
         for j in 0..r {
@@ -189,13 +197,13 @@ pub(super) fn product(
         }
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
-    write_outputs(&mut body, r, &p_m, &p_n);
+    write_outputs(&mut body, r, threads, &p_m, &p_n);
     let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
     let mut decls = format!(
         "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
          @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
-         var<workgroup> ta: array<array<f32, {tile}>, {TILE_K}>;\n\
-         var<workgroup> tb: array<array<f32, {tile}>, {TILE_K}>;\n",
+         var<workgroup> ta: array<array<f32, {tile_m}>, {TILE_K}>;\n\
+         var<workgroup> tb: array<array<f32, {tile_n}>, {TILE_K}>;\n",
         element(wide_a),
         element(wide_b),
     );
@@ -206,32 +214,74 @@ pub(super) fn product(
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
 }
 
-/// Stages one `TILE_K`-deep slice of each operand's tile into workgroup
-/// memory (`ta` transposed, `tb` as is), zero past the edges; an element is
-/// read by its expression (of `ar`, `ac` for the first operand, `br`, `bc`
-/// for the second) unless the operand loads four at a time.
-/// Each thread stages r elements of each operand's tile: one at a time,
-/// or four at a time from an operand whose tile rows are contiguous and
-/// 16-byte aligned.
+/// How a product's 256 threads cover its output tile: `rows` by `cols`,
+/// each thread an r x r block of outputs `rows` and `cols` apart.
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Threads {
+    rows: usize,
+    cols: usize,
+}
+
+impl Threads {
+    /// The threads and `r` for an `m` by `n` product. Large products get
+    /// 8x8 outputs per thread on square 128x128 tiles (more reuse of each
+    /// staged value: 15 -> 22 TFLOP/s at 4096 on an H200). Others get the
+    /// tile that computes the fewest outputs past the product's edges
+    /// (ties to the larger r, then the squarer shape): a product of 8
+    /// columns (a convolution of 8 channels) on a 64x64 tile would compute
+    /// seven eighths of it for nothing.
+    fn for_product(m: usize, n: usize) -> (Threads, usize) {
+        if m >= 2048 && n >= 2048 {
+            return (Threads { rows: 16, cols: 16 }, 8);
+        }
+        let shapes = [(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)];
+        let padded = |(rows, cols): (usize, usize), r: usize| {
+            let (tm, tn) = (rows * r, cols * r);
+            m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
+        };
+        [4, 2]
+            .iter()
+            .flat_map(|&r| shapes.iter().map(move |&s| (s, r)))
+            .min_by_key(|&(s, r)| padded(s, r))
+            .map(|((rows, cols), r)| (Threads { rows, cols }, r))
+            .unwrap_or((Threads { rows: 16, cols: 16 }, 4))
+    }
+}
+
+/// Stages one `TILE_K`-deep slice of each operand's tile (`tile_m` by
+/// `TILE_K`, `TILE_K` by `tile_n`) into workgroup memory (`ta` transposed,
+/// `tb` as is), zero past the edges; an element is read by its expression
+/// (of `ar`, `ac` for the first operand, `br`, `bc` for the second) unless
+/// the operand loads four at a time. The 256 threads stage a tile's
+/// elements one at a time, or four at a time from an operand whose tile
+/// rows are contiguous and 16-byte aligned.
 fn stage_tiles(
     body: &mut String,
-    r: usize,
+    [tile_m, tile_n]: [usize; 2],
     [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
     [p_m, p_n, p_k]: [&str; 3],
 ) {
-    let tile = 16 * r;
-    for q in 0..r {
+    // Elements per slice, and each thread's share of them: a slice of
+    // fewer than 256 (a tile 8 wide) is staged by its first threads.
+    let (slice_a, slice_b) = (tile_m * TILE_K, tile_n * TILE_K);
+    let (loads_a, loads_b) = (slice_a.div_ceil(256), slice_b.div_ceil(256));
+    let only = |slice: usize| match slice < 256 {
+        true => format!("if (lid < {slice}u) "),
+        false => String::new(),
+    };
+    let (only_a, only_b) = (only(slice_a), only(slice_b));
+    for q in 0..loads_a.max(loads_b) {
         let off = q * 256;
-        if !wide_a {
+        if q < loads_a && !wide_a {
             let _ = writeln!(
                 body,
-                "        {{\n            let e = lid + {off}u;\n\
+                "        {only_a}{{\n            let e = lid + {off}u;\n\
                  \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
                  \x20           let ar = row0 + am; let ac = t + ak;\n\
                  \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
                  \x20       }}"
             );
-        } else if q < r / 4 {
+        } else if q < loads_a / 4 {
             let _ = writeln!(
                 body,
                 "        {{\n            let e = lid + {off}u;\n\
@@ -243,16 +293,16 @@ fn stage_tiles(
                 per_row = TILE_K / 4,
             );
         }
-        if !wide_b {
+        if q < loads_b && !wide_b {
             let _ = writeln!(
                 body,
-                "        {{\n            let e = lid + {off}u;\n\
-                 \x20           let bk = e / {tile}u; let bn = e % {tile}u;\n\
+                "        {only_b}{{\n            let e = lid + {off}u;\n\
+                 \x20           let bk = e / {tile_n}u; let bn = e % {tile_n}u;\n\
                  \x20           let br = t + bk; let bc = col0 + bn;\n\
                  \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
                  \x20       }}"
             );
-        } else if q < r / 4 {
+        } else if q < loads_b / 4 {
             let _ = writeln!(
                 body,
                 "        {{\n            let e = lid + {off}u;\n\
@@ -261,7 +311,7 @@ fn stage_tiles(
                  \x20           let v = select(vec4<f32>(0.0), in1[(b_base + br * b_rows + bc) / 4u], br < {p_k} && bc < {p_n});\n\
                  \x20           tb[bk][bn] = v.x; tb[bk][bn + 1u] = v.y; tb[bk][bn + 2u] = v.z; tb[bk][bn + 3u] = v.w;\n\
                  \x20       }}",
-                per_row = tile / 4,
+                per_row = tile_n / 4,
             );
         }
     }
@@ -269,15 +319,15 @@ fn stage_tiles(
 
 /// Each output goes through the epilogue, which writes what the block
 /// writes (the product itself only when it is an output).
-fn write_outputs(body: &mut String, r: usize, p_m: &str, p_n: &str) {
+fn write_outputs(body: &mut String, r: usize, threads: Threads, p_m: &str, p_n: &str) {
     for i in 0..r {
         for j in 0..r {
             let _ = writeln!(
                 body,
                 "    {{\n        let row = row0 + ty + {ri}u; let col = col0 + tx + {cj}u;\n\
                  \x20       if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, acc{i}_{j}); }}\n    }}",
-                ri = 16 * i,
-                cj = 16 * j,
+                ri = threads.rows * i,
+                cj = threads.cols * j,
             );
         }
     }

@@ -85,3 +85,66 @@ export function charLoss(w, x, y, { batch, t, width, heads, vocab }) {
   }
   return loss / rows;
 }
+
+/** A valid, stride-1 conv2d of `x` [n, h, w, c] with `f` [k, k, c, o] plus `b`, then relu. */
+function convRelu(x, [n, h, w, c], f, k, o, b) {
+  const [oh, ow] = [h - k + 1, w - k + 1];
+  const y = new Float64Array(n * oh * ow * o);
+  for (let img = 0; img < n; img += 1) {
+    for (let i = 0; i < oh; i += 1) {
+      for (let j = 0; j < ow; j += 1) {
+        const at = ((img * oh + i) * ow + j) * o;
+        for (let co = 0; co < o; co += 1) y[at + co] = b[co];
+        for (let p = 0; p < k; p += 1) {
+          for (let q = 0; q < k; q += 1) {
+            for (let ci = 0; ci < c; ci += 1) {
+              const v = x[((img * h + i + p) * w + j + q) * c + ci];
+              const from = ((p * k + q) * c + ci) * o;
+              for (let co = 0; co < o; co += 1) y[at + co] += v * f[from + co];
+            }
+          }
+        }
+        for (let co = 0; co < o; co += 1) y[at + co] = Math.max(y[at + co], 0);
+      }
+    }
+  }
+  return [y, [n, oh, ow, o]];
+}
+
+/** A 2x2, stride-2 max pool of `x` [n, h, w, c]. */
+function maxPool2([x, [n, h, w, c]]) {
+  const [oh, ow] = [Math.floor(h / 2), Math.floor(w / 2)];
+  const y = new Float64Array(n * oh * ow * c);
+  for (let img = 0; img < n; img += 1) {
+    for (let i = 0; i < oh; i += 1) {
+      for (let j = 0; j < ow; j += 1) {
+        for (let ch = 0; ch < c; ch += 1) {
+          let m = -Infinity;
+          for (let p = 0; p < 2; p += 1) {
+            for (let q = 0; q < 2; q += 1) m = Math.max(m, x[((img * h + 2 * i + p) * w + 2 * j + q) * c + ch]);
+          }
+          y[((img * oh + i) * ow + j) * c + ch] = m;
+        }
+      }
+    }
+  }
+  return [y, [n, oh, ow, c]];
+}
+
+/**
+ * The mean cross-entropy of the digit recognizer of www/digits.js with
+ * weights `w` on images `x` ([batch, 28, 28, 1]) and int labels `y`.
+ */
+export function digitLoss(w, x, y, batch) {
+  const [h1, s1] = maxPool2(convRelu(x, [batch, 28, 28, 1], w.conv1, 5, 8, w.bias1));
+  const [h2] = maxPool2(convRelu(h1, s1, w.conv2, 5, 16, w.bias2));
+  const logits = matmul(h2, w.dense, batch, 256, 10);
+  let loss = 0;
+  for (let r = 0; r < batch; r += 1) {
+    const row = Array.from({ length: 10 }, (_, i) => logits[r * 10 + i] + w.bias3[i]);
+    const top = Math.max(...row);
+    const total = row.reduce((s, v) => s + Math.exp(v - top), 0);
+    loss -= row[y[r]] - top - Math.log(total);
+  }
+  return loss / batch;
+}

@@ -2,8 +2,9 @@
 // identical for every library; weights stay on the GPU; every timed
 // iteration uploads its input, computes, and reads the result back.
 import { onnxModel } from './onnx.js';
-import { charLoss } from './reference.js';
+import { charLoss, digitLoss } from './reference.js';
 import { CharModel } from '/www/charlm.js';
+import { DigitModel } from '/www/digits.js';
 
 /** Seeded uniform values in [lo, hi) (mulberry32). */
 export function seeded(n, seed, lo = -1, hi = 1) {
@@ -58,6 +59,7 @@ export const WORKLOADS = [
   { id: 'W5', name: 'sum over last axis of [1024,4096]' },
   { id: 'W6', name: '1000 small ops on 16 elements' },
   { id: 'W7', name: 'softmax over last axis of [1024,1024]' },
+  { id: 'W8', name: 'digit CNN Adam step (conv 5x5x8, pool, conv 5x5x16, pool, dense 10; batch 64)', heavy: true },
   { id: 'W9', name: 'char transformer Adam step (1 block, width 64, 4 heads, context 64, batch 16)', heavy: true },
 ];
 
@@ -88,12 +90,40 @@ function charBatch() {
   return { x: text.subarray(0, batch * t), y: text.subarray(1) };
 }
 
-/** The loss W9's first step reports, in float64; null for the other workloads. */
+// W8: www/digits.js's net, its weights, images and labels seeded here.
+const DIGITS = { batch: 64, lr: 0.001 };
+
+function digitWeights() {
+  let seed = 800;
+  const u = (shape, fanIn) => {
+    const a = Math.sqrt(6 / fanIn);
+    return { values: seeded(shape.reduce((x, y) => x * y), (seed += 1), -a, a), shape };
+  };
+  return {
+    conv1: u([5, 5, 1, 8], 25), bias1: u([8], 25),
+    conv2: u([5, 5, 8, 16], 200), bias2: u([16], 200),
+    dense: u([256, 10], 256), bias3: u([10], 256),
+  };
+}
+
+function digitBatch() {
+  const { batch } = DIGITS;
+  return {
+    x: seeded(batch * 28 * 28, 850, 0, 1),
+    y: Int32Array.from(seeded(batch, 851, 0, 10), Math.floor),
+  };
+}
+
+/** The loss W8's or W9's first step reports, in float64; null for the other workloads. */
 export function referenceLoss(id) {
+  const values = (weights) => Object.fromEntries(Object.entries(weights).map(([n, { values: v }]) => [n, v]));
+  if (id === 'W8') {
+    const { x, y } = digitBatch();
+    return digitLoss(values(digitWeights()), x, y, DIGITS.batch);
+  }
   if (id !== 'W9') return null;
-  const w = Object.fromEntries(Object.entries(charWeights()).map(([n, { values }]) => [n, values]));
   const { x, y } = charBatch();
-  return charLoss(w, x, y, CHAR);
+  return charLoss(values(charWeights()), x, y, CHAR);
 }
 
 // ---------------------------------------------------------------- webfusion
@@ -228,6 +258,22 @@ export function webfusionWorkload({ tidy, train, asWritten = false }, gpu, id) {
       const data = seeded(1024 * 1024, 8);
       return { step: () => read((k) => k(k(gpu.tensor(data, [1024, 1024])).softmax(-1))) };
     }
+    case 'W8': {
+      // The model of the page test and the training script, as written there (no tidy).
+      const model = new DigitModel({ tidy, train }, gpu, { lr: DIGITS.lr });
+      for (const [name, { values, shape }] of Object.entries(digitWeights())) {
+        const value = gpu.tensor(values, shape);
+        model.p[name].assign(value);
+        value.dispose();
+      }
+      const { x, y } = digitBatch();
+      return {
+        step: async () => {
+          const cost = model.step(x, y, DIGITS.batch);
+          try { return await cost.data(); } finally { cost.dispose(); }
+        },
+      };
+    }
     case 'W9': {
       // The model of the demo and the page test, as written there (no tidy).
       const model = new CharModel({ tidy, train }, gpu, { vocab: CHAR.vocab, width: CHAR.width, heads: CHAR.heads, context: CHAR.t, lr: CHAR.lr });
@@ -310,6 +356,31 @@ export function tfjsWorkload(tf, id) {
     case 'W7': {
       const data = seeded(1024 * 1024, 8);
       return { step: async () => { const y = tf.tidy(() => tf.softmax(tf.tensor(data, [1024, 1024]), -1)); const v = await y.data(); y.dispose(); return v; } };
+    }
+    case 'W8': {
+      // The same net as TF.js's tutorial users write it: tf.fused.conv2d
+      // with its bias and relu, tf.maxPool, tf.oneHot labels,
+      // optimizer.minimize.
+      const { batch } = DIGITS;
+      const p = Object.fromEntries(Object.entries(digitWeights()).map(([n, { values, shape }]) => [n, tf.variable(tf.tensor(values, shape))]));
+      const optimizer = tf.train.adam(DIGITS.lr);
+      const { x, y } = digitBatch();
+      const layer = (h, filter, bias) => tf.maxPool(
+        tf.fused.conv2d({ x: h, filter, strides: 1, pad: 'valid', bias, activation: 'relu' }), 2, 2, 'valid');
+      return {
+        step: async () => {
+          const images = tf.tensor(x, [batch, 28, 28, 1]);
+          const labels = tf.tensor(y, [batch], 'int32');
+          const cost = optimizer.minimize(() => {
+            const h = layer(layer(images, p.conv1, p.bias1), p.conv2, p.bias2);
+            const logits = tf.add(tf.matMul(tf.reshape(h, [batch, 256]), p.dense), p.bias3);
+            return tf.logSoftmax(logits, -1).mul(tf.oneHot(labels, 10, 1, 0, 'float32')).sum(-1).mean().neg();
+          }, true);
+          const v = await cost.data();
+          tf.dispose([images, labels, cost]);
+          return v;
+        },
+      };
     }
     case 'W9': {
       // The same net as TF.js's users write it: tf.gather for the

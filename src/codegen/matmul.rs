@@ -239,9 +239,12 @@ impl Threads {
             let (tm, tn) = (rows * r, cols * r);
             m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
         };
+        // Both staged slices fit WebGPU's 16 KiB of workgroup memory.
+        let fits = |(rows, cols): (usize, usize), r: usize| (rows + cols) * r * TILE_K * 4 <= 16384;
         [4, 2]
             .iter()
             .flat_map(|&r| shapes.iter().map(move |&s| (s, r)))
+            .filter(|&(s, r)| fits(s, r))
             .min_by_key(|&(s, r)| padded(s, r))
             .map(|((rows, cols), r)| (Threads { rows, cols }, r))
             .unwrap_or((Threads { rows: 16, cols: 16 }, 4))
@@ -330,5 +333,25 @@ fn write_outputs(body: &mut String, r: usize, threads: Threads, p_m: &str, p_n: 
                 cj = threads.cols * j,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_product_shape_gets_a_tile_that_fits_webgpu_s_workgroup_memory() {
+        for m in [1, 7, 8, 16, 25, 64, 144, 200, 576, 2048, 5000] {
+            for n in [1, 8, 10, 16, 64, 100, 2048, 4096] {
+                let (t, r) = Threads::for_product(m, n);
+                assert_eq!(t.rows * t.cols, 256, "{m}x{n}");
+                let bytes = (t.rows + t.cols) * r * TILE_K * 4;
+                assert!(bytes <= 16384, "{m}x{n}: {t:?} r {r} stages {bytes} bytes");
+            }
+        }
+        // A narrow product takes a narrow tile.
+        let (t, r) = Threads::for_product(9216, 8);
+        assert!(t.cols * r <= 16, "{t:?} r {r}");
     }
 }

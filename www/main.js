@@ -10,7 +10,7 @@ import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
 import { GRID, Trainer } from './model.js';
-import { $, clearError, exclusive, guarded, nextFrame, showError } from './page.js';
+import { $, exclusive, guarded, player, showError } from './page.js';
 
 const PALETTE = [[231, 76, 60], [52, 152, 219], [46, 204, 113], [155, 89, 182], [241, 196, 15], [230, 126, 34]];
 /** Work done between two frames, in ms of registration; the batch size adapts to it. */
@@ -174,37 +174,6 @@ async function observe() {
   state.lastBoundary = state.step;
   document.body.dataset.accuracy = String(accuracy);
   showStats();
-}
-
-/**
- * Bumped by every Play and Pause. A loop trains only while the generation
- * it was started in is current, so a Pause ends it even if a Play follows
- * before the loop looks again (it used to see `playing` true and go on,
- * beside the loop the Play started: training at twice the rate).
- */
-let generation = 0;
-/** The last loop started: the next one starts when it has ended. */
-let lastLoop = Promise.resolve();
-
-/** Trains batch after batch, a frame apart, while `mine` is the generation. */
-async function play(mine) {
-  state.loops += 1;
-  try {
-    let first = true;
-    while (mine === generation) {
-      await exclusive(batch);
-      state.batches += 1;
-      // Play was the action: its first batch succeeding clears an old error.
-      if (first) clearError();
-      first = false;
-      await nextFrame();
-    }
-  } catch (error) {
-    showError(error);
-    if (mine === generation) setPlaying(false);
-  } finally {
-    state.loops -= 1;
-  }
 }
 
 // ----------------------------------------------------------------- drawing
@@ -480,13 +449,7 @@ async function profileStep() {
 
 // ----------------------------------------------------------------- wiring
 /** Starts or stops training; a loop starts only once the last one ended. */
-function setPlaying(playing) {
-  generation += 1;
-  const mine = generation;
-  state.playing = playing;
-  $('play').textContent = playing ? 'Pause' : 'Play';
-  if (playing) lastLoop = lastLoop.then(() => play(mine));
-}
+const setPlaying = player(state, batch);
 
 $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(async () => { await train(1); await observe(); }));

@@ -6,7 +6,7 @@
 import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { CharModel, bigramEntropy, random, vocabulary, windows } from './charlm.js';
-import { $, clearError, exclusive, guarded, nextFrame, showError } from './page.js';
+import { $, exclusive, guarded, player, showError } from './page.js';
 
 const CONTEXT = 64;
 /** Work done between two frames, in ms of registration; the steps per batch adapt to it. */
@@ -37,6 +37,7 @@ const state = {
   samples: [],
   playing: false,
   loops: 0,
+  batches: 0,
 };
 
 /** The value of the number input `id` within its min and max, or a RangeError naming it. */
@@ -197,35 +198,7 @@ function showStats() {
 }
 
 // ----------------------------------------------------------------- playing
-/** Bumped by every Play and Pause: a loop trains only while its generation is current. */
-let generation = 0;
-let lastLoop = Promise.resolve();
-
-async function play(mine) {
-  state.loops += 1;
-  try {
-    let first = true;
-    while (mine === generation) {
-      await exclusive(() => train(state.steps));
-      if (first) clearError();
-      first = false;
-      await nextFrame();
-    }
-  } catch (error) {
-    showError(error);
-    if (mine === generation) setPlaying(false);
-  } finally {
-    state.loops -= 1;
-  }
-}
-
-function setPlaying(playing) {
-  generation += 1;
-  const mine = generation;
-  state.playing = playing;
-  $('play').textContent = playing ? 'Pause' : 'Play';
-  if (playing) lastLoop = lastLoop.then(() => play(mine));
-}
+const setPlaying = player(state, () => train(state.steps));
 
 $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(() => train(1)));

@@ -166,10 +166,12 @@ pub(super) fn product(
         body,
         "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
     );
+    let looped = [a, b].map(|o| matches!(o, Operand::Loaded { .. }));
     stage_tiles(
         &mut body,
         [tile_m, tile_n],
         [(wide_a, &a_elem), (wide_b, &b_elem)],
+        looped,
         [&p_m, &p_n, &p_k],
     );
     body += "        workgroupBarrier();\n";
@@ -273,11 +275,41 @@ fn stage_tiles(
     body: &mut String,
     [tile_m, tile_n]: [usize; 2],
     [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
+    [looped_a, looped_b]: [bool; 2],
     [p_m, p_n, p_k]: [&str; 3],
 ) {
     // Each thread's share of a slice: a tile is at least 16 wide, so a
     // slice is a whole number of 256s.
     let (loads_a, loads_b) = (tile_m * TILE_K / 256, tile_n * TILE_K / 256);
+    // An operand read by a function (a convolution's windows) is staged
+    // by a loop, the function written once: unrolled eight times it made a
+    // shader SwiftShader lost its device on.
+    if looped_a {
+        let _ = writeln!(
+            body,
+            "        for (var q = 0u; q < {loads_a}u; q = q + 1u) {{\n\
+             \x20           let e = lid + q * 256u;\n\
+             \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
+             \x20           let ar = row0 + am; let ac = t + ak;\n\
+             \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
+             \x20       }}"
+        );
+    }
+    if looped_b {
+        let _ = writeln!(
+            body,
+            "        for (var q = 0u; q < {loads_b}u; q = q + 1u) {{\n\
+             \x20           let e = lid + q * 256u;\n\
+             \x20           let bk = e / {tile_n}u; let bn = e % {tile_n}u;\n\
+             \x20           let br = t + bk; let bc = col0 + bn;\n\
+             \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
+             \x20       }}"
+        );
+    }
+    let (loads_a, loads_b) = (
+        if looped_a { 0 } else { loads_a },
+        if looped_b { 0 } else { loads_b },
+    );
     for q in 0..loads_a.max(loads_b) {
         let off = q * 256;
         if q < loads_a && !wide_a {

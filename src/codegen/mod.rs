@@ -218,18 +218,20 @@ mod tests {
                 text.contains("in1: array<vec4<f32>>"),
             )
         };
+        // Products 64 wide each way (the square tile, whose slices hold
+        // whole vectors for every thread).
         assert_eq!(
-            declared(&contiguous(&[8, 12]), &contiguous(&[12, 16]), &[8, 16]),
+            declared(&contiguous(&[64, 12]), &contiguous(&[12, 64]), &[64, 64]),
             (true, true)
         );
-        // k = 6: a's rows are not 16-byte aligned; b's (n = 16) are.
+        // k = 6: a's rows are not 16-byte aligned; b's (n = 64) are.
         assert_eq!(
-            declared(&contiguous(&[8, 6]), &contiguous(&[6, 16]), &[8, 16]),
+            declared(&contiguous(&[64, 6]), &contiguous(&[6, 64]), &[64, 64]),
             (false, true)
         );
         // A transposed right operand is strided along n.
         let transposed = Access {
-            shape: vec![12, 16],
+            shape: vec![12, 64],
             layout: Layout {
                 offset: 0,
                 strides: vec![1, 12],
@@ -237,8 +239,13 @@ mod tests {
             dtype: DType::Float32,
         };
         assert_eq!(
-            declared(&contiguous(&[8, 12]), &transposed, &[8, 16]),
+            declared(&contiguous(&[64, 12]), &transposed, &[64, 64]),
             (true, false)
+        );
+        // A tile narrower than 64 stages one element at a time.
+        assert_eq!(
+            declared(&contiguous(&[8, 12]), &contiguous(&[12, 16]), &[8, 16]),
+            (false, false)
         );
     }
 

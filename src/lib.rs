@@ -67,5 +67,5 @@ pub use failure::{
 };
 pub use ir::{DType, TensorId, Values, op_names};
 pub use runtime::Stats;
-pub use tensor::{DataFormat, Operand, Padding, Split, Tensor};
+pub use tensor::{Corners, DataFormat, Operand, Padding, Split, Tensor};
 pub use train::{Optimizer, Variable, variable_grads};

@@ -5,7 +5,7 @@
 //! an HWIO filter. NCHW is a view either side of it (a transpose read
 //! through its layout), never a copy.
 
-use super::ops::{float_only, invalid, range};
+use super::ops::{float_only, invalid, range, signed};
 use crate::error::RegistrationError;
 use crate::ir::shape::{self, display};
 use crate::ir::{ConvGeometry, ConvPass, DType, OpKind};
@@ -135,12 +135,23 @@ pub(super) fn restored(y: Tensor, format: DataFormat, single: bool) -> Result<Te
     if single { y.squeeze(Some(&[0])) } else { Ok(y) }
 }
 
+/// Refuses a filter that is not `[height, width, in, out]`, or that has no
+/// tap (a window of no element has no output to give).
 fn filter_rank(op: &'static str, filter: &[usize]) -> Result<()> {
     if filter.len() != 4 {
         return Err(range(
             op,
             format!(
                 "the filter must be of rank 4 ([height, width, inChannels, outChannels]), got {}",
+                display(filter)
+            ),
+        ));
+    }
+    if filter[0] == 0 || filter[1] == 0 {
+        return Err(range(
+            op,
+            format!(
+                "the filter {} must be at least 1 high and 1 wide",
                 display(filter)
             ),
         ));
@@ -207,6 +218,91 @@ impl Tensor {
         let (shape, geometry) = forward(op, x, filter.shape(), strides, pad, dilations)?;
         let y =
             images(self, format, single)?.conv_pass(ConvPass::Forward, geometry, filter, shape)?;
+        restored(y, format, single)
+    }
+
+    /// TF.js's `depthwiseConv2d(x, filter, strides, pad, dataFormat,
+    /// dilations)`: each input channel convolved with its own `mult`
+    /// filters (`filter` `[kh, kw, c, mult]`), output channel `c * mult +
+    /// m`. A sum over the filter's taps of the images' windows, each a
+    /// view of the padded images (split by the stride, so a strided tap is
+    /// a slice too) times that tap's weights: one elementwise kernel
+    /// reading each input once per tap, which is what a direct depthwise
+    /// kernel does, with the tape's gradients exact for both inputs. Not
+    /// the matmul's tiles: with one input channel per output there is no
+    /// product to tile. Its backward pass is a reduction per tap (a
+    /// 5x5 filter: 25 of them).
+    #[track_caller]
+    pub fn depthwise_conv2d(
+        &self,
+        filter: &Tensor,
+        strides: [usize; 2],
+        pad: Padding,
+        format: DataFormat,
+        dilations: [usize; 2],
+    ) -> Result<Tensor> {
+        let op = "depthwiseConv2d";
+        self.device().admit(op, &[self, filter])?;
+        float_only(op, self)?;
+        float_only(op, filter)?;
+        filter_rank(op, filter.shape())?;
+        let ([n, h, w, c], single) = image_dims(op, self.shape(), format)?;
+        let [kh, kw, fc, mult] = dims(filter.shape());
+        let Some(out_channels) = fc.checked_mul(mult) else {
+            return Err(range(op, format!("{fc} x {mult} output channels are too many")));
+        };
+        let (shape, geometry) = forward(
+            op,
+            [n, h, w, c],
+            &[kh, kw, fc, out_channels],
+            strides,
+            pad,
+            dilations,
+        )?;
+        let [_, oh, ow, _] = dims(&shape);
+        let [sh, sw] = strides;
+        let [dh, dw] = dilations;
+        // Padded so that every tap's window lies inside, and the rows and
+        // columns split evenly into strides.
+        let padded = |size: usize, before: usize, out: usize, k: usize, s: usize, d: usize| {
+            let reach = (out - 1) * s + (k - 1) * d + 1;
+            reach.max(before + size).next_multiple_of(s)
+        };
+        let hp = padded(h, geometry.pad[0], oh, kh, sh, dh);
+        let wp = padded(w, geometry.pad[1], ow, kw, sw, dw);
+        let [top, left] = geometry.pad;
+        let x = images(self, format, single)?;
+        let x = match (top, hp - top - h, left, wp - left - w) {
+            (0, 0, 0, 0) => x,
+            (t, b, l, r) => x.pad(&[(0, 0), (t, b), (l, r), (0, 0)], 0.0)?,
+        };
+        let split = signed(op, &[n, hp / sh, sh, wp / sw, sw, c])?;
+        let x = x.reshape(&split)?;
+        let mut y: Option<Tensor> = None;
+        for i in 0..kh {
+            for j in 0..kw {
+                let (r, q) = (i * dh, j * dw);
+                let window = x
+                    .slice(
+                        &[0, r / sh, r % sh, q / sw, q % sw, 0],
+                        &signed(op, &[n, oh, 1, ow, 1, c])?,
+                    )?
+                    .squeeze(Some(&[2, 4]))?
+                    .expand_dims(4)?;
+                let taps = filter
+                    .slice(&[i, j, 0, 0], &signed(op, &[1, 1, c, mult])?)?
+                    .squeeze(Some(&[0, 1]))?;
+                let term = window.mul(&taps)?;
+                y = Some(match y {
+                    None => term,
+                    Some(sum) => sum.add(&term)?,
+                });
+            }
+        }
+        let Some(y) = y else {
+            return Err(range(op, "the filter has no tap".into()));
+        };
+        let y = y.reshape(&signed(op, &shape)?)?;
         restored(y, format, single)
     }
 

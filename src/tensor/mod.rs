@@ -2,11 +2,14 @@
 //! output shape, queue the op. Nothing here touches the GPU.
 
 mod conv;
+mod norm;
 mod ops;
 mod pool;
+mod resize;
 
 pub use conv::{DataFormat, Padding};
 pub use ops::Split;
+pub use resize::Corners;
 pub(crate) mod tape;
 use crate::ir::shape;
 

@@ -4,7 +4,9 @@
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
 use crate::ir::shape::{self, display};
-use crate::ir::{BinaryOp, DType, Distribution, OpKind, ReduceOp, ScanOp, UnaryOp, ViewOp};
+use crate::ir::{
+    BinaryOp, DType, Distribution, OpKind, ReduceOp, ScanOp, TensorId, UnaryOp, ViewOp,
+};
 use crate::tensor::{Operand, Tensor};
 
 type Result<T> = std::result::Result<T, RegistrationError>;
@@ -130,7 +132,7 @@ fn whole_shape(
 
 /// `dims` as the signed sizes the view ops take, refused where one passes
 /// `isize` (a dim of 2^31 or more in 32-bit wasm) rather than wrapped.
-fn signed(op: &'static str, dims: &[usize]) -> Result<Vec<isize>> {
+pub(super) fn signed(op: &'static str, dims: &[usize]) -> Result<Vec<isize>> {
     dims.iter()
         .map(|&d| {
             isize::try_from(d)
@@ -415,7 +417,7 @@ impl Tensor {
     /// `cast` without its own admission: how an op converts an operand
     /// it has already admitted.
     #[track_caller]
-    fn as_dtype(&self, dtype: DType) -> Result<Tensor> {
+    pub(super) fn as_dtype(&self, dtype: DType) -> Result<Tensor> {
         if self.dtype() == dtype {
             return Ok(self.clone());
         }
@@ -971,6 +973,46 @@ impl Tensor {
             1 => drawn.reshape(&signed(op, &[num_samples])?),
             _ => Ok(drawn),
         }
+    }
+
+    /// TF.js's `dropout(x, rate, noiseShape, seed)`: each element zeroed
+    /// with probability `rate` and the rest scaled by `1 / (1 - rate)`, so
+    /// the expected value is unchanged. `noise_shape` (it must broadcast to
+    /// this shape) shares one draw along its dims of 1: a whole channel
+    /// dropped at once. A `seed` gives the same mask on every device; left
+    /// out, each call draws a fresh one (seeded from a fresh tensor id, so a
+    /// program's run repeats itself): a mask fixed by a default seed would
+    /// drop the same units every step, which is not dropout. The gradient
+    /// passes through the kept elements, scaled alike.
+    #[track_caller]
+    pub fn dropout(&self, rate: f32, noise_shape: Option<&[usize]>, seed: Option<u64>) -> Result<Tensor> {
+        let op = "dropout";
+        self.device().admit(op, &[self])?;
+        float_only(op, self)?;
+        if !(0.0..1.0).contains(&rate) {
+            return Err(range(op, format!("rate must be in [0, 1), got {rate}")));
+        }
+        let noise = noise_shape.unwrap_or(self.shape());
+        let fits = noise.len() == self.rank()
+            && shape::broadcast(op, noise, self.shape()).is_ok_and(|b| b == self.shape());
+        if !fits {
+            return Err(invalid(
+                op,
+                format!(
+                    "noiseShape {} must have x's rank and broadcast to x {}",
+                    display(noise),
+                    display(self.shape())
+                ),
+            ));
+        }
+        let keep = 1.0 - rate;
+        let seed = seed.unwrap_or_else(|| TensorId::next().0 ^ 0x9e37_79b9_7f4a_7c15);
+        let kept = self
+            .device()
+            .random_uniform(noise, 0.0, 1.0, seed)?
+            .greater_equal(rate)?
+            .as_dtype(DType::Float32)?;
+        self.mul(&kept.div(keep)?)
     }
 
     /// A one-hot encoding of these int32 indices (TF.js's `oneHot`): a new

@@ -91,7 +91,7 @@ fn type_error(op: &'static str, reason: String) -> JsValue {
     op_error(op, ErrorClass::Type, reason)
 }
 
-fn range_error(op: &'static str, reason: String) -> JsValue {
+pub fn range_error(op: &'static str, reason: String) -> JsValue {
     op_error(op, ErrorClass::Range, reason)
 }
 
@@ -173,6 +173,14 @@ pub fn integer(
                 js_number(n)
             ),
         ))
+    }
+}
+
+/// An optional seed: any integer a JS number holds exactly.
+pub fn seed(op: &'static str, value: &JsValue) -> Result<Option<u64>, JsValue> {
+    match absent(value) {
+        true => Ok(None),
+        false => integer(op, "seed", value, 0.0, 9_007_199_254_740_991.0).map(|n| Some(n as u64)),
     }
 }
 

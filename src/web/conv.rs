@@ -1,13 +1,14 @@
-//! The convolutions and pools of the `Tensor` class: TF.js's `conv2d`,
-//! `conv1d`, `conv2dTranspose`, `maxPool` and `avgPool`, their arguments
-//! read as TF.js reads them.
+//! The image ops of the `Tensor` class: TF.js's `conv2d`, `conv1d`,
+//! `depthwiseConv2d`, `conv2dTranspose`, `maxPool`, `avgPool`,
+//! `resizeBilinear` and `resizeNearestNeighbor`, their arguments read as
+//! TF.js reads them.
 
 use wasm_bindgen::prelude::*;
 
 use super::args;
 use super::registry::register;
 use super::tensor::JsTensor;
-use crate::DataFormat;
+use crate::{Corners, DataFormat};
 
 #[wasm_bindgen(js_class = Tensor)]
 impl JsTensor {
@@ -38,6 +39,36 @@ impl JsTensor {
         let dilations = args::steps_or_one(op, "dilations", &dilations)?;
         register(t.device(), || {
             t.conv2d(&filter, strides, pad, format, dilations)
+        })
+    }
+
+    /// `depthwiseConv2d(filter, strides, pad, dataFormat = 'NHWC',
+    /// dilations = 1)`: TF.js's `depthwiseConv2d(x, filter, ...)`, each of
+    /// the `c` channels convolved with its own filters (`filter` `[kh, kw,
+    /// c, multiplier]`), giving `c * multiplier` channels.
+    #[wasm_bindgen(js_name = depthwiseConv2d, unchecked_return_type = "Tensor")]
+    pub fn depthwise_conv2d(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] filter: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number | [number, number]")] strides: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "'valid' | 'same' | number | [[number, number], [number, number], [number, number], [number, number]]"
+        )]
+        pad: JsValue,
+        #[wasm_bindgen(js_name = dataFormat, unchecked_optional_param_type = "'NHWC' | 'NCHW'")]
+        data_format: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")]
+        dilations: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "depthwiseConv2d";
+        let t = self.tensor(op)?;
+        let filter = args::tensor(op, " as filter", &filter)?;
+        let strides = args::steps(op, "strides", &strides)?;
+        let format = args::data_format(op, &data_format, false)?;
+        let pad = args::conv_pad(op, &pad, Some(format))?;
+        let dilations = args::steps_or_one(op, "dilations", &dilations)?;
+        register(t.device(), || {
+            t.depthwise_conv2d(&filter, strides, pad, format, dilations)
         })
     }
 
@@ -133,7 +164,47 @@ impl JsTensor {
             crate::Tensor::avg_pool,
         )
     }
+
+    /// `resizeBilinear(size, alignCorners = false, halfPixelCenters =
+    /// false)`: TF.js's `image.resizeBilinear(images, size, ...)` of these
+    /// NHWC images (rank 3: one image) to `size` `[height, width]`.
+    #[wasm_bindgen(js_name = resizeBilinear, unchecked_return_type = "Tensor")]
+    pub fn resize_bilinear(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "[number, number]")] size: JsValue,
+        #[wasm_bindgen(js_name = alignCorners, unchecked_optional_param_type = "boolean")]
+        align_corners: JsValue,
+        #[wasm_bindgen(js_name = halfPixelCenters, unchecked_optional_param_type = "boolean")]
+        half_pixel_centers: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.resize(
+            "resizeBilinear",
+            [size, align_corners, half_pixel_centers],
+            crate::Tensor::resize_bilinear,
+        )
+    }
+
+    /// `resizeNearestNeighbor(size, alignCorners = false, halfPixelCenters
+    /// = false)`: TF.js's `image.resizeNearestNeighbor(images, size, ...)`.
+    #[wasm_bindgen(js_name = resizeNearestNeighbor, unchecked_return_type = "Tensor")]
+    pub fn resize_nearest_neighbor(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "[number, number]")] size: JsValue,
+        #[wasm_bindgen(js_name = alignCorners, unchecked_optional_param_type = "boolean")]
+        align_corners: JsValue,
+        #[wasm_bindgen(js_name = halfPixelCenters, unchecked_optional_param_type = "boolean")]
+        half_pixel_centers: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.resize(
+            "resizeNearestNeighbor",
+            [size, align_corners, half_pixel_centers],
+            crate::Tensor::resize_nearest_neighbor,
+        )
+    }
 }
+
+type Resize =
+    fn(&crate::Tensor, [usize; 2], Corners) -> Result<crate::Tensor, crate::RegistrationError>;
 
 type Pool = fn(
     &crate::Tensor,
@@ -155,5 +226,28 @@ impl JsTensor {
         let strides = args::steps(op, "strides", &strides)?;
         let pad = args::conv_pad(op, &pad, Some(DataFormat::Nhwc))?;
         register(t.device(), || pool(&t, size, strides, pad))
+    }
+
+    /// A resize (`resize`) with JS's `(size, alignCorners,
+    /// halfPixelCenters)`.
+    fn resize(
+        &self,
+        op: &'static str,
+        [size, align, half]: [JsValue; 3],
+        resize: Resize,
+    ) -> Result<JsValue, JsValue> {
+        let t = self.tensor(op)?;
+        let dims = args::shape(op, "size", &size)?;
+        let [h, w] = dims[..] else {
+            return Err(args::range_error(
+                op,
+                format!("size must be [height, width], got {dims:?}"),
+            ));
+        };
+        let corners = Corners {
+            align_corners: args::boolean_or(op, "alignCorners", &align, false)?,
+            half_pixel_centers: args::boolean_or(op, "halfPixelCenters", &half, false)?,
+        };
+        register(t.device(), || resize(&t, [h, w], corners))
     }
 }

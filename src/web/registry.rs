@@ -398,6 +398,22 @@ pub fn register(
         .map_err(|e| errors::registration(&e))
 }
 
+/// `register` for an op that gives two tensors (`topk`, `moments`): JS
+/// gets them as one object under `keys`.
+pub fn register_pair(
+    device: &Device,
+    keys: [&str; 2],
+    f: impl FnOnce() -> Result<(Tensor, Tensor), RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let (a, b) =
+        with_site(errors::site_if_captured(device), f).map_err(|e| errors::registration(&e))?;
+    let pair = js_sys::Object::new();
+    for (key, tensor) in keys.into_iter().zip([a, b]) {
+        js_sys::Reflect::set(&pair, &key.into(), &wrap_tensor(tensor))?;
+    }
+    Ok(pair.into())
+}
+
 /// Opens a `tidy()` scope: the tensors made until it closes belong to it.
 pub fn open_scope() {
     table(|t| t.scopes.push(Vec::new()));

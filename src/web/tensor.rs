@@ -257,14 +257,76 @@ impl JsTensor {
             false => args::count(op, "k", &k)?,
         };
         args::boolean_or(op, "sorted", &sorted, true)?;
-        let site = errors::site_if_captured(t.device());
-        let (values, indices) =
-            crate::tensor::with_site(site, || t.top_k(k)).map_err(|e| errors::registration(&e))?;
-        let pair = js_sys::Object::new();
-        for (key, tensor) in [("values", values), ("indices", indices)] {
-            js_sys::Reflect::set(&pair, &key.into(), &registry::wrap_tensor(tensor))?;
-        }
-        Ok(pair.into())
+        registry::register_pair(t.device(), ["values", "indices"], || t.top_k(k))
+    }
+
+    /// `moments(axis?, keepDims = false)`: TF.js's `moments(x, axis,
+    /// keepDims)`, `{ mean, variance }` over the axes.
+    #[wasm_bindgen(unchecked_return_type = "{ mean: Tensor; variance: Tensor }")]
+    pub fn moments(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | number[]")] axis: JsValue,
+        #[wasm_bindgen(js_name = keepDims, unchecked_optional_param_type = "boolean")]
+        keep_dims: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "moments";
+        let t = self.tensor(op)?;
+        let axes = args::axes(op, &axis)?;
+        let keep_dims = args::boolean_or(op, "keepDims", &keep_dims, false)?;
+        registry::register_pair(t.device(), ["mean", "variance"], || {
+            t.moments(axes.as_deref(), keep_dims)
+        })
+    }
+
+    /// `batchNorm(mean, variance, offset?, scale?, varianceEpsilon =
+    /// 0.001)`: TF.js's `batchNorm(x, mean, variance, offset, scale,
+    /// varianceEpsilon)`; each statistic a tensor that broadcasts to this
+    /// one's shape.
+    #[wasm_bindgen(js_name = batchNorm, unchecked_return_type = "Tensor")]
+    pub fn batch_norm(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] mean: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Tensor")] variance: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] offset: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Tensor | null")] scale: JsValue,
+        #[wasm_bindgen(js_name = varianceEpsilon, unchecked_optional_param_type = "number")]
+        epsilon: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "batchNorm";
+        let t = self.tensor(op)?;
+        let mean = args::tensor(op, " as mean", &mean)?;
+        let variance = args::tensor(op, " as variance", &variance)?;
+        let optional = |value: &JsValue, place| match args::absent(value) {
+            true => Ok(None),
+            false => args::tensor(op, place, value).map(Some),
+        };
+        let offset = optional(&offset, " as offset")?;
+        let scale = optional(&scale, " as scale")?;
+        let epsilon = args::number_or(op, "varianceEpsilon", &epsilon, 0.001)?;
+        register(t.device(), || {
+            t.batch_norm(&mean, &variance, offset.as_ref(), scale.as_ref(), epsilon as f32)
+        })
+    }
+
+    /// `dropout(rate, noiseShape?, seed?)`: TF.js's `dropout(x, rate,
+    /// noiseShape, seed)`; without a seed each call draws a new mask.
+    #[wasm_bindgen(unchecked_return_type = "Tensor")]
+    pub fn dropout(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] rate: JsValue,
+        #[wasm_bindgen(js_name = noiseShape, unchecked_optional_param_type = "number[] | null")]
+        noise_shape: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] seed: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let op = "dropout";
+        let t = self.tensor(op)?;
+        let rate = args::number(op, "rate", &rate)?;
+        let noise = match args::absent(&noise_shape) {
+            true => None,
+            false => Some(args::shape(op, "noiseShape", &noise_shape)?),
+        };
+        let seed = args::seed(op, &seed)?;
+        register(t.device(), || t.dropout(rate as f32, noise.as_deref(), seed))
     }
 
     /// `cumsum(axis = 0, exclusive = false, reverse = false)`.
@@ -302,10 +364,7 @@ impl JsTensor {
         let op = "multinomial";
         let t = self.tensor(op)?;
         let n = args::count(op, "numSamples", &num_samples)?;
-        let seed = match args::absent(&seed) {
-            true => 0,
-            false => args::integer(op, "seed", &seed, 0.0, 9_007_199_254_740_991.0)? as u64,
-        };
+        let seed = args::seed(op, &seed)?.unwrap_or(0);
         let normalized = args::boolean_or(op, "normalized", &normalized, false)?;
         register(t.device(), || t.multinomial(n, seed, normalized))
     }

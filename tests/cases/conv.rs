@@ -680,3 +680,150 @@ pub async fn a_convolution_past_the_buffer_limits_fails_as_allocation_naming_it_
     let want: f64 = values(4 * 64, 1).iter().map(|&v| v as f64).sum();
     assert_close(&read(&fine).await, &[want], "an unrelated tensor reads");
 }
+
+/// A depthwise filter `[kh, kw, c, m]` as the `conv2d` filter `[kh, kw, c,
+/// c * m]` that computes the same: zero but where output channel `c * m +
+/// j` reads input channel `c`.
+fn block_diagonal(f: &[f32], [kh, kw, c, m]: [usize; 4]) -> Vec<f32> {
+    let mut out = vec![0.0; kh * kw * c * c * m];
+    for tap in 0..kh * kw {
+        for ci in 0..c {
+            for j in 0..m {
+                out[(tap * c + ci) * c * m + ci * m + j] = f[(tap * c + ci) * m + j];
+            }
+        }
+    }
+    out
+}
+
+pub async fn depthwise_conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format() {
+    let gpu = kernels_only().await;
+    let pads = [
+        Padding::Valid,
+        Padding::Same,
+        Padding::Explicit([[2, 0], [1, 1]]),
+    ];
+    let cases: [Case; 5] = [
+        ([1, 5, 5, 1], [3, 3, 1, 1], [1, 1], [1, 1]),
+        ([2, 7, 6, 3], [3, 2, 3, 2], [2, 2], [1, 1]),
+        ([3, 9, 8, 2], [2, 3, 2, 3], [1, 3], [1, 1]),
+        ([2, 9, 9, 4], [3, 3, 4, 1], [1, 1], [2, 2]),
+        ([1, 11, 10, 5], [5, 5, 5, 2], [3, 2], [1, 1]),
+    ];
+    for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
+        let full = [fs[0], fs[1], fs[2], fs[2] * fs[3]];
+        for pad in pads {
+            let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
+            let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
+            let g = Geometry {
+                x: xs,
+                f: full,
+                stride,
+                dilation,
+                before: [top, left],
+                out: [oh, ow],
+            };
+            let x = values(xs.iter().product(), 60 + seed as u64);
+            let f = values(fs.iter().product(), 70 + seed as u64);
+            let want = reference(&x, &block_diagonal(&f, fs), g);
+            let what = format!("x {xs:?} f {fs:?} stride {stride:?} dilation {dilation:?} {pad:?}");
+            let xt = gpu.tensor(&x, Some(&xs)).unwrap();
+            let ft = gpu.tensor(&f, Some(&fs)).unwrap();
+            let y = xt
+                .depthwise_conv2d(&ft, stride, pad, DataFormat::Nhwc, dilation)
+                .unwrap();
+            assert_eq!(y.shape(), [xs[0], oh, ow, full[3]], "{what}");
+            assert_close(&read(&y).await, &want, &what);
+            let xc = gpu
+                .tensor(&nchw(&x, xs), Some(&[xs[0], xs[3], xs[1], xs[2]]))
+                .unwrap();
+            let yc = xc
+                .depthwise_conv2d(&ft, stride, pad, DataFormat::Nchw, dilation)
+                .unwrap();
+            let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+            let want_nchw: Vec<f64> = nchw(&want32, [xs[0], oh, ow, full[3]])
+                .into_iter()
+                .map(f64::from)
+                .collect();
+            assert_close(&read(&yc).await, &want_nchw, &format!("{what} NCHW"));
+        }
+    }
+    let x = gpu.tensor(&values(4 * 4 * 2, 1), Some(&[4, 4, 2])).unwrap();
+    let f = gpu.tensor(&values(2 * 2 * 2, 2), Some(&[2, 2, 2, 1])).unwrap();
+    let one = x
+        .depthwise_conv2d(&f, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
+        .unwrap();
+    assert_eq!(one.shape(), [3, 3, 2], "one image in, one out");
+    let bad = gpu.tensor(&values(2 * 2 * 3, 2), Some(&[2, 2, 3, 1])).unwrap();
+    let queued = gpu.stats().ops_registered;
+    let Err(e) = x.depthwise_conv2d(&bad, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]) else {
+        panic!("a filter for 3 channels was accepted for images of 2");
+    };
+    assert_eq!(e.op, "depthwiseConv2d");
+    assert!(e.reason.contains("the input has 2 channels"), "{e}");
+    assert_eq!(gpu.stats().ops_registered, queued, "nothing queued");
+}
+
+pub async fn depthwise_conv2d_gradients_for_images_and_filter_match_finite_differences() {
+    let gpu = kernels_only().await;
+    let cases: [(Case, Padding); 2] = [
+        (([2, 5, 6, 2], [3, 2, 2, 2], [1, 1], [1, 1]), Padding::Same),
+        (([1, 7, 7, 3], [3, 3, 3, 1], [2, 2], [1, 1]), Padding::Explicit([[1, 0], [2, 1]])),
+    ];
+    for (seed, ((xs, fs, stride, dilation), pad)) in cases.into_iter().enumerate() {
+        let full = [fs[0], fs[1], fs[2], fs[2] * fs[3]];
+        let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
+        let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
+        let g = Geometry {
+            x: xs,
+            f: full,
+            stride,
+            dilation,
+            before: [top, left],
+            out: [oh, ow],
+        };
+        let x = values(xs.iter().product(), 80 + seed as u64);
+        let f = values(fs.iter().product(), 90 + seed as u64);
+        let w = values(xs[0] * oh * ow * full[3], 95 + seed as u64);
+        let loss = |x: &[f32], f: &[f32]| -> f64 {
+            reference(x, &block_diagonal(f, fs), g)
+                .iter()
+                .zip(&w)
+                .map(|(y, w)| y * *w as f64)
+                .sum()
+        };
+        let (xt, ft) = (
+            gpu.tensor(&x, Some(&xs)).unwrap(),
+            gpu.tensor(&f, Some(&fs)).unwrap(),
+        );
+        let wt = gpu.tensor(&w, Some(&[xs[0], oh, ow, full[3]])).unwrap();
+        let (value, grads) = gpu
+            .value_and_grads(
+                |v| {
+                    v[0].depthwise_conv2d(&v[1], stride, pad, DataFormat::Nhwc, dilation)?
+                        .mul(&wt)?
+                        .sum(None, false)
+                },
+                &[xt, ft],
+                None,
+            )
+            .unwrap();
+        let what = format!("x {xs:?} f {fs:?} {stride:?} {pad:?}");
+        assert_close(&read(&value).await, &[loss(&x, &f)], &what);
+        for (k, (grad, base)) in grads.iter().zip([&x, &f]).enumerate() {
+            let got = read(grad).await;
+            let fd: Vec<f64> = (0..base.len())
+                .map(|i| {
+                    let (mut up, mut down) = (base.clone(), base.clone());
+                    up[i] += 0.5;
+                    down[i] -= 0.5;
+                    match k {
+                        0 => loss(&up, &f) - loss(&down, &f),
+                        _ => loss(&x, &up) - loss(&x, &down),
+                    }
+                })
+                .collect();
+            assert_close(&got, &fd, &format!("{what}: d/d{}", ["x", "filter"][k]));
+        }
+    }
+}

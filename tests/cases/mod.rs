@@ -12,6 +12,7 @@ pub mod gradients;
 pub mod honesty;
 pub mod host;
 pub mod indexing;
+pub mod layers;
 pub mod onnx;
 pub mod training;
 
@@ -24,6 +25,13 @@ macro_rules! all_cases {
         $run!(conv, conv1d_and_conv2d_transpose_match_the_reference);
         $run!(conv, conv2d_gradients_for_images_and_filter_match_finite_differences);
         $run!(conv, conv2d_refuses_bad_calls_and_queues_nothing);
+        $run!(conv, depthwise_conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
+        $run!(conv, depthwise_conv2d_gradients_for_images_and_filter_match_finite_differences);
+        $run!(layers, moments_and_batch_norm_match_the_reference_and_normalize_per_channel);
+        $run!(layers, batch_norm_gradients_reach_every_input_as_finite_differences_say);
+        $run!(layers, dropout_zeroes_at_the_rate_scales_the_rest_and_repeats_with_its_seed);
+        $run!(layers, resizes_match_tfjs_for_every_corner_mode_up_and_down);
+        $run!(layers, resize_gradients_are_the_adjoint_of_the_resize);
         $run!(conv, max_pool_and_avg_pool_match_the_reference_for_every_padding_and_stride);
         $run!(conv, a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel);
         $run!(conv, pool_gradients_go_to_the_first_maximum_and_share_the_mean);

@@ -43,7 +43,16 @@ Rust side stays a plain interpreter:
     filter OIHW, read as webfusion's HWIO through a transposed view), their
     pads as TF.js takes them: VALID, SAME_UPPER (TF.js's same: the extra
     after) or explicit; ungrouped, no ceil_mode, pools and transposed
-    convolutions undilated, AveragePool without counting its padding.
+    convolutions undilated, AveragePool without counting its padding;
+  * BatchNormalization in inference mode (its statistics per channel of
+    NCHW, reshaped to broadcast), epsilon in f32 bits;
+  * Resize of the height and width of 4-D NCHW images, modes nearest and
+    linear (TF.js's resizeNearestNeighbor and resizeBilinear), where ONNX's
+    coordinate transformation is one of TF.js's: asymmetric (both
+    defaults), align_corners, half_pixel (linear) or tf_half_pixel_for_nn
+    (nearest; half_pixel too, rounded, where no position is a tie);
+    nearest by floor (or, aligned, rounding half up); scales
+    only where in / out equals 1 / scale (TF.js works from the sizes).
 
 Everything else is skipped and counted by reason; the counts are written into
 the data file's header (and to stderr).
@@ -135,6 +144,8 @@ OTHER = {
     "ConvTranspose",
     "MaxPool",
     "AveragePool",
+    "BatchNormalization",
+    "Resize",
 }
 SUPPORTED = set(BINARY) | set(VARIADIC) | set(UNARY) | set(REDUCE) | OTHER
 
@@ -215,7 +226,7 @@ def windows(at: dict, op: str, x: np.ndarray, dilated: bool) -> str:
     if x.ndim != 4:
         raise Skip(f"{op} of other than 2-D images")
     if at.get("group", 1) != 1:
-        raise Skip(f"grouped {op} (depthwiseConv2d is not built yet)")
+        raise Skip(f"grouped {op}")
     if at.get("ceil_mode", 0):
         raise Skip(f"{op} ceil_mode=1")
     strides = [int(v) for v in at.get("strides", [1, 1])]
@@ -390,6 +401,67 @@ def convert(case) -> tuple[str, list[np.ndarray], np.ndarray]:
             raise Skip("ConvTranspose auto_pad SAME_UPPER")
         n, c, h, w_ = out.shape
         return f"conv_transpose {line} out={n},{h},{w_},{c}", [x, w] + bias, out
+    if op == "BatchNormalization":
+        if at.get("training_mode", 0):
+            raise Skip("BatchNormalization training_mode=1")
+        x, scale, b, mean, var = [data_input(a) for a in ins[:5]]
+        eps = np.float32(at.get("epsilon", 1e-5))
+        bits = f"{np.asarray(eps, dtype=np.float32).reshape(1).view(np.uint32)[0]:08x}"
+        return f"batch_norm epsilon={bits}", [x, scale, b, mean, var], out
+    if op == "Resize":
+        x = data_input(ins[0])
+        if x.ndim != 4:
+            raise Skip("Resize of other than 4-D images")
+        mode = at.get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        ct = at.get("coordinate_transformation_mode", b"half_pixel")
+        ct = ct.decode() if isinstance(ct, bytes) else ct
+        nearest = at.get("nearest_mode", b"round_prefer_floor")
+        nearest = nearest.decode() if isinstance(nearest, bytes) else nearest
+        if mode not in ("nearest", "linear"):
+            raise Skip(f"Resize mode={mode}")
+        if at.get("antialias", 0) or at.get("exclude_outside", 0):
+            raise Skip("Resize with antialias or exclude_outside")
+        axes = sorted(a % 4 for a in at.get("axes", [0, 1, 2, 3]))
+        if axes not in ([0, 1, 2, 3], [2, 3]):
+            raise Skip("Resize along axes other than the height and width")
+        if tuple(out.shape[:2]) != tuple(x.shape[:2]):
+            raise Skip("Resize of the batch or channel dims")
+        scales = ins[2] if len(ins) > 2 and ins[2] is not None and ins[2].size else None
+        if scales is not None:
+            h, w = x.shape[2:]
+            oh, ow = out.shape[2:]
+            sh, sw = scales[-2:]
+            if not (np.float32(h / oh) == np.float32(1 / sh) and np.float32(w / ow) == np.float32(1 / sw)):
+                raise Skip("Resize scales whose 1 / scale is not in / out (TF.js works from the sizes)")
+        corner = {"asymmetric": "0,0", "align_corners": "1,0"}
+        if mode == "linear":
+            corner["half_pixel"] = "0,1"
+            if ct not in corner:
+                raise Skip(f"Resize linear coordinate_transformation_mode={ct}")
+            line = "resize_bilinear"
+        else:
+            corner["tf_half_pixel_for_nn"] = "0,1"
+            rule = "round_prefer_ceil" if ct == "align_corners" else "floor"
+            if ct == "half_pixel" and nearest in ("round_prefer_floor", "round_prefer_ceil"):
+                # TF.js's half-pixel nearest, floor((o + 0.5) * in / out), is
+                # ONNX's half_pixel rounded half up: the same where no
+                # source position is a tie.
+                ties = any(
+                    ((o + 0.5) * n / m - 0.5) % 1 == 0.5
+                    for n, m in zip(x.shape[2:], out.shape[2:])
+                    for o in range(m)
+                )
+                if ties and nearest == "round_prefer_floor":
+                    raise Skip("Resize nearest half_pixel with ties, which ONNX rounds down (TF.js up)")
+                ct, rule = "tf_half_pixel_for_nn", nearest
+            if ct not in corner:
+                raise Skip(f"Resize nearest coordinate_transformation_mode={ct}")
+            if nearest != rule:
+                raise Skip(f"Resize nearest_mode={nearest} with {ct} (TF.js's is {rule})")
+            line = "resize_nearest"
+        oh, ow = out.shape[2:]
+        return f"{line} size={oh},{ow} corners={corner[ct]}", [x], out
     if op in ("MaxPool", "AveragePool"):
         x = data_input(ins[0])
         line = windows(at, op, x, dilated=False)

@@ -278,7 +278,10 @@ impl Tensor {
         };
         let split = signed(op, &[n, hp / sh, sh, wp / sw, sw, c])?;
         let x = x.reshape(&split)?;
-        let mut y: Option<Tensor> = None;
+        // Every tap's views first, then the arithmetic: a view registered
+        // between two of the sums would end their kernel (the planner runs
+        // a view after the open group, so what reads it cannot join).
+        let mut terms = Vec::with_capacity(kh * kw);
         for i in 0..kh {
             for j in 0..kw {
                 let (r, q) = (i * dh, j * dw);
@@ -292,12 +295,16 @@ impl Tensor {
                 let taps = filter
                     .slice(&[i, j, 0, 0], &signed(op, &[1, 1, c, mult])?)?
                     .squeeze(Some(&[0, 1]))?;
-                let term = window.mul(&taps)?;
-                y = Some(match y {
-                    None => term,
-                    Some(sum) => sum.add(&term)?,
-                });
+                terms.push((window, taps));
             }
+        }
+        let mut y: Option<Tensor> = None;
+        for (window, taps) in terms {
+            let term = window.mul(&taps)?;
+            y = Some(match y {
+                None => term,
+                Some(sum) => sum.add(&term)?,
+            });
         }
         let Some(y) = y else {
             return Err(range(op, "the filter has no tap".into()));

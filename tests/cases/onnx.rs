@@ -11,7 +11,9 @@
 //! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
 //! they must still meet; nothing is skipped silently.
 
-use webfusion::{DType, DataFormat, Device, Padding, RegistrationError, Tensor, Values};
+use webfusion::{
+    Corners, DType, DataFormat, Device, Padding, RegistrationError, Tensor, Values,
+};
 
 use super::engine::device;
 
@@ -359,6 +361,28 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
                 _ => nhwc.avg_pool(size, strides, case.pad()),
             };
             pooled.and_then(|y| y.transpose(Some(&[0, 3, 1, 2])))
+        }
+        "batch_norm" => {
+            // Inputs x, scale, bias, mean, var; the statistics per channel.
+            let per_channel = |t: &Tensor| {
+                let mut dims = vec![-1isize];
+                dims.resize(x.rank() - 1, 1);
+                t.reshape(&dims).map_err(|e| e.to_string())
+            };
+            let [scale, bias, mean, var] = [1, 2, 3, 4].map(|i| per_channel(&ins[i]));
+            let (scale, bias, mean, var) = (scale?, bias?, mean?, var?);
+            x.batch_norm(&mean, &var, Some(&bias), Some(&scale), case.bits("epsilon"))
+        }
+        "resize_bilinear" | "resize_nearest" => {
+            let size = case.pair("size");
+            let [align, half] = case.pair("corners").map(|c| c == 1);
+            let corners = Corners { align_corners: align, half_pixel_centers: half };
+            let nhwc = x.transpose(Some(&[0, 2, 3, 1])).map_err(|e| e.to_string())?;
+            match case.op.as_str() {
+                "resize_bilinear" => nhwc.resize_bilinear(size, corners),
+                _ => nhwc.resize_nearest_neighbor(size, corners),
+            }
+            .and_then(|y| y.transpose(Some(&[0, 3, 1, 2])))
         }
         "one_hot" => x.one_hot(
             case.ints("depth")[0] as usize,

@@ -805,3 +805,64 @@ test('conv2d, conv1d, conv2dTranspose, maxPool and avgPool take TF.js\'s argumen
   assert.match(result.bad.poolPad, /^RangeError: avgPool: each pad \(\[\[2, 2\], \[2, 2\]\]\) must be smaller than the filter/);
   assert.equal(result.queued, 2, 'a refused call queues nothing (the two filters made for refused calls are queued)');
 });
+
+test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s arguments and give its values', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, grads }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    // Two channels: 1..4 and 10..40 over a 2x2 image.
+    const x = gpu.tensor([1, 10, 2, 20, 3, 30, 4, 40], [1, 2, 2, 2]);
+    const f = gpu.tensor([1, 1, 1, -1], [1, 1, 2, 2]);
+    const stats = x.reshape([4, 2]);
+    const { mean, variance } = stats.moments(0);
+    const ops = gpu.stats().opsRegistered;
+    const bad = {
+      channels: error(() => x.depthwiseConv2d(gpu.ones([1, 1, 3, 1]), 1, 'valid')),
+      size: error(() => x.resizeBilinear([2])),
+      corners: error(() => x.resizeNearestNeighbor([3, 3], true, true)),
+      rate: error(() => x.dropout(1)),
+      mean: error(() => stats.batchNorm(gpu.zeros([3]), variance)),
+      epsilon: error(() => stats.batchNorm(mean, variance, null, null, NaN)),
+    };
+    const queued = gpu.stats().opsRegistered - ops;
+    const [dx] = grads((a) => a.depthwiseConv2d(f, 1, 'valid').sum())([x]);
+    const dropped = await gpu.ones([1000]).dropout(0.5, null, 3).data();
+    return {
+      depthwise: await x.depthwiseConv2d(f, 1, 'valid').array(),
+      dx: await dx.array(),
+      mean: await mean.array(),
+      variance: await variance.array(),
+      kept: (await stats.moments([0, 1], true).mean.array()),
+      normed: await stats.batchNorm(mean, variance, gpu.tensor([0, 1]), gpu.tensor([2, 1]), 0).array(),
+      dropped: [...new Set(dropped)].sort(),
+      up: await gpu.tensor([2, 2, 4, 4], [2, 2, 1]).resizeBilinear([3, 3]).array(),
+      aligned: await gpu.tensor([2, 2, 4, 4], [2, 2, 1]).resizeBilinear([3, 3], true).array(),
+      nearest: await gpu.tensor([1, 2, 3, 4], [1, 2, 2, 1]).resizeNearestNeighbor([3, 3]).array(),
+      bad,
+      queued,
+    };
+  });
+  // Channel 0 times 1 and 1; channel 1 times 1 and -1.
+  assert.deepEqual(result.depthwise, [[[[1, 1, 10, -10], [2, 2, 20, -20]], [[3, 3, 30, -30], [4, 4, 40, -40]]]]);
+  assert.deepEqual(result.dx, [[[[2, 0], [2, 0]], [[2, 0], [2, 0]]]]);
+  assert.deepEqual(result.mean, [2.5, 25]);
+  assert.deepEqual(result.variance, [1.25, 125]);
+  assert.deepEqual(result.kept, [[13.75]]);
+  const s0 = 1 / Math.sqrt(1.25);
+  const normed = result.normed.flat();
+  const want = [-1.5, -1.5, -0.5, -0.5, 0.5, 0.5, 1.5, 1.5].map((d, i) => (i % 2 === 0 ? d * s0 * 2 : d * s0 + 1));
+  normed.forEach((v, i) => assert.ok(Math.abs(v - want[i]) < 1e-5, `batchNorm [${i}] = ${v}, want ${want[i]}`));
+  assert.deepEqual(result.dropped, [0, 2]);
+  const third = 10 / 3;
+  const up = [2, 2, 2, third, third, third, 4, 4, 4];
+  result.up.flat(2).forEach((v, i) => assert.ok(Math.abs(v - up[i]) < 1e-6, `resizeBilinear [${i}] = ${v}, want ${up[i]}`));
+  assert.deepEqual(result.aligned.flat(2), [2, 2, 2, 3, 3, 3, 4, 4, 4]);
+  assert.deepEqual(result.nearest.flat(3), [1, 1, 2, 1, 1, 2, 3, 3, 4]);
+  assert.match(result.bad.channels, /^Error: depthwiseConv2d: the input has 2 channels but the filter/);
+  assert.match(result.bad.size, /^RangeError: resizeBilinear: size must be \[height, width\]/);
+  assert.match(result.bad.corners, /^Error: resizeNearestNeighbor: alignCorners and halfPixelCenters cannot both be true/);
+  assert.match(result.bad.rate, /^RangeError: dropout: rate must be in \[0, 1\), got 1/);
+  assert.match(result.bad.mean, /^Error: batchNorm: mean \[3\] does not broadcast to x \[4,2\]/);
+  assert.match(result.bad.epsilon, /^RangeError: batchNorm: varianceEpsilon must be finite/);
+  assert.equal(result.queued, 2, 'a refused call queues nothing (the two tensors made for refused calls are queued)');
+});

@@ -232,6 +232,40 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
         { valid: 'same', bad: [...badPads, ['a pad as large as the window', 2]] },
       ]);
     }
+    tensorMethod('depthwiseConv2d', img, [
+      {
+        valid: one.ones([3, 3, 2, 2]),
+        bad: [...notTensors, ['a filter of 3 channels', one.ones([3, 3, 3, 1])], ['a rank-3 tensor', one.ones([3, 3, 2])],
+          ['an int32 filter', one.ones([3, 3, 2, 1], 'int32')], ['a filter past the image', one.ones([7, 7, 2, 1])]],
+      },
+      { valid: 1, bad: badSteps },
+      { valid: 'same', bad: badPads },
+      { valid: 'NHWC', bad: badFormats },
+      { valid: [1, 1], bad: badSteps },
+    ]);
+    const badSizes = [
+      ...of(junk), ['5', 5], ['[2]', [2]], ['[2, 2, 2]', [2, 2, 2]], ['[0, 2]', [0, 2]], ['[-1, 2]', [-1, 2]],
+      ['[1.5, 2]', [1.5, 2]], ['[NaN, 2]', [NaN, 2]], ["['2', 2]", ['2', 2]], ['[2**31, 2**31]', [2 ** 31, 2 ** 31]],
+    ];
+    for (const name of ['resizeBilinear', 'resizeNearestNeighbor']) {
+      tensorMethod(name, img, [{ valid: [3, 4], bad: badSizes }, { valid: false, bad: badBools }, { valid: false, bad: badBools }]);
+    }
+    tensorMethod('moments', m, [{ valid: 1, bad: badAxes }, { valid: false, bad: badBools }]);
+    const stat = m.mean(0);
+    const badStats = [...notTensors, ['a [5] tensor', one.zeros([5])], ['a [2, 2, 2] tensor', one.zeros([2, 2, 2])]];
+    const optionalStats = [...without(junk, 'undefined', 'null'), ['a [5] tensor', one.zeros([5])], ['a disposed tensor', disposed]];
+    tensorMethod('batchNorm', m, [
+      { valid: stat, bad: badStats },
+      { valid: stat, bad: badStats },
+      { valid: stat, bad: optionalStats },
+      { valid: stat, bad: optionalStats },
+      { valid: 0.001, bad: [...optionalNumbers, ['-1', -1], ['NaN', NaN], ['Infinity', Infinity]] },
+    ]);
+    tensorMethod('dropout', m, [
+      { valid: 0.5, bad: [...notNumbers, ['1', 1], ['-0.5', -0.5], ['NaN', NaN], ['Infinity', Infinity]] },
+      { valid: null, bad: [...badOptionalShapes, ['a tensor', v]] },
+      { valid: 1, bad: [...without(junk, 'undefined', 'null'), ['-1', -1], ['1.5', 1.5], ['NaN', NaN], ['2**60', 2 ** 60]] },
+    ]);
     tensorMethod('conv2dTranspose', one.ones([1, 3, 3, 3]), [
       { valid: taps, bad: [...notTensors, ['a filter of 2 outputs', one.ones([3, 3, 2, 2])], ['a filter past the image', one.ones([7, 7, 2, 3])]] },
       { valid: [1, 5, 5, 2], bad: [...badShapes, ['[1, 6, 6, 2]', [1, 6, 6, 2]], ['[1, 5, 5, 3]', [1, 5, 5, 3]], ['[5, 5]', [5, 5]]] },
@@ -520,7 +554,8 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
     'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
-    'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool',
+    'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool', 'depthwiseConv2d',
+    'resizeBilinear', 'resizeNearestNeighbor', 'moments', 'batchNorm', 'dropout',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
     'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',

@@ -249,7 +249,10 @@ impl Tensor {
         let ([n, h, w, c], single) = image_dims(op, self.shape(), format)?;
         let [kh, kw, fc, mult] = dims(filter.shape());
         let Some(out_channels) = fc.checked_mul(mult) else {
-            return Err(range(op, format!("{fc} x {mult} output channels are too many")));
+            return Err(range(
+                op,
+                format!("{fc} x {mult} output channels are too many"),
+            ));
         };
         let (shape, geometry) = forward(
             op,

@@ -5,8 +5,8 @@
 
 use super::ops::{invalid, range, signed};
 use crate::error::RegistrationError;
-use crate::ir::shape::{self, display};
 use crate::ir::DType;
+use crate::ir::shape::{self, display};
 use crate::tensor::Tensor;
 
 type Result<T> = std::result::Result<T, RegistrationError>;
@@ -74,8 +74,8 @@ impl Tensor {
         ];
         for (what, t) in named {
             let Some(t) = t else { continue };
-            let fits = shape::broadcast(op, t.shape(), self.shape())
-                .is_ok_and(|b| b == self.shape());
+            let fits =
+                shape::broadcast(op, t.shape(), self.shape()).is_ok_and(|b| b == self.shape());
             if !fits {
                 return Err(invalid(
                     op,

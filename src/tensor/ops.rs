@@ -985,7 +985,12 @@ impl Tensor {
     /// drop the same units every step, which is not dropout. The gradient
     /// passes through the kept elements, scaled alike.
     #[track_caller]
-    pub fn dropout(&self, rate: f32, noise_shape: Option<&[usize]>, seed: Option<u64>) -> Result<Tensor> {
+    pub fn dropout(
+        &self,
+        rate: f32,
+        noise_shape: Option<&[usize]>,
+        seed: Option<u64>,
+    ) -> Result<Tensor> {
         let op = "dropout";
         self.device().admit(op, &[self])?;
         float_only(op, self)?;

@@ -61,7 +61,11 @@ impl Axis {
         let last = (self.size - 1) as f64;
         self.sources(0.0)
             .map(|s| {
-                let s = if self.corners.align_corners { s.round() } else { s.floor() };
+                let s = if self.corners.align_corners {
+                    s.round()
+                } else {
+                    s.floor()
+                };
                 s.clamp(0.0, last) as i32
             })
             .collect()
@@ -115,8 +119,16 @@ impl Tensor {
         let x = images(self, DataFormat::Nhwc, single)?;
         let [rows, cols] = axes;
         let device = self.device();
-        let across = x.gather(&device.tensor_of(Values::int32(&cols.nearest()), None)?, 2, 0)?;
-        let y = across.gather(&device.tensor_of(Values::int32(&rows.nearest()), None)?, 1, 0)?;
+        let across = x.gather(
+            &device.tensor_of(Values::int32(&cols.nearest()), None)?,
+            2,
+            0,
+        )?;
+        let y = across.gather(
+            &device.tensor_of(Values::int32(&rows.nearest()), None)?,
+            1,
+            0,
+        )?;
         restored(y, DataFormat::Nhwc, single)
     }
 
@@ -151,8 +163,16 @@ impl Tensor {
 fn lerp(x: &Tensor, axis: &Axis, dim: usize) -> Result<Tensor> {
     let device = x.device();
     let (lo, hi, frac) = axis.linear();
-    let lo = x.gather(&device.tensor_of(Values::int32(&lo), None)?, dim as isize, 0)?;
-    let hi = x.gather(&device.tensor_of(Values::int32(&hi), None)?, dim as isize, 0)?;
+    let lo = x.gather(
+        &device.tensor_of(Values::int32(&lo), None)?,
+        dim as isize,
+        0,
+    )?;
+    let hi = x.gather(
+        &device.tensor_of(Values::int32(&hi), None)?,
+        dim as isize,
+        0,
+    )?;
     // The weights run along `dim`: [out, 1] for columns, [out, 1, 1] for rows.
     let mut weights = vec![axis.out];
     weights.resize(4 - dim, 1);

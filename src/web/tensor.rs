@@ -304,7 +304,13 @@ impl JsTensor {
         let scale = optional(&scale, " as scale")?;
         let epsilon = args::number_or(op, "varianceEpsilon", &epsilon, 0.001)?;
         register(t.device(), || {
-            t.batch_norm(&mean, &variance, offset.as_ref(), scale.as_ref(), epsilon as f32)
+            t.batch_norm(
+                &mean,
+                &variance,
+                offset.as_ref(),
+                scale.as_ref(),
+                epsilon as f32,
+            )
         })
     }
 
@@ -326,7 +332,9 @@ impl JsTensor {
             false => Some(args::shape(op, "noiseShape", &noise_shape)?),
         };
         let seed = args::seed(op, &seed)?;
-        register(t.device(), || t.dropout(rate as f32, noise.as_deref(), seed))
+        register(t.device(), || {
+            t.dropout(rate as f32, noise.as_deref(), seed)
+        })
     }
 
     /// `cumsum(axis = 0, exclusive = false, reverse = false)`.

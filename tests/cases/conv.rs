@@ -749,12 +749,16 @@ pub async fn depthwise_conv2d_matches_the_reference_for_every_padding_stride_dil
         }
     }
     let x = gpu.tensor(&values(4 * 4 * 2, 1), Some(&[4, 4, 2])).unwrap();
-    let f = gpu.tensor(&values(2 * 2 * 2, 2), Some(&[2, 2, 2, 1])).unwrap();
+    let f = gpu
+        .tensor(&values(2 * 2 * 2, 2), Some(&[2, 2, 2, 1]))
+        .unwrap();
     let one = x
         .depthwise_conv2d(&f, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
         .unwrap();
     assert_eq!(one.shape(), [3, 3, 2], "one image in, one out");
-    let bad = gpu.tensor(&values(2 * 2 * 3, 2), Some(&[2, 2, 3, 1])).unwrap();
+    let bad = gpu
+        .tensor(&values(2 * 2 * 3, 2), Some(&[2, 2, 3, 1]))
+        .unwrap();
     let queued = gpu.stats().ops_registered;
     let Err(e) = x.depthwise_conv2d(&bad, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1]) else {
         panic!("a filter for 3 channels was accepted for images of 2");
@@ -768,7 +772,10 @@ pub async fn depthwise_conv2d_gradients_for_images_and_filter_match_finite_diffe
     let gpu = kernels_only().await;
     let cases: [(Case, Padding); 2] = [
         (([2, 5, 6, 2], [3, 2, 2, 2], [1, 1], [1, 1]), Padding::Same),
-        (([1, 7, 7, 3], [3, 3, 3, 1], [2, 2], [1, 1]), Padding::Explicit([[1, 0], [2, 1]])),
+        (
+            ([1, 7, 7, 3], [3, 3, 3, 1], [2, 2], [1, 1]),
+            Padding::Explicit([[1, 0], [2, 1]]),
+        ),
     ];
     for (seed, ((xs, fs, stride, dilation), pad)) in cases.into_iter().enumerate() {
         let full = [fs[0], fs[1], fs[2], fs[2] * fs[3]];

@@ -53,9 +53,7 @@ pub async fn moments_and_batch_norm_match_the_reference_and_normalize_per_channe
     assert_close(&read(&variance).await, &v, "variance");
     let (kept, _) = xt.moments(None, true).unwrap();
     assert_eq!(kept.shape(), [1, 1], "keepDims keeps every reduced axis");
-    let ints = gpu
-        .tensor_of(Values::int32(&[1, 2, 3, 4]), None)
-        .unwrap();
+    let ints = gpu.tensor_of(Values::int32(&[1, 2, 3, 4]), None).unwrap();
     let (im, iv) = ints.moments(None, false).unwrap();
     assert_eq!(im.dtype(), DType::Float32, "an int32's moments are floats");
     assert_close(&read(&im).await, &[2.5], "int mean");
@@ -69,8 +67,7 @@ pub async fn moments_and_batch_norm_match_the_reference_and_normalize_per_channe
     let want: Vec<f64> = (0..n * c)
         .map(|i| {
             let k = i % c;
-            (x[i] as f64 - m[k]) / (v[k] + 0.001).sqrt() * [1.0, 2.0, 0.5][k]
-                + [0.0, -1.0, 3.0][k]
+            (x[i] as f64 - m[k]) / (v[k] + 0.001).sqrt() * [1.0, 2.0, 0.5][k] + [0.0, -1.0, 3.0][k]
         })
         .collect();
     assert_close(&read(&y).await, &want, "batchNorm");
@@ -189,7 +186,10 @@ pub async fn dropout_zeroes_at_the_rate_scales_the_rest_and_repeats_with_its_see
         "kept elements are scaled by 1 / (1 - rate)"
     );
     let rate = 1.0 - kept as f64 / n as f64;
-    assert!((rate - 0.25).abs() < 0.03, "dropped {rate} of them, not 0.25");
+    assert!(
+        (rate - 0.25).abs() < 0.03,
+        "dropped {rate} of them, not 0.25"
+    );
     // Left without a seed, two calls draw two masks.
     let c = read(&x.dropout(0.25, None, None).unwrap()).await;
     let d = read(&x.dropout(0.25, None, None).unwrap()).await;
@@ -197,17 +197,34 @@ pub async fn dropout_zeroes_at_the_rate_scales_the_rest_and_repeats_with_its_see
     // A noise shape of [64, 1] drops whole rows.
     let rows = read(&x.dropout(0.5, Some(&[64, 1]), Some(3)).unwrap()).await;
     for row in rows.chunks(64) {
-        assert!(row.iter().all(|&v| v == row[0]), "a row is kept or dropped whole");
+        assert!(
+            row.iter().all(|&v| v == row[0]),
+            "a row is kept or dropped whole"
+        );
     }
     let none = read(&x.dropout(0.0, None, None).unwrap()).await;
-    assert!(none.iter().all(|&v| v == 1.0), "a rate of 0 keeps everything");
+    assert!(
+        none.iter().all(|&v| v == 1.0),
+        "a rate of 0 keeps everything"
+    );
     // Its gradient is the mask, scaled.
     let (y, g) = gpu
-        .value_and_grads(|v| v[0].dropout(0.5, None, Some(11))?.sum(None, false), &[x.clone()], None)
+        .value_and_grads(
+            |v| v[0].dropout(0.5, None, Some(11))?.sum(None, false),
+            std::slice::from_ref(&x),
+            None,
+        )
         .unwrap();
     let mask = read(&x.dropout(0.5, None, Some(11)).unwrap()).await;
-    assert!(read(&g[0]).await == mask, "the gradient passes the kept elements");
-    assert_close(&read(&y).await, &[mask.iter().map(|&v| v as f64).sum()], "value");
+    assert!(
+        read(&g[0]).await == mask,
+        "the gradient passes the kept elements"
+    );
+    assert_close(
+        &read(&y).await,
+        &[mask.iter().map(|&v| v as f64).sum()],
+        "value",
+    );
 
     let ints = gpu.tensor_of(Values::int32(&[1, 2]), None).unwrap();
     let queued = gpu.stats().ops_registered;
@@ -254,7 +271,8 @@ fn resize_reference(
                         };
                         let (sr, sc) = (src(r, rh), src(q, rw));
                         let (r0, c0) = (sr.floor().max(0.0), sc.floor().max(0.0));
-                        let (r1, c1) = (sr.ceil().min((h - 1) as f64), sc.ceil().min((w - 1) as f64));
+                        let (r1, c1) =
+                            (sr.ceil().min((h - 1) as f64), sc.ceil().min((w - 1) as f64));
                         let (fr, fc) = (sr - r0, sc - c0);
                         let (r0, r1, c0, c1) = (r0 as usize, r1 as usize, c0 as usize, c1 as usize);
                         let top = at(b, r0, c0, k) + (at(b, r0, c1, k) - at(b, r0, c0, k)) * fc;
@@ -262,8 +280,16 @@ fn resize_reference(
                         y.push(top + (bot - top) * fr);
                     } else {
                         let near = |o: usize, ratio: f64, size: usize| {
-                            let s = if half { ratio * (o as f64 + 0.5) } else { ratio * o as f64 };
-                            let s = if corners.align_corners { s.round() } else { s.floor() };
+                            let s = if half {
+                                ratio * (o as f64 + 0.5)
+                            } else {
+                                ratio * o as f64
+                            };
+                            let s = if corners.align_corners {
+                                s.round()
+                            } else {
+                                s.floor()
+                            };
                             (s.min((size - 1) as f64)).max(0.0) as usize
                         };
                         y.push(at(b, near(r, rh, h), near(q, rw, w), k));
@@ -279,8 +305,14 @@ pub async fn resizes_match_tfjs_for_every_corner_mode_up_and_down() {
     let gpu = kernels_only().await;
     let modes = [
         Corners::default(),
-        Corners { align_corners: true, half_pixel_centers: false },
-        Corners { align_corners: false, half_pixel_centers: true },
+        Corners {
+            align_corners: true,
+            half_pixel_centers: false,
+        },
+        Corners {
+            align_corners: false,
+            half_pixel_centers: true,
+        },
     ];
     let cases = [
         ([1, 2, 2, 1], [3, 3]),
@@ -318,18 +350,35 @@ pub async fn resizes_match_tfjs_for_every_corner_mode_up_and_down() {
     let ints = gpu
         .tensor_of(Values::int32(&[16_777_217, 2, 3, 4]), Some(&[1, 2, 2, 1]))
         .unwrap();
-    let near = ints.resize_nearest_neighbor([4, 4], Corners::default()).unwrap();
+    let near = ints
+        .resize_nearest_neighbor([4, 4], Corners::default())
+        .unwrap();
     assert_eq!(near.dtype(), DType::Int32);
     assert_eq!(near.values().await.unwrap().to_i32()[0], 16_777_217);
 
     let flat = gpu.tensor(&[1.0; 4], None).unwrap();
     let image = gpu.tensor(&[1.0; 4], Some(&[1, 2, 2, 1])).unwrap();
-    let both = Corners { align_corners: true, half_pixel_centers: true };
+    let both = Corners {
+        align_corners: true,
+        half_pixel_centers: true,
+    };
     let queued = gpu.stats().ops_registered;
     let cases: [(Result<Tensor, _>, &str, &str); 3] = [
-        (flat.resize_bilinear([2, 2], Corners::default()), "resizeBilinear", "rank 4"),
-        (image.resize_bilinear([0, 2], Corners::default()), "resizeBilinear", "at least 1"),
-        (image.resize_nearest_neighbor([2, 2], both), "resizeNearestNeighbor", "cannot both"),
+        (
+            flat.resize_bilinear([2, 2], Corners::default()),
+            "resizeBilinear",
+            "rank 4",
+        ),
+        (
+            image.resize_bilinear([0, 2], Corners::default()),
+            "resizeBilinear",
+            "at least 1",
+        ),
+        (
+            image.resize_nearest_neighbor([2, 2], both),
+            "resizeNearestNeighbor",
+            "cannot both",
+        ),
     ];
     for (result, op, message) in cases {
         let Err(e) = result else {
@@ -346,7 +395,13 @@ pub async fn resize_gradients_are_the_adjoint_of_the_resize() {
     let (xs, size) = ([1, 3, 4, 2], [5, 7]);
     let x = values(24, 5);
     let w = values(5 * 7 * 2, 6);
-    for corners in [Corners::default(), Corners { align_corners: false, half_pixel_centers: true }] {
+    for corners in [
+        Corners::default(),
+        Corners {
+            align_corners: false,
+            half_pixel_centers: true,
+        },
+    ] {
         for bilinear in [true, false] {
             let xt = gpu.tensor(&x, Some(&xs)).unwrap();
             let wt = gpu.tensor(&w, Some(&[1, 5, 7, 2])).unwrap();
@@ -375,7 +430,11 @@ pub async fn resize_gradients_are_the_adjoint_of_the_resize() {
                         .sum()
                 })
                 .collect();
-            assert_close(&read(&g[0]).await, &want, &format!("{corners:?} bilinear {bilinear}"));
+            assert_close(
+                &read(&g[0]).await,
+                &want,
+                &format!("{corners:?} bilinear {bilinear}"),
+            );
         }
     }
 }

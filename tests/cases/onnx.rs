@@ -11,9 +11,7 @@
 //! webfusion, are listed in `PLATFORM` with the reason and a looser bound that
 //! they must still meet; nothing is skipped silently.
 
-use webfusion::{
-    Corners, DType, DataFormat, Device, Padding, RegistrationError, Tensor, Values,
-};
+use webfusion::{Corners, DType, DataFormat, Device, Padding, RegistrationError, Tensor, Values};
 
 use super::engine::device;
 
@@ -376,8 +374,13 @@ fn build(gpu: &Device, case: &Case) -> Result<Tensor, String> {
         "resize_bilinear" | "resize_nearest" => {
             let size = case.pair("size");
             let [align, half] = case.pair("corners").map(|c| c == 1);
-            let corners = Corners { align_corners: align, half_pixel_centers: half };
-            let nhwc = x.transpose(Some(&[0, 2, 3, 1])).map_err(|e| e.to_string())?;
+            let corners = Corners {
+                align_corners: align,
+                half_pixel_centers: half,
+            };
+            let nhwc = x
+                .transpose(Some(&[0, 2, 3, 1]))
+                .map_err(|e| e.to_string())?;
             match case.op.as_str() {
                 "resize_bilinear" => nhwc.resize_bilinear(size, corners),
                 _ => nhwc.resize_nearest_neighbor(size, corners),

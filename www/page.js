@@ -1,6 +1,7 @@
-// What both demo pages do the same way: one queue of GPU jobs, so a button
-// never interleaves with a training batch, and one place where whatever an
-// action throws is shown (#error), never left unhandled.
+// What the demo pages do the same way: one queue of GPU jobs, so a button
+// never interleaves with a training batch, one place where whatever an
+// action throws is shown (#error), never left unhandled, and the error
+// explorer's drawing of a failure's chain and of which tensors read.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -78,4 +79,48 @@ export function player(state, batch) {
     if (playing) lastLoop = lastLoop.then(() => play(mine));
   }
   return setPlaying;
+}
+
+/** The failure's chain as boxes in #chain: the root, each skipped op, the read. */
+export function renderChain(report, cost) {
+  const list = $('chain');
+  list.replaceChildren();
+  if (!report) return;
+  const box = (cls, what, ...details) => {
+    const li = document.createElement('li');
+    li.className = cls;
+    const head = document.createElement('div');
+    head.className = 'what';
+    head.textContent = what;
+    li.append(head);
+    for (const d of details.filter(Boolean)) {
+      const div = document.createElement('div');
+      div.className = 'detail';
+      div.textContent = d;
+      li.append(div);
+    }
+    list.append(li);
+  };
+  const { root } = report;
+  box('root', `${root.kind}: ${root.op}`, root.message.split('\n')[0], report.registeredAt && `registered at ${report.registeredAt}`);
+  if (report.droppedSkips > 0) box('skip', `… ${report.droppedSkips} more ops skipped`);
+  for (const hop of [...report.chain].reverse()) {
+    box('skip', `skipped ${hop.op}`, `needed ${hop.needed}`, `would have made ${hop.produced.join(', ')}`);
+  }
+  box('read', `read of tensor #${report.tensor}${cost ? ' (the cost)' : ''}`, `depth ${report.depth}, failure #${report.failureId}`, report.askedAt && `asked at ${report.askedAt}`);
+}
+
+/** Rows of `[tensor, what it is, how its read went, class]` in #tensors. */
+export function renderTensors(rows) {
+  const body = $('tensors').tBodies[0];
+  body.replaceChildren(...rows.map(([id, what, read, cls]) => {
+    const tr = document.createElement('tr');
+    for (const text of [id, what, read]) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      tr.append(td);
+    }
+    tr.className = cls;
+    return tr;
+  }));
 }

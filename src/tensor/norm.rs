@@ -3,7 +3,7 @@
 //! a squared difference and a scale fuse like any other expression, and
 //! their gradients are the tape's, exact for every input.
 
-use super::ops::{invalid, range, signed};
+use super::ops::{axes_indices, invalid, range, signed};
 use crate::error::RegistrationError;
 use crate::ir::DType;
 use crate::ir::shape::{self, display};
@@ -22,6 +22,8 @@ impl Tensor {
     #[track_caller]
     pub fn moments(&self, axes: Option<&[isize]>, keep_dims: bool) -> Result<(Tensor, Tensor)> {
         self.device().admit("moments", &[self])?;
+        // Checked here, so a bad axis is refused as `moments`'s, not `mean`'s.
+        axes_indices("moments", axes, self.rank())?;
         let x = self.as_dtype(DType::Float32)?;
         let kept = x.mean(axes, true)?;
         let variance = x.sub(&kept)?.square()?.mean(axes, keep_dims)?;

@@ -99,6 +99,13 @@ pub async fn moments_and_batch_norm_match_the_reference_and_normalize_per_channe
         assert_eq!(e.op, "batchNorm");
         assert!(e.reason.contains(message), "{e} (expected {message:?})");
     }
+    // A bad axis is moments' own refusal, not the mean's it is made of.
+    for axes in [&[5isize][..], &[0, 0]] {
+        let Err(e) = xt.moments(Some(axes), false) else {
+            panic!("moments over {axes:?} was accepted");
+        };
+        assert_eq!(e.op, "moments", "{e}");
+    }
     assert_eq!(gpu.stats().ops_registered, queued, "nothing queued");
 }
 

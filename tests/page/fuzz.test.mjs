@@ -239,7 +239,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
           ['an int32 filter', one.ones([3, 3, 2, 1], 'int32')], ['a filter past the image', one.ones([7, 7, 2, 1])]],
       },
       { valid: 1, bad: badSteps },
-      { valid: 'same', bad: badPads },
+      { valid: 'valid', bad: badPads },
       { valid: 'NHWC', bad: badFormats },
       { valid: [1, 1], bad: badSteps },
     ]);

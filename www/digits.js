@@ -7,7 +7,7 @@
 import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { DigitModel, PIXELS, batchOf, mnistSets } from './cnn.js';
-import { $, exclusive, guarded, player, renderChain, renderTensors, showError } from './page.js';
+import { $, exclusive, guarded, numberInput, player, renderChain, renderTensors, showError } from './page.js';
 
 /** Work done between two frames, in ms of registration; the steps per batch adapt to it. */
 const FRAME_BUDGET_MS = 8;
@@ -37,23 +37,9 @@ const state = {
   batches: 0,
 };
 
-/** The value of the number input `id` within (0, max], or a RangeError naming it. */
-function numberInput(id, { integer = false } = {}) {
-  const input = $(id);
-  const value = Number(input.value);
-  const good = input.value.trim() !== '' && Number.isFinite(value) && (!integer || Number.isInteger(value))
-    && value > 0 && value <= Number(input.max);
-  input.setAttribute('aria-invalid', String(!good));
-  if (!good) {
-    const name = input.closest('label').firstChild.textContent.trim();
-    throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} above 0 and at most ${input.max}; got ${input.value || 'an empty field'}`);
-  }
-  return value;
-}
-
 /** A new model on a new device; the old one goes once the new one exists. */
 async function reset() {
-  const lr = numberInput('lr');
+  const lr = numberInput('lr', { positive: true });
   const gpu = await wf.Device.request({ debug: { captureStacks: true } });
   const model = new DigitModel(wf, gpu, { seed: 1, lr });
   state.model?.dispose();
@@ -330,7 +316,7 @@ $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(() => train(1)));
 $('reset').addEventListener('click', guarded(reset));
 $('clear').addEventListener('click', clearPad);
-$('lr').addEventListener('change', guarded(() => { state.model.optimizer.learningRate = numberInput('lr'); }));
+$('lr').addEventListener('change', guarded(() => { state.model.optimizer.learningRate = numberInput('lr', { positive: true }); }));
 $('break-fault').addEventListener('click', guarded(breakStep));
 
 /** What the page test drives and reads. */

@@ -10,7 +10,7 @@ import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { dataset } from './data.js';
 import { GRID, Trainer } from './model.js';
-import { $, exclusive, guarded, player, renderChain, renderTensors, showError } from './page.js';
+import { $, exclusive, guarded, numberInput, player, renderChain, renderTensors, showError } from './page.js';
 
 const PALETTE = [[231, 76, 60], [52, 152, 219], [46, 204, 113], [155, 89, 182], [241, 196, 15], [230, 126, 34]];
 /** Work done between two frames, in ms of registration; the batch size adapts to it. */
@@ -53,27 +53,6 @@ const state = {
 };
 
 // ---------------------------------------------------------------- training
-/**
- * The value of the number input `id`, within the input's own min and max
- * (an integer if `integer`, above 0 if `positive`). Throws a RangeError
- * naming the field otherwise: `Number('')` is 0, so an emptied width would
- * build a model with no hidden units, and a NaN learning rate would train
- * nothing. The field is marked invalid until it holds a good value.
- */
-function numberInput(id, { integer = false, positive = false } = {}) {
-  const input = $(id);
-  const text = input.value.trim();
-  const value = Number(text);
-  const [min, max] = [Number(input.min), Number(input.max)];
-  const good = text !== '' && Number.isFinite(value) && (!integer || Number.isInteger(value))
-    && value >= min && value <= max && (!positive || value > 0);
-  input.setAttribute('aria-invalid', String(!good));
-  if (good) return value;
-  const name = input.closest('label').firstChild.textContent.trim();
-  const range = positive ? `above ${min} and at most ${max}` : `from ${min} to ${max}`;
-  const got = text === '' ? 'an empty field (or one that is not a number)' : text;
-  throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} ${range}; got ${got}`);
-}
 
 /** The problem and model the controls describe; throws a RangeError naming a bad field. */
 function readConfig() {

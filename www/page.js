@@ -1,7 +1,8 @@
 // What the demo pages do the same way: one queue of GPU jobs, so a button
 // never interleaves with a training batch, one place where whatever an
-// action throws is shown (#error), never left unhandled, and the error
-// explorer's drawing of a failure's chain and of which tensors read.
+// action throws is shown (#error), never left unhandled, one reading of a
+// number field, and the error explorer's drawing of a failure's chain and
+// of which tensors read.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -14,6 +15,28 @@ export function exclusive(job) {
 }
 
 export const nextFrame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+
+/**
+ * The value of the number input `id`, within the input's own min and max
+ * (an integer if `integer`, above 0 if `positive`). Throws a RangeError
+ * naming the field otherwise: `Number('')` is 0, so an emptied width would
+ * build a model with no hidden units, and a NaN learning rate would train
+ * nothing. The field is marked invalid until it holds a good value.
+ */
+export function numberInput(id, { integer = false, positive = false } = {}) {
+  const input = $(id);
+  const text = input.value.trim();
+  const value = Number(text);
+  const [min, max] = [Number(input.min), Number(input.max)];
+  const good = text !== '' && Number.isFinite(value) && (!integer || Number.isInteger(value))
+    && value >= min && value <= max && (!positive || value > 0);
+  input.setAttribute('aria-invalid', String(!good));
+  if (good) return value;
+  const name = input.closest('label').firstChild.textContent.trim();
+  const range = positive ? `above ${min} and at most ${max}` : `from ${min} to ${max}`;
+  const got = text === '' ? 'an empty field (or one that is not a number)' : text;
+  throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} ${range}; got ${got}`);
+}
 
 /** Shows what an action threw, where the page's errors go. */
 export function showError(error) {

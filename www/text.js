@@ -6,7 +6,7 @@
 import init, * as wf from 'webfusion';
 import uPlot from 'uplot';
 import { CharModel, bigramEntropy, random, vocabulary, windows } from './charlm.js';
-import { $, exclusive, guarded, player, showError } from './page.js';
+import { $, exclusive, guarded, numberInput, player, showError } from './page.js';
 
 const CONTEXT = 64;
 /** Work done between two frames, in ms of registration; the steps per batch adapt to it. */
@@ -40,23 +40,9 @@ const state = {
   batches: 0,
 };
 
-/** The value of the number input `id` within its min and max, or a RangeError naming it. */
-function numberInput(id, { integer = false } = {}) {
-  const input = $(id);
-  const value = Number(input.value);
-  const good = input.value.trim() !== '' && Number.isFinite(value) && (!integer || Number.isInteger(value))
-    && value > 0 && value <= Number(input.max);
-  input.setAttribute('aria-invalid', String(!good));
-  if (!good) {
-    const name = input.closest('label').firstChild.textContent.trim();
-    throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} above 0 and at most ${input.max}; got ${input.value || 'an empty field'}`);
-  }
-  return value;
-}
-
 /** A new model on a new device; the old one goes once the new one exists. */
 async function reset() {
-  const lr = numberInput('lr');
+  const lr = numberInput('lr', { positive: true });
   const gpu = await wf.Device.request({ debug: { captureStacks: true } });
   const model = new CharModel(wf, gpu, { vocab: state.vocab.chars.length, context: CONTEXT, seed: 1, lr });
   state.model?.dispose();
@@ -204,7 +190,7 @@ $('play').addEventListener('click', () => setPlaying(!state.playing));
 $('step').addEventListener('click', guarded(() => train(1)));
 $('reset').addEventListener('click', guarded(reset));
 $('sample').addEventListener('click', guarded(observe));
-$('lr').addEventListener('change', guarded(() => { state.model.optimizer.learningRate = numberInput('lr'); }));
+$('lr').addEventListener('change', guarded(() => { state.model.optimizer.learningRate = numberInput('lr', { positive: true }); }));
 
 /** What the page test drives and reads. */
 window.textDemo = {

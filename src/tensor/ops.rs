@@ -213,7 +213,11 @@ fn axis_index(op: &'static str, axis: isize, rank: usize) -> Result<usize> {
 }
 
 /// Distinct, sorted axes; `None` means all of them.
-pub(super) fn axes_indices(op: &'static str, axes: Option<&[isize]>, rank: usize) -> Result<Vec<usize>> {
+pub(super) fn axes_indices(
+    op: &'static str,
+    axes: Option<&[isize]>,
+    rank: usize,
+) -> Result<Vec<usize>> {
     let Some(axes) = axes else {
         return Ok((0..rank).collect());
     };

@@ -98,7 +98,7 @@ test('the digits mode trains the CNN live, reads a drawn digit, draws its filter
     assert.ok(await page.locator('#chain li.root').count() === 1);
     assert.equal(await page.locator('#tensors tbody tr').count(), 7, 'the cost and the six variables');
     assert.equal(await page.isHidden('#error'), true, await page.textContent('#error'));
-    assertNoPageErrors(errors);
+    assertNoPageErrors(await errors.take(), 'the digits mode');
   } finally {
     await page.close();
     demo.close();

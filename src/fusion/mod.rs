@@ -278,10 +278,18 @@ pub fn plan(
             continue;
         }
         if !op.kind.is_elementwise() {
-            // An op reading nothing (an upload) depends on no group: its
+            // An op reading nothing (an upload), or a view of nothing the
+            // open group or a pending op makes, depends on no group: its
             // block goes before the open one, so what reads it may still
-            // join the group (`x.mod(tensor([3]))` stays one kernel).
-            if op.inputs.is_empty() {
+            // join the group (`x.mod(tensor([3]))` stays one kernel, and so
+            // do two gathers, each reading its indices through a view).
+            let independent = matches!(op.kind, OpKind::View(_))
+                && group.as_ref().is_some_and(|g| {
+                    op.inputs
+                        .iter()
+                        .all(|t| !g.outside.contains_key(t) && !pending_outputs.contains(t))
+                });
+            if op.inputs.is_empty() || independent {
                 blocks.push(Block::single(i, op));
                 continue;
             }

@@ -176,6 +176,35 @@ pub async fn a_gather_and_the_elementwise_ops_reading_it_are_one_kernel() {
         2,
         "the result and the check's flags: no intermediate"
     );
+    // Two lookups summed: the second gather's view of its indices is
+    // registered while the first's kernel is open, and still joins it.
+    let other = ints(&gpu, &[0, 2, 4, 6, 8, 10, 12, 14], &[8]);
+    let _ = other.values().await.unwrap();
+    let before = gpu.stats();
+    let both = vocab
+        .gather(&tokens, 0, 0)
+        .unwrap()
+        .add(&vocab.gather(&other, 0, 0).unwrap())
+        .unwrap();
+    let got = floats(&both).await;
+    let after = gpu.stats();
+    let v = &v;
+    let want: Vec<f32> = [3, 1, 4, 1, 5, 9, 2, 6]
+        .iter()
+        .zip([0, 2, 4, 6, 8, 10, 12, 14])
+        .flat_map(|(&t, o)| (0..16).map(move |c| v[t * 16 + c] + v[o * 16 + c]))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        after.fused_ops - before.fused_ops,
+        3,
+        "both gathers and the add in one kernel"
+    );
+    assert_eq!(
+        after.kernels_launched - before.kernels_launched,
+        3,
+        "the fused kernel and each gather's one-thread check"
+    );
 }
 
 pub async fn the_gradient_of_gather_sums_into_the_rows_it_read() {

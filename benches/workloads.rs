@@ -4,7 +4,9 @@
 //! uploads its input, computes and reads the result back.
 //!
 //! `WF_BENCH_MATMUL=4096` adds a square matmul of that size (the real-GPU
-//! figure); `WF_BENCH_QUICK=1` shortens every measurement. Criterion's filter
+//! figure); `WF_BENCH_RESNET=1` adds a convolution of a ResNet layer (batch
+//! 32, 56x56x64 images, 3x3x64x64 filter, same padding), far too large for a
+//! CPU adapter, against `bench/torch_conv.py`; `WF_BENCH_QUICK=1` shortens every measurement. Criterion's filter
 //! argument (`cargo bench --bench workloads -- matmul`) picks workloads. The
 //! matmul group's throughput is in elements per second where an element is
 //! one floating-point operation: criterion's `Gelem/s` reads as GFLOP/s.
@@ -166,6 +168,34 @@ mod native {
             });
         }
         group.finish();
+
+        if std::env::var_os("WF_BENCH_RESNET").is_some() {
+            // Operands resident, one element read back, as the resident matmul.
+            let mut group = flat_group(c, "conv");
+            let x = gpu
+                .random_uniform(&[32, 56, 56, 64], -1.0, 1.0, 14)
+                .unwrap();
+            let f = gpu.random_uniform(&[3, 3, 64, 64], -0.1, 0.1, 15).unwrap();
+            let dy = gpu
+                .random_uniform(&[32, 56, 56, 64], -1.0, 1.0, 16)
+                .unwrap();
+            group.throughput(Throughput::Elements(2 * 32 * 56 * 56 * 64 * 64 * 9));
+            let same = webfusion::Padding::Same;
+            let nhwc = webfusion::DataFormat::Nhwc;
+            let corner = |t: Tensor| read(&t.slice(&[0, 0, 0, 0], &[1, 1, 1, 1]).unwrap());
+            group.bench_function("conv2d resnet layer resident", |bench| {
+                bench.iter(|| corner(x.conv2d(&f, [1, 1], same, nhwc, [1, 1]).unwrap()))
+            });
+            group.bench_function("conv2d resnet layer input grad resident", |bench| {
+                bench.iter(|| {
+                    corner(
+                        dy.conv2d_transpose(&f, &[32, 56, 56, 64], [1, 1], same)
+                            .unwrap(),
+                    )
+                })
+            });
+            group.finish();
+        }
 
         let mut group = flat_group(c, "workloads");
         let layers = mlp(&gpu);

@@ -18,7 +18,7 @@ pub fn elementwise(group: Group<'_>) -> Kernel {
     let numel = shape::numel(&block.shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let (decls, function) = fused(group, &mut params, 1, AnchorParts::One);
+    let (decls, function) = fused(group, &mut params, 1, 0, AnchorParts::One);
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
     );
@@ -48,11 +48,13 @@ pub(super) enum AnchorParts {
 /// values of its ops at flat position `idx` of the block's shape, each
 /// output written, `anchor` standing for the anchor's value there (given in
 /// two parts with `AnchorParts::Split`). Returns the bindings' declarations
-/// (inputs from `first_binding`, then outputs) and the function.
+/// (inputs from `first_binding`, then outputs, then the checks' flags after
+/// the `after_outputs` bindings the caller declares) and the function.
 pub(super) fn fused(
     group: Group<'_>,
     params: &mut Params,
     first_binding: usize,
+    after_outputs: usize,
     parts: AnchorParts,
 ) -> (String, String) {
     let Group {
@@ -60,7 +62,11 @@ pub(super) fn fused(
         ops,
         accesses,
         anchor,
+        numerics,
     } = group;
+    // A check names its op by its place among the block's ops, where an
+    // anchor comes first (`Block::op_indices`).
+    let first_op = usize::from(anchor.is_some());
     let out = &block.shape;
     let mut decls = String::new();
     let mut body = String::new();
@@ -155,7 +161,19 @@ pub(super) fn fused(
     };
     // One `write!` per op and no intermediate strings: a loop of a thousand
     // small ops generates a thousand lines on every flush.
-    let run = periodic_run(block, ops, &input_index);
+    // A rolled loop has no place for a check per op.
+    let run = match numerics {
+        Numerics::Off => periodic_run(block, ops, &input_index),
+        _ => None,
+    };
+    if numerics == Numerics::OpsAndAnchor {
+        let slot = params.check(0, CheckOf::Finite);
+        let _ = writeln!(
+            body,
+            "    if (nonfinite(anchor)) {{ flag_nonfinite({}u, idx, anchor); }}",
+            2 * slot
+        );
+    }
     let mut k = 0;
     while k < block.ops.len() {
         if let Some(run) = run.as_ref().filter(|r| r.first == k) {
@@ -172,6 +190,7 @@ pub(super) fn fused(
                 (Some(table), Some(indices), None) => {
                     let at = GatherAt {
                         k,
+                        op: first_op + k,
                         axis,
                         table,
                         indices,
@@ -208,6 +227,19 @@ pub(super) fn fused(
             );
         }
         body.push_str(";\n");
+        if numerics != Numerics::Off && op.dtype == DType::Float32 && op.kind.adds_only_finite() {
+            let slot = params.check(first_op + k, CheckOf::Finite);
+            let operands: Vec<String> = (0..op.inputs.len())
+                .filter(|&n| arg_dtype(n) == DType::Float32)
+                .map(|n| format!(" && !nonfinite({})", arg(n)))
+                .collect();
+            let _ = writeln!(
+                body,
+                "    if (nonfinite(v{k}){}) {{ flag_nonfinite({}u, idx, v{k}); }}",
+                operands.concat(),
+                2 * slot
+            );
+        }
         k += 1;
     }
     let first_output = first_binding + accesses.len();
@@ -220,12 +252,15 @@ pub(super) fn fused(
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
-    if gathers {
+    if gathers || numerics != Numerics::Off {
         let _ = writeln!(
             decls,
             "@group(0) @binding({}) var<storage, read_write> flags: array<atomic<u32>>;",
-            first_output + block.outputs.len()
+            first_output + block.outputs.len() + after_outputs
         );
+    }
+    if numerics != Numerics::Off {
+        decls.push_str(FINITE_KEY);
     }
     if let Some(t) = missing.get() {
         params.breaks(format!("{t} has no source in the fused block"));
@@ -251,6 +286,8 @@ pub(super) fn fused(
 /// inputs holding its table and its indices, the block's shape.
 struct GatherAt<'a> {
     k: usize,
+    /// Its place among the block's ops (`k` after the anchor, if any).
+    op: usize,
     axis: usize,
     table: usize,
     indices: usize,
@@ -273,6 +310,7 @@ fn gather(
 ) {
     let GatherAt {
         k,
+        op,
         axis,
         table,
         indices,
@@ -282,7 +320,7 @@ fn gather(
         params.breaks(format!("gather {k} has no table access"));
         return;
     };
-    let slot = params.check(k, indices);
+    let slot = params.check(op, CheckOf::Index { input: indices });
     let dim = params.push(t.shape.get(axis).copied().unwrap_or(0));
     let _ = writeln!(
         body,
@@ -330,6 +368,31 @@ pub fn flag_value(indices: &Access, out: &[usize], slot: usize) -> Kernel {
     let decls = "@group(0) @binding(1) var<storage, read> in0: array<i32>;\n\
                  @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n";
     params.kernel(decls, 1, &body, 1)
+}
+
+/// The kernel that looks at `n` float values another kernel wrote (a
+/// reduction's, a scan's, a pool's: kernels with no elementwise group to
+/// check in), flagging the first non-finite one as a `Finite` check of the
+/// block's op `op`. Binds the values, then the flags.
+pub fn finite_scan(n: usize, op: usize) -> Kernel {
+    let mut params = Params::default();
+    let count = params.push(n);
+    let slot = params.check(op, CheckOf::Finite);
+    let body = format!(
+        "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {count}) {{ return; }}\n\
+         \x20   let v = in0[idx];\n    if (nonfinite(v)) {{ flag_nonfinite({}u, idx, v); }}\n",
+        2 * slot
+    );
+    let decls = format!(
+        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n{FINITE_KEY}"
+    );
+    params.kernel(
+        &decls,
+        WORKGROUP_SIZE,
+        &body,
+        (n as u64).div_ceil(WORKGROUP_SIZE as u64),
+    )
 }
 
 /// Writes the WGSL expression of elementwise `op`, its operands given by

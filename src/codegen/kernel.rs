@@ -28,20 +28,56 @@ pub struct Kernel {
     /// outputs; a kernel computing zeros in place of a value would be a lie.
     pub broken: Option<String>,
     /// The checks it makes, by slot: each writes two words into the
-    /// `flags` binding (after its outputs), the first position where the
-    /// check failed (`u32::MAX` where none did) and, once `flag_value`
-    /// runs, the value found there. The one home of in-kernel checks: a
-    /// gather's index range now, non-finite values later.
+    /// `flags` binding (after its outputs), starting at `u32::MAX` for
+    /// "none failed" (`Check::of` says what they hold). The one home of
+    /// in-kernel checks: a gather's index range, non-finite values.
     pub checks: Vec<Check>,
 }
 
 /// One in-kernel check: which op of the block makes it (its position in
-/// the block's ops), and which input holds the value it checks.
+/// the block's ops) and what it checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Check {
     pub op: usize,
-    pub input: usize,
+    pub of: CheckOf,
 }
+
+/// What a check looks at, and what its two words hold once it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckOf {
+    /// A gather's index, read from the block's input `input`: the first
+    /// flat position holding one outside the table, then the index there
+    /// (written by `flag_value`, after the kernel: the flagging threads race,
+    /// so only the position is theirs to write).
+    Index { input: usize },
+    /// The op's value: non-finite while its operands were finite. One word,
+    /// the first such flat position times four plus the value's class (0
+    /// NaN, 1 +Inf, 2 -Inf), so the one `atomicMin` that picks the first
+    /// position also keeps its class (`FINITE_KEY`). Positions past 2^30
+    /// are recorded as 2^30 - 1: no binding holds that many floats.
+    Finite,
+}
+
+impl CheckOf {
+    /// `(position, class)` of a failed `Finite` check's first word.
+    pub fn finite_key(word: u32) -> (usize, u32) {
+        ((word >> 2) as usize, word & 3)
+    }
+}
+
+/// The WGSL a kernel making `Finite` checks calls (after its `flags`
+/// binding is declared): whether a float is NaN or infinite, read from its
+/// bits (WGSL lets a compiler assume floats are finite, so `v != v` may be
+/// folded away), and the flag of check word `word` at position `idx`.
+pub(super) const FINITE_KEY: &str = "\
+fn nonfinite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u; }
+fn flag_nonfinite(word: u32, idx: u32, v: f32) {
+    let b = bitcast<u32>(v);
+    var c = 0u;
+    if ((b & 0x007fffffu) == 0u) { c = select(1u, 2u, (b >> 31u) == 1u); }
+    atomicMin(&flags[word], (min(idx, 0x3fffffffu) << 2u) | c);
+}
+";
 
 impl Kernel {
     /// The bits of this launch's scalars.
@@ -94,6 +130,20 @@ pub struct Group<'a> {
     /// matmul's product, a row's reduced value): the ops read it as
     /// `anchor`, not from memory. `None` on its own or as a prologue.
     pub anchor: Option<TensorId>,
+    /// Which values the group checks for non-finite results.
+    pub numerics: Numerics,
+}
+
+/// Which values a group checks (`DeviceOptions::check_numerics`): every
+/// float op's, flagged where its operands are finite and it is not; with
+/// `OpsAndAnchor` the anchor's too, whose operands the kernel does not see
+/// (the lowering asks for it only where they are known finite). Never in a
+/// prologue: its kernel declares no flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numerics {
+    Off,
+    Ops,
+    OpsAndAnchor,
 }
 
 /// How a kernel reads one input: its shape, where its elements sit, and
@@ -133,10 +183,9 @@ impl Params {
         format!("param({}u)", self.words.len() - 1)
     }
 
-    /// Adds a check made by the block's op `op` on its input `input`;
-    /// returns its slot.
-    pub(super) fn check(&mut self, op: usize, input: usize) -> usize {
-        self.checks.push(Check { op, input });
+    /// Adds a check made by the block's op `op`; returns its slot.
+    pub(super) fn check(&mut self, op: usize, of: CheckOf) -> usize {
+        self.checks.push(Check { op, of });
         self.checks.len() - 1
     }
 

@@ -21,8 +21,8 @@ mod reduce;
 mod scan;
 
 pub use conv::conv;
-pub use elementwise::{copy, elementwise, flag_value, int_bounds};
-pub use kernel::{Access, Check, Group, Kernel};
+pub use elementwise::{copy, elementwise, finite_scan, flag_value, int_bounds};
+pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
 pub use matmul::matmul;
 pub use pool::{pool, pool_grad};
 pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
@@ -46,6 +46,7 @@ mod tests {
             ops,
             accesses,
             anchor: None,
+            numerics: Numerics::Off,
         }
     }
     use crate::ir::layout::Layout;
@@ -210,6 +211,7 @@ mod tests {
             ops: &ops,
             accesses: &[],
             anchor: Some(ops[0].output),
+            numerics: Numerics::Off,
         };
         let declared = |a: &Access, b: &Access, out: &[usize]| {
             let text = matmul(a, b, out, epilogue).wgsl;
@@ -358,6 +360,7 @@ mod tests {
                 ops: std::slice::from_ref(&product),
                 accesses: &[],
                 anchor: Some(product.output),
+                numerics: Numerics::Off,
             },
         );
         assert_eq!(kernel.workgroups, 3 * 2 * 2);

@@ -162,6 +162,7 @@ impl DeviceState {
                     max_storage_buffers: self.max_storage_buffers(),
                     max_row: crate::codegen::REDUCE_CHUNK,
                     max_ops: fusion::MAX_BLOCK_OPS,
+                    check_numerics: self.check_numerics,
                 },
             )
         };
@@ -218,6 +219,7 @@ impl DeviceState {
             max_buffer_size: self.gpu.limits.max_buffer_size,
             max_binding_size: self.gpu.limits.max_storage_buffer_binding_size,
             max_storage_buffers: self.max_storage_buffers(),
+            check_numerics: self.check_numerics,
         }
     }
 
@@ -393,13 +395,14 @@ impl DeviceState {
                     Ok(vec![(ops[*i].output, Values::float32(&values))])
                 }
                 other => Err(format!("`{}` is not made on the host", other.name())),
-            },
+            }
+            .map(host::Computed::unflagged),
             Block::View(i) => {
                 let op = &ops[*i];
                 match (&op.kind, self.host_values(op.inputs[0])) {
                     (OpKind::View(view), Some((values, shape))) => {
                         host::view(&values, &shape, view, &op.shape)
-                            .map(|values| vec![(op.output, values)])
+                            .map(|values| host::Computed::unflagged(vec![(op.output, values)]))
                     }
                     _ => Err(format!("{} is not a view on the host", op.output)),
                 }
@@ -413,16 +416,26 @@ impl DeviceState {
                         .get(&t)
                         .is_some_and(|r| r.held && r.state.unwritten())
                 };
-                host::elementwise(b, ops, &|t| self.host_values(t), &held)
+                let numerics = self.check_numerics;
+                host::elementwise(b, ops, &|t| self.host_values(t), &held, numerics)
             }
             _ => Err("only uploads, views and elementwise blocks run on the host".to_string()),
         };
         match computed {
-            Ok(values) => {
+            Ok(computed) => {
                 self.stats.host_ops += run.steps.len() as u64;
-                for (t, values) in values {
-                    let uploaded = None;
-                    self.set_state(t, State::Host { values, uploaded });
+                let (failed, roots) = self.root_host_flags(ops, block, run, &computed.flagged);
+                for (t, values) in computed.values {
+                    match failed.get(&t) {
+                        Some(taints) => self.add_taints(t, taints.clone()),
+                        None => {
+                            let uploaded = None;
+                            self.set_state(t, State::Host { values, uploaded });
+                        }
+                    }
+                }
+                for root in roots {
+                    self.graph.prune(root);
                 }
             }
             Err(why) => {
@@ -436,6 +449,46 @@ impl DeviceState {
                 self.root_failure(root, &run.outputs, None);
             }
         }
+    }
+
+    /// The `non-finite` failures a host block's check flagged, each rooted
+    /// at its op as a kernel's flag is (`settle::root_flags`): what each
+    /// tensor the block computed carries of them, and the failures (to
+    /// prune once their carriers hold them).
+    fn root_host_flags(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        run: &BlockRun,
+        flagged: &[host::NonFinite],
+    ) -> (
+        rustc_hash::FxHashMap<TensorId, Vec<super::Taint>>,
+        Vec<crate::failure::FailureId>,
+    ) {
+        if flagged.is_empty() {
+            return Default::default();
+        }
+        let indices = block.op_indices();
+        let mut roots = Vec::new();
+        for f in flagged {
+            let (Some(step), Some(&i)) = (run.steps.get(f.op), indices.get(f.op)) else {
+                continue;
+            };
+            let root = Root {
+                kind: FailureKind::NonFinite,
+                op: step.op.to_string(),
+                message: super::settle::non_finite_message(
+                    &ops[i],
+                    &ops[i].shape,
+                    f.position,
+                    f.class,
+                ),
+                registered_at: step.site.as_deref().map(str::to_string),
+            };
+            roots.push((f.op, self.new_failure(root)));
+        }
+        let carried = self.propagate_from(&run.steps, &roots, |_, _| Vec::new());
+        (carried, roots.into_iter().map(|(_, f)| f).collect())
     }
 
     /// `t`'s values and shape, if the host holds them.
@@ -534,12 +587,16 @@ impl DeviceState {
                 })
             })
         };
+        let finite = |t: TensorId| records.get(&t).is_some_and(|r| r.finite);
         let mut lowering = Lowering {
             gpu: &mut self.gpu,
             stats: &mut self.stats,
             encoder,
             retired: &mut self.retired,
             checked: &mut checked,
+            finite: self
+                .check_numerics
+                .then_some(&finite as &dyn Fn(TensorId) -> bool),
         };
         let lowered = lowering.block(ops, block, live, &inputs);
         if inject {

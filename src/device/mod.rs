@@ -79,6 +79,13 @@ pub struct DeviceOptions {
     /// GPU's fixed costs: a new pipeline, a launch, a read's round trip
     /// (see `runtime::host`).
     pub host_max_elements: usize,
+    /// Check every value a kernel (or the host) computes: an op whose result
+    /// is NaN or infinite while its operands were finite fails as
+    /// `non-finite`, rooted at that op, and what depends on it fails with
+    /// it. Values that were not finite to begin with (an upload's, a
+    /// scalar's) pass through unflagged: they are not the op's doing. Off by
+    /// default; switchable on a live device (`set_check_numerics`).
+    pub check_numerics: bool,
 }
 
 /// The default `host_max_elements`, TF.js's threshold for the same
@@ -103,6 +110,7 @@ impl Default for DeviceOptions {
             capture_stacks: false,
             error_scopes: true,
             host_max_elements: HOST_MAX_ELEMENTS,
+            check_numerics: false,
         }
     }
 }
@@ -143,6 +151,7 @@ pub(crate) struct DeviceState {
     pub capture_stacks: bool,
     pub error_scopes: bool,
     pub host_max_elements: usize,
+    pub check_numerics: bool,
     pub label: String,
     /// Flushed work whose error scopes have not all resolved, oldest first.
     pub submissions: VecDeque<Submission>,
@@ -194,6 +203,7 @@ impl Device {
                     capture_stacks: options.capture_stacks,
                     error_scopes: options.error_scopes,
                     host_max_elements: options.host_max_elements,
+                    check_numerics: options.check_numerics,
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
                     settling: Settling::default(),
@@ -315,6 +325,24 @@ impl Device {
             state.faults.push(Fault::new(op.to_string(), nth, kind));
             Ok(())
         })
+    }
+
+    /// Turns the numerics checks (`DeviceOptions::check_numerics`) on or
+    /// off for ops registered from now on: what is queued is flushed first,
+    /// under the setting it was registered with, so no block is planned
+    /// half checked.
+    pub fn set_check_numerics(&self, on: bool) {
+        self.with_state(|state| {
+            if state.check_numerics != on {
+                state.flush();
+                state.check_numerics = on;
+            }
+        });
+    }
+
+    /// Whether the device checks numerics (`check_numerics`).
+    pub fn checks_numerics(&self) -> bool {
+        self.with_state(|state| state.check_numerics)
     }
 
     /// Whether ops record their registration site (`capture_stacks`).

@@ -24,7 +24,8 @@ use rustc_hash::FxHashMap;
 use super::commit::Stale;
 use super::faults::Injected;
 use super::flush::{Flagged, Part, Step, Submission};
-use super::{DeviceState, State, Taint};
+use super::{Bytes, DeviceState, State, Taint};
+use crate::codegen::CheckOf;
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion::{self, Block};
 use crate::ir::{OpIr, OpKind, TensorId};
@@ -348,21 +349,40 @@ impl DeviceState {
                 }
             };
             for (slot, check) in f.checked.checks.iter().enumerate() {
-                let position = words.get(2 * slot).copied().unwrap_or(u32::MAX);
-                if position == u32::MAX {
+                let word = words.get(2 * slot).copied().unwrap_or(u32::MAX);
+                if word == u32::MAX {
                     continue;
                 }
-                let value = words.get(2 * slot + 1).copied().unwrap_or(0) as i32;
                 let step = part
                     .and_then(|p| p.get(check.op).copied())
                     .unwrap_or(check.op);
                 let (Some(s), Some(&i)) = (steps.get(step), indices.get(step)) else {
                     continue;
                 };
-                let message =
-                    self.flag_message(&ops[i], &f.checked.shape, position as usize, value);
+                let (kind, message) = match check.of {
+                    CheckOf::Index { .. } => {
+                        let value = words.get(2 * slot + 1).copied().unwrap_or(0) as i32;
+                        let at = word as usize;
+                        let message = self.flag_message(&ops[i], &f.checked.shape, at, value);
+                        (FailureKind::Index, message)
+                    }
+                    // An operand that an earlier block of this submission
+                    // failed (its bytes hold what that failure left) is the
+                    // cause, not this op: the failure it carries reaches
+                    // this op's dependents as any taint does.
+                    CheckOf::Finite if s.inputs.iter().any(|t| self.carries_failure(*t)) => {
+                        continue;
+                    }
+                    CheckOf::Finite => {
+                        let (at, class) = CheckOf::finite_key(word);
+                        (
+                            FailureKind::NonFinite,
+                            non_finite_message(&ops[i], &f.checked.shape, at, class),
+                        )
+                    }
+                };
                 let failure = self.new_failure(Root {
-                    kind: FailureKind::Index,
+                    kind,
                     op: s.op.to_string(),
                     message,
                     registered_at: s.site.as_deref().map(str::to_string),
@@ -382,6 +402,20 @@ impl DeviceState {
             outputs: outs.into_iter().collect(),
             expressions,
         }
+    }
+
+    /// Whether `t` carries a failure (or is a view of one that does).
+    fn carries_failure(&self, t: TensorId) -> bool {
+        let failed = |t: &TensorId| {
+            self.records
+                .get(t)
+                .is_some_and(|r| matches!(r.state, State::Failed { .. }))
+        };
+        failed(&t)
+            || matches!(
+                self.records.get(&t).map(|r| &r.state),
+                Some(State::Written { bytes: Bytes::View { base, .. }, .. }) if failed(base)
+            )
     }
 
     /// What a failed check of `op` says: for a gather, the index, where it
@@ -468,7 +502,7 @@ impl DeviceState {
     /// `propagate`, with the ops at the steps of `roots` failing themselves:
     /// each one's output carries its failure at depth 0, besides what its
     /// inputs bring.
-    fn propagate_from(
+    pub(super) fn propagate_from(
         &mut self,
         steps: &[Step],
         roots: &[(usize, FailureId)],
@@ -599,4 +633,37 @@ fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> 
     (0..steps.len())
         .filter(|&s| outputs.contains(&steps[s].output))
         .collect()
+}
+
+/// What a failed `Finite` check of `op` says: the value it made, where (the
+/// flagged flat position of the block's `shape`, read in `op`'s own shape,
+/// which broadcasts to it: an anchor's may be smaller) and that its
+/// operands were finite there.
+pub(super) fn non_finite_message(
+    op: &OpIr,
+    shape: &[usize],
+    position: usize,
+    class: u32,
+) -> String {
+    let value = match class {
+        0 => "NaN",
+        1 => "+Infinity",
+        _ => "-Infinity",
+    };
+    let mut rem = position;
+    let mut coords = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        coords[d] = rem % shape[d].max(1);
+        rem /= shape[d].max(1);
+    }
+    let lead = coords.len().saturating_sub(op.shape.len());
+    let at: Vec<usize> = coords[lead..]
+        .iter()
+        .zip(&op.shape)
+        .map(|(&c, &d)| if d == 1 { 0 } else { c })
+        .collect();
+    format!(
+        "it made {value} at {at:?} of its {} result from finite operands",
+        crate::ir::shape::display(&op.shape)
+    )
 }

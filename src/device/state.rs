@@ -46,6 +46,13 @@ pub(crate) struct Record {
     pub state: State,
     /// Where the op writing it was registered, when stacks are captured.
     pub site: Option<Rc<str>>,
+    /// Whether its values are finite unless an op on the way was flagged:
+    /// known only while the device checks numerics (an upload's values are
+    /// looked at as it is registered), false otherwise. A kernel checks an
+    /// anchor's value (a product, a reduction) only where its operands are
+    /// finite, so a user's NaN passes through without blaming the op that
+    /// met it; an elementwise op looks at its operands' values itself.
+    pub finite: bool,
 }
 
 /// Where a tensor's values are, or why they are not.
@@ -137,6 +144,7 @@ impl DeviceState {
         shape: Vec<usize>,
         dtype: DType,
         site: Option<Rc<str>>,
+        finite: bool,
     ) {
         let record = Record {
             shape,
@@ -145,6 +153,7 @@ impl DeviceState {
             dependents: 0,
             state: State::Queued,
             site,
+            finite,
         };
         self.records.insert(id, record);
     }
@@ -317,7 +326,13 @@ impl DeviceState {
     /// is about to return. Flushes when the queue is full.
     pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
         self.hold(&op.inputs);
-        self.insert_record(op.output, op.shape.clone(), op.dtype, site);
+        let finite = self.check_numerics
+            && op.kind.adds_only_finite()
+            && op
+                .inputs
+                .iter()
+                .all(|t| self.records.get(t).is_some_and(|r| r.finite));
+        self.insert_record(op.output, op.shape.clone(), op.dtype, site, finite);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
             self.flush();

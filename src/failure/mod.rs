@@ -63,6 +63,10 @@ pub enum FailureKind {
     /// An index a kernel met outside what it indexes (a `gather` past its
     /// table), flagged by that kernel and read with its outputs.
     Index,
+    /// A value an op made that is not finite (NaN, +Inf or -Inf) from
+    /// operands that were, flagged by the kernel that computed it while the
+    /// device checks numerics (`DeviceOptions::check_numerics`).
+    NonFinite,
     /// The GPU rejected the work as invalid.
     Validation,
     /// The GPU ran out of memory.
@@ -82,6 +86,7 @@ impl FailureKind {
             FailureKind::Allocation => "allocation",
             FailureKind::IndexRange => "index-range",
             FailureKind::Index => "index",
+            FailureKind::NonFinite => "non-finite",
             FailureKind::Validation => "validation",
             FailureKind::OutOfMemory => "out-of-memory",
             FailureKind::Internal => "internal",

@@ -23,6 +23,9 @@ pub struct DeviceLimits {
     pub max_binding_size: u64,
     /// `maxStorageBuffersPerShaderStage`.
     pub max_storage_buffers: usize,
+    /// Whether kernels check numerics, binding their checks' flags
+    /// (`storage_bindings`).
+    pub check_numerics: bool,
 }
 
 /// Why a block cannot run, as its failure's kind will say.
@@ -118,7 +121,7 @@ pub fn refusal(
             return Some(too_many(what, count.max(reach)));
         }
     }
-    let bindings = storage_bindings(block, ops);
+    let bindings = storage_bindings(block, ops, limits.check_numerics);
     (bindings > limits.max_storage_buffers).then(|| {
         Refusal::Bindings(format!(
             "the planner made a kernel binding {bindings} storage buffers; the device allows {}",
@@ -151,6 +154,7 @@ mod tests {
         max_buffer_size: 1 << 28,
         max_binding_size: 1 << 27,
         max_storage_buffers: 8,
+        check_numerics: false,
     };
 
     fn exp_of(input: u64, shape: &[usize]) -> (Block, Vec<OpIr>) {

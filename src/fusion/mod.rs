@@ -192,6 +192,10 @@ pub struct Limits {
     pub max_row: usize,
     /// The most ops one block computes (see `MAX_BLOCK_OPS`).
     pub max_ops: usize,
+    /// Whether kernels check numerics: an elementwise group's kernel binds
+    /// the checks' flags, and no group runs as a reduction's prologue (a
+    /// prologue's kernel declares no flags).
+    pub check_numerics: bool,
 }
 
 /// The most ops the device lets one kernel compute: compile time grows
@@ -272,7 +276,7 @@ pub fn plan(
             }
             blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
-            let mut anchored = Group::new(shape);
+            let mut anchored = Group::new(shape, limits.check_numerics);
             anchored.anchor(i, op, &write, &live_consumers);
             group = Some(anchored);
             continue;
@@ -321,7 +325,7 @@ pub fn plan(
             }
             blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
-            group = Some(Group::new(op.shape.clone()));
+            group = Some(Group::new(op.shape.clone(), limits.check_numerics));
         }
         if let Some(g) = group.as_mut() {
             g.add(i, op, &write, &live_consumers);
@@ -352,12 +356,13 @@ struct Group {
     /// Bindings the group needs besides its inputs and outputs (a matmul
     /// anchor's operands).
     base_bindings: usize,
-    /// Whether a gather is in it: its kernel binds the checks' flags.
+    /// Whether its kernel makes checks (a gather's, or every op's when
+    /// numerics are checked): it binds the checks' flags.
     checks: bool,
 }
 
 impl Group {
-    fn new(shape: Vec<usize>) -> Group {
+    fn new(shape: Vec<usize>, check_numerics: bool) -> Group {
         Group {
             shape,
             anchor: None,
@@ -367,7 +372,7 @@ impl Group {
             outside: FxHashMap::default(),
             written: 0,
             base_bindings: 0,
-            checks: false,
+            checks: check_numerics,
         }
     }
 
@@ -617,11 +622,20 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
 /// every block against the device's limit with it before any GPU call, so a
 /// block kind the planner forgot to count fails as an internal error naming
 /// the count, never as a rejected kernel that takes its neighbours down.
-pub fn storage_bindings(block: &Block, ops: &[OpIr]) -> usize {
+///
+/// With `check_numerics` an elementwise group's kernel binds its checks'
+/// flags too; a reduction's output is checked by a kernel of its own
+/// (binding it and the flags), so only groups count one more.
+pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> usize {
     match block {
-        Block::Elementwise(b) => b.inputs.len() + b.outputs.len() + usize::from(b.checks(ops)),
+        Block::Elementwise(b) => {
+            b.inputs.len() + b.outputs.len() + usize::from(check_numerics || b.checks(ops))
+        }
         Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
-            ops[*op].inputs.len() + epilogue.inputs.len() + epilogue.outputs.len()
+            ops[*op].inputs.len()
+                + epilogue.inputs.len()
+                + epilogue.outputs.len()
+                + usize::from(check_numerics)
         }
         Block::Reduction { op, prologue } => {
             let inputs = prologue
@@ -718,6 +732,7 @@ mod tests {
         max_storage_buffers: 8,
         max_row: 1024,
         max_ops: MAX_BLOCK_OPS,
+        check_numerics: false,
     };
 
     /// `plan`, with the ops that run computed from `write` as the device

@@ -118,6 +118,11 @@ impl Values {
         }
     }
 
+    /// Whether every value is finite (by its bits: an integer always is).
+    pub fn all_finite(&self) -> bool {
+        self.dtype != DType::Float32 || self.words.iter().all(|&w| w & 0x7f80_0000 != 0x7f80_0000)
+    }
+
     /// The values as booleans: whether each is non-zero (a NaN is).
     pub fn to_bool(&self) -> Vec<bool> {
         match self.dtype {

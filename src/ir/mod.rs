@@ -505,6 +505,20 @@ impl OpKind {
         }
     }
 
+    /// Whether every value it brings of its own is finite: an upload's
+    /// values, a constant, a scalar operand. One that brings a NaN or an
+    /// infinity makes a value a numerics check must not blame on the ops
+    /// that meet it (`DeviceOptions::check_numerics`).
+    pub fn adds_only_finite(&self) -> bool {
+        match self {
+            OpKind::Upload(values) => values.all_finite(),
+            OpKind::Fill(v) => v.is_finite(),
+            OpKind::BinaryScalar { scalar, .. } => scalar.is_finite(),
+            OpKind::OneHot { on, off, .. } => on.is_finite() && off.is_finite(),
+            _ => true,
+        }
+    }
+
     /// Whether it is a product on the matmul's tiles (a matmul or a
     /// convolution's pass), which anchors the elementwise ops that follow.
     pub fn is_product(&self) -> bool {

@@ -20,19 +20,50 @@ use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, 
 /// A block's input on the host: its values (row-major) and shape.
 pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Values, Vec<usize>)>;
 
-/// What a host block computed: each tensor's values, row-major.
-pub type Computed = Vec<(TensorId, Values)>;
+/// What a host block computed: each tensor's values, row-major, and, with
+/// the numerics checks on, the values it flagged.
+pub struct Computed {
+    pub values: Vec<(TensorId, Values)>,
+    pub flagged: Vec<NonFinite>,
+}
+
+/// A value an op of a host block made non-finite from finite operands, as
+/// a kernel's `Finite` check reports it: the op's place in the block, the
+/// first such flat position, and the value's class (0 NaN, 1 +Inf, 2 -Inf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NonFinite {
+    pub op: usize,
+    pub position: usize,
+    pub class: u32,
+}
+
+impl Computed {
+    /// Values no check looked at (an upload's, a view's).
+    pub fn unflagged(values: Vec<(TensorId, Values)>) -> Computed {
+        Computed {
+            values,
+            flagged: Vec::new(),
+        }
+    }
+}
+
+fn nonfinite(w: u32) -> bool {
+    w & 0x7f80_0000 == 0x7f80_0000
+}
 
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
 /// values of each of its outputs and of each value it computes that `keep`
-/// asks for; or why it cannot: a broken invariant (an operand with no
-/// source, an op that is not elementwise, shapes that do not broadcast),
-/// which the device turns into an `internal` failure, never a panic.
+/// asks for, and with `check_numerics` the first value of each float op
+/// that is not finite where its operands are (the check a kernel makes);
+/// or why it cannot: a broken invariant (an operand with no source, an op
+/// that is not elementwise, shapes that do not broadcast), which the
+/// device turns into an `internal` failure, never a panic.
 pub fn elementwise(
     block: &ElementwiseBlock,
     ops: &[OpIr],
     inputs: HostInput<'_>,
     keep: &dyn Fn(TensorId) -> bool,
+    check_numerics: bool,
 ) -> Result<Computed, String> {
     let out = &block.shape;
     let numel = shape::numel(out);
@@ -71,6 +102,7 @@ pub fn elementwise(
         }
     }
     let mut kept = Vec::new();
+    let mut flagged = Vec::new();
     for (k, &i) in block.ops.iter().enumerate() {
         let op = &ops[i];
         let operand = |n: usize| -> Result<&Values, String> {
@@ -80,6 +112,33 @@ pub fn elementwise(
                 .ok_or_else(|| format!("{t} has no source in the block"))
         };
         let value = compute(op, numel, &operand)?;
+        if check_numerics && op.dtype == DType::Float32 && op.kind.adds_only_finite() {
+            let floats: Vec<&Values> = (0..op.inputs.len())
+                .map(operand)
+                .collect::<Result<Vec<_>, String>>()?
+                .into_iter()
+                .filter(|v| v.dtype == DType::Float32)
+                .collect();
+            let first = value.words.iter().enumerate().position(|(p, &w)| {
+                nonfinite(w)
+                    && floats
+                        .iter()
+                        .all(|x| x.words.get(p).is_some_and(|&o| !nonfinite(o)))
+            });
+            if let Some(position) = first {
+                let w = value.words[position];
+                let class = match (w & 0x007f_ffff != 0, w >> 31) {
+                    (true, _) => 0,
+                    (false, 0) => 1,
+                    _ => 2,
+                };
+                flagged.push(NonFinite {
+                    op: k,
+                    position,
+                    class,
+                });
+            }
+        }
         for &t in &op.inputs {
             if last_use.get(&t) == Some(&k) && !block.outputs.contains(&t) {
                 values.remove(&t);
@@ -96,7 +155,10 @@ pub fn elementwise(
             None => return Err(format!("{t} has no source in the block")),
         }
     }
-    Ok(kept)
+    Ok(Computed {
+        values: kept,
+        flagged,
+    })
 }
 
 /// `data` (row-major, of `shape`) read at each position of `out`, which

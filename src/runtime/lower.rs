@@ -11,7 +11,9 @@
 
 use std::borrow::Cow;
 
-use crate::codegen::{self, Access, Fused, Group, Kernel, REDUCE_CHUNK, Reducer, Stage};
+use crate::codegen::{
+    self, Access, CheckOf, Fused, Group, Kernel, Numerics, REDUCE_CHUNK, Reducer, Stage,
+};
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
@@ -58,6 +60,10 @@ pub struct Lowering<'a> {
     pub retired: &'a mut Vec<Allocation>,
     /// The checks the block's kernels make, for the device to read.
     pub checked: &'a mut Vec<Checked>,
+    /// With the numerics checks on, which tensors are known finite
+    /// (`Record::finite`): an anchor, whose operands its kernel does not
+    /// look at, is checked only where they are. `None` with the checks off.
+    pub finite: Option<&'a dyn Fn(TensorId) -> bool>,
 }
 
 impl Lowering<'_> {
@@ -117,34 +123,46 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: None,
+            numerics: self.numerics(&[]),
         };
         let kernel = codegen::elementwise(group);
         refuse_broken(&kernel)?;
         // Generated before anything is allocated or recorded: a broken one
         // refuses the block whole.
-        let mut values = Vec::with_capacity(kernel.checks.len());
+        let mut values = Vec::new();
         for (slot, check) in kernel.checks.iter().enumerate() {
-            let access = accesses.get(check.input).ok_or_else(|| {
-                format!("check {slot} reads input {} it does not have", check.input)
-            })?;
+            let CheckOf::Index { input } = check.of else {
+                continue;
+            };
+            let access = accesses
+                .get(input)
+                .ok_or_else(|| format!("check {slot} reads input {input} it does not have"))?;
             let value = codegen::flag_value(access, &block.shape, slot);
             refuse_broken(&value)?;
-            values.push((value, buffers[check.input].clone()));
+            values.push((value, buffers[input].clone()));
         }
         let written = self.allocate_outputs(block, &block.outputs);
-        if values.is_empty() {
-            self.launch_block(&kernel, &buffers, &written);
-        } else {
-            self.launch_checked(&kernel, &buffers, &values, &written, &block.shape);
-        }
+        self.launch_checked(&kernel, &buffers, &values, &written, &block.shape);
         self.count_fused(block.ops.len());
         Ok(written)
     }
 
-    /// Launches a kernel that makes checks: its flags (cleared to "none
-    /// failed") bound after its outputs, then each check's `values` kernel
-    /// (reading the checked input) that writes the value at the flagged
-    /// position beside it; the flags go to the device to read (`checked`).
+    /// What a group anchored by an op reading `operands` checks: nothing
+    /// with the checks off; its ops, and its anchor where every operand is
+    /// known finite (an elementwise group alone has no anchor: `&[]`).
+    fn numerics(&self, operands: &[TensorId]) -> Numerics {
+        match self.finite {
+            None => Numerics::Off,
+            Some(finite) if operands.iter().all(|&t| finite(t)) => Numerics::OpsAndAnchor,
+            Some(_) => Numerics::Ops,
+        }
+    }
+
+    /// Launches a kernel, and if it makes checks, its flags (cleared to
+    /// "none failed") bound after its outputs, then each index check's
+    /// `values` kernel (reading the checked input) that writes the value at
+    /// the flagged position beside it; the flags go to the device to read
+    /// (`checked`).
     fn launch_checked(
         &mut self,
         kernel: &Kernel,
@@ -153,6 +171,10 @@ impl Lowering<'_> {
         written: &[(TensorId, Written)],
         shape: &[usize],
     ) {
+        if kernel.checks.is_empty() {
+            let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
+            return self.launch(kernel, buffers, &outputs);
+        }
         let words: Vec<u32> = kernel.checks.iter().flat_map(|_| [u32::MAX, 0]).collect();
         let flags = self.gpu.upload(&words, 4 * words.len() as u64, self.stats);
         let placeholder = self.gpu.placeholder.clone();
@@ -198,6 +220,7 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: Some(ops[i].output),
+            numerics: self.numerics(&ops[i].inputs),
         };
         let kernel = match ops[i].kind {
             OpKind::Conv { pass, geometry } => {
@@ -249,6 +272,7 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: Some(reduced),
+            numerics: self.numerics(&ops[i].inputs),
         };
         let last = [x.shape.len() - 1];
         let stage = match codegen::reduces_per_thread(x, &last, self.gpu.cpu) {
@@ -277,7 +301,7 @@ impl Lowering<'_> {
         epilogue: &ElementwiseBlock,
     ) -> Vec<(TensorId, Written)> {
         let all: Vec<wgpu::Buffer> = operands.into_iter().chain(inputs).collect();
-        self.launch_block(kernel, &all, &written);
+        self.launch_checked(kernel, &all, &[], &written, &epilogue.shape);
         self.count_fused(1 + epilogue.ops.len());
         written
     }
@@ -292,17 +316,6 @@ impl Lowering<'_> {
             .iter()
             .map(|&t| (t, self.allocate(&block.shape)))
             .collect()
-    }
-
-    /// Launches `kernel` reading `buffers` and writing `written`'s.
-    fn launch_block(
-        &mut self,
-        kernel: &Kernel,
-        buffers: &[wgpu::Buffer],
-        written: &[(TensorId, Written)],
-    ) {
-        let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
-        self.launch(kernel, buffers, &outputs);
     }
 
     /// Counts the ops a kernel computed together (`Stats::fused_ops`): only
@@ -331,11 +344,15 @@ impl Lowering<'_> {
         {
             let (buffers, accesses) = bind(&op.inputs, inputs)?;
             let kernel = codegen::pool_grad(pool, size, geometry, &accesses, &op.shape);
-            return self.launch_one(&kernel, &buffers, &op.shape);
+            let written = self.launch_one(&kernel, &buffers, &op.shape)?;
+            self.check_written(op, 0, &written);
+            return Ok(written);
         }
         let Some(prologue) = prologue else {
             let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
-            return self.fold(op, (&buffers, &accesses[0], None));
+            let written = self.fold(op, (&buffers, &accesses[0], None))?;
+            self.check_written(op, 0, &written);
+            return Ok(written);
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
         // What the prologue computes: its last op's value.
@@ -350,9 +367,12 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: None,
+            // The planner makes no prologue while numerics are checked.
+            numerics: Numerics::Off,
         };
         let written = self.fold(op, (&buffers, &input, Some(group)))?;
         self.stats.fused_ops += prologue.ops.len() as u64 + 1;
+        self.check_written(op, prologue.ops.len(), &written);
         Ok(written)
     }
 
@@ -397,6 +417,23 @@ impl Lowering<'_> {
         };
         let kernel = codegen::scan(input, prologue, scan, axis, exclusive, reverse);
         self.launch_one(&kernel, buffers, &op.shape)
+    }
+
+    /// With the numerics checks on, the float values a reduction, scan or
+    /// pool `op` (the block's op `at`) wrote, looked at by a kernel of its
+    /// own in the same submit: such kernels have no elementwise group to
+    /// check in, and their outputs are mostly small. Only where `op`'s
+    /// operands are known finite: a user's NaN passes through.
+    fn check_written(&mut self, op: &OpIr, at: usize, written: &Written) {
+        let Written::Owned(out) = written else {
+            return;
+        };
+        if op.dtype != DType::Float32 || self.numerics(&op.inputs) != Numerics::OpsAndAnchor {
+            return;
+        }
+        let kernel = codegen::finite_scan(shape::numel(&op.shape), at);
+        let buffer = out.buffer.clone();
+        self.launch_checked(&kernel, &[buffer], &[], &[], &op.shape);
     }
 
     /// `kernel` launched on `buffers` into a new tensor of `shape`.

@@ -61,7 +61,10 @@ impl Drop for JsDevice {
 #[wasm_bindgen(js_class = Device)]
 impl JsDevice {
     /// `Device.request({ capacity?, hostMaxElements?, debug?: { captureStacks?,
-    /// errorScopes? } })` opens a GPU device. `hostMaxElements` (default
+    /// errorScopes?, checkNumerics? } })` opens a GPU device. With
+    /// `checkNumerics` (also `device.checkNumerics = true` later) the op that
+    /// first makes a NaN or an infinity from finite values fails as
+    /// `non-finite`, with what depends on it. `hostMaxElements` (default
     /// 1024, 0 for never) is the largest elementwise work on values the
     /// page gave that runs in wasm rather than as a kernel, as TF.js
     /// forwards small tensors to its CPU backend. Options are checked at
@@ -71,7 +74,7 @@ impl JsDevice {
     #[wasm_bindgen(unchecked_return_type = "Promise<Device>")]
     pub fn request(
         #[wasm_bindgen(
-            unchecked_optional_param_type = "{ capacity?: number; hostMaxElements?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean } }"
+            unchecked_optional_param_type = "{ capacity?: number; hostMaxElements?: number; debug?: { captureStacks?: boolean; errorScopes?: boolean; checkNumerics?: boolean } }"
         )]
         options: JsValue,
     ) -> Result<Promise, JsValue> {
@@ -82,7 +85,7 @@ impl JsDevice {
             &options,
             &["capacity", "hostMaxElements", "debug"],
         )?;
-        let debug = options.nested("debug", &["captureStacks", "errorScopes"])?;
+        let debug = options.nested("debug", &["captureStacks", "errorScopes", "checkNumerics"])?;
         let defaults = DeviceOptions::default();
         let opts = DeviceOptions {
             capacity: options.integer_or(
@@ -93,6 +96,7 @@ impl JsDevice {
             )? as usize,
             capture_stacks: debug.boolean_or("captureStacks", defaults.capture_stacks)?,
             error_scopes: debug.boolean_or("errorScopes", defaults.error_scopes)?,
+            check_numerics: debug.boolean_or("checkNumerics", defaults.check_numerics)?,
             host_max_elements: options.integer_or(
                 "hostMaxElements",
                 0.0,
@@ -353,6 +357,28 @@ impl JsDevice {
     /// `free()` and `[Symbol.dispose]()` do the same.
     pub fn destroy(&self) -> Result<(), JsValue> {
         self.device("destroy")?.destroy();
+        Ok(())
+    }
+
+    /// Whether the device checks numerics (`debug.checkNumerics`).
+    #[wasm_bindgen(getter = checkNumerics)]
+    pub fn check_numerics(&self) -> Result<bool, JsValue> {
+        Ok(self.device("checkNumerics")?.checks_numerics())
+    }
+
+    /// Turns the numerics checks on or off for ops registered from now on
+    /// (what is queued runs first, as it was registered).
+    #[wasm_bindgen(setter = checkNumerics)]
+    pub fn set_check_numerics(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "boolean")] on: JsValue,
+    ) -> Result<(), JsValue> {
+        let op = "checkNumerics";
+        let device = self.device(op)?;
+        let on = on
+            .as_bool()
+            .ok_or_else(|| errors::op_error(op, ErrorClass::Type, "takes a boolean"))?;
+        device.set_check_numerics(on);
         Ok(())
     }
 

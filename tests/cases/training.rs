@@ -566,3 +566,94 @@ pub async fn a_step_without_a_var_list_trains_the_variables_its_value_reads_what
     let unrelated = variable_grads(|| first.tensor(&[1.0], None)?.sum(None, false), None);
     assert!(unrelated.is_err_and(|e| e.to_string().contains("does not depend")));
 }
+
+/// Trains XOR's net with SGD at a learning rate that diverges, on a device
+/// with or without the numerics checks, reading every step's cost: the
+/// weights after each good step, and the first failed step's error.
+async fn diverge(
+    check_numerics: bool,
+) -> (Vec<Vec<Vec<f32>>>, Option<webfusion::TensorError>, Setup) {
+    let s = setup().await;
+    s.gpu.set_check_numerics(check_numerics);
+    let mut sgd = Optimizer::sgd(40.0).unwrap();
+    let mut good = vec![values(&s.vars).await];
+    for _ in 0..100 {
+        let cost = optimizer_step(&s, &mut sgd);
+        match cost.to_vec().await {
+            Ok(_) => good.push(values(&s.vars).await),
+            Err(e) => return (good, Some(e), s),
+        }
+    }
+    (good, None, s)
+}
+
+/// One SGD step of XOR's net on the mean squared error of its logits.
+fn optimizer_step(s: &Setup, sgd: &mut Optimizer) -> Tensor {
+    sgd.minimize(
+        || {
+            logits(&s.vars, &s.x)?
+                .sub(&s.labels)?
+                .square()?
+                .mean(None, false)
+        },
+        true,
+        Some(&s.vars),
+    )
+    .unwrap()
+    .unwrap()
+}
+
+pub async fn a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without() {
+    let (good, error, s) = diverge(true).await;
+    let error = error.expect("the learning rate diverges within 100 steps");
+    let root = &error.first().unwrap().root;
+    assert_eq!(root.kind, FailureKind::NonFinite, "{error}");
+    let ops = [
+        "matmul", "add", "tanh", "sub", "square", "mean", "mul", "sum",
+    ];
+    assert!(
+        ops.contains(&root.op.as_str()),
+        "an op of the step: {error}"
+    );
+    let last = good.last().unwrap();
+    assert!(good.len() > 2, "some steps ran before it diverged");
+    assert!(
+        last.iter().flatten().all(|v| v.is_finite()),
+        "the weights stay finite"
+    );
+    assert_eq!(
+        &values(&s.vars).await,
+        last,
+        "the failed step changed no variable"
+    );
+    // The next step runs (from the same weights, so it fails the same way),
+    // and still changes nothing.
+    let again = optimizer_step(&s, &mut Optimizer::sgd(40.0).unwrap());
+    assert_eq!(
+        read_err(&again).await.first().unwrap().root.kind,
+        FailureKind::NonFinite
+    );
+    assert_eq!(&values(&s.vars).await, last);
+    drop((again, error));
+    let _ = s.gpu.sync().await;
+    // The device keeps working: the kept weights read and compute.
+    let w = s.vars[0].value().mul(0.5).unwrap();
+    close_within(
+        &read(&w).await,
+        &last[0].iter().map(|v| v * 0.5).collect::<Vec<_>>(),
+        0.0,
+    );
+
+    // The same training without the checks: nothing fails, the weights go
+    // non-finite.
+    let (good, error, _) = diverge(false).await;
+    assert!(error.is_none(), "nothing fails without the checks");
+    assert!(
+        good.last()
+            .unwrap()
+            .iter()
+            .flatten()
+            .any(|v| !v.is_finite()),
+        "the weights are poisoned"
+    );
+}

@@ -132,6 +132,22 @@ fn random_op_graphs_for_fixed_seeds_match_the_cpu_reference() {
     }
 }
 
+/// The same graphs on devices that check numerics: every kernel kind binds
+/// its flags and checks what it computes, and graphs whose values are all
+/// finite must read exactly as without the checks (no false `non-finite`).
+#[test]
+fn random_op_graphs_read_the_same_with_the_numerics_checks_on() {
+    for host_max_elements in [0, DeviceOptions::default().host_max_elements] {
+        let options = DeviceOptions {
+            host_max_elements,
+            check_numerics: true,
+            ..DeviceOptions::default()
+        };
+        let gpu = pollster::block_on(Device::request(options)).expect("a native GPU adapter");
+        run_seeds(&gpu, 0..48);
+    }
+}
+
 /// Graphs with an injected fault (and, in some, a branch past the buffer
 /// limits): every checked tensor reads its reference value unless it depends
 /// on a failed op, and then rejects with a report of each failure it depends

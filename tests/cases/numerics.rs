@@ -167,3 +167,123 @@ pub async fn with_the_checks_off_a_non_finite_value_reads_as_a_value() {
         );
     }
 }
+
+/// What breaks a random chain: the op that makes the first non-finite value
+/// from the finite ones before it (each of the chain's values lies in
+/// [-2, 2], none is 0 where it matters).
+const BREAKERS: [&str; 5] = ["log", "div", "exp", "matmul", "sum"];
+
+/// `y` broken by `breaker`: the tensors registered on the way (the first
+/// finite, the breaker's value last).
+fn broken(y: &Tensor, breaker: &str) -> Vec<Tensor> {
+    let gpu = y.device();
+    match breaker {
+        "log" => {
+            let zero = y.sub(y).unwrap();
+            vec![zero.clone(), zero.log().unwrap()]
+        }
+        "div" => {
+            let zero = y.mul(0.0).unwrap();
+            let ones = gpu.ones(y.shape()).unwrap();
+            vec![zero.clone(), ones.div(&zero).unwrap()]
+        }
+        "exp" => {
+            let big = y.abs().unwrap().add(100.0).unwrap();
+            vec![big.clone(), big.exp().unwrap()]
+        }
+        "matmul" => {
+            let big = y.abs().unwrap().add(1.0).unwrap().mul(1e20).unwrap();
+            let t = big.transpose(None).unwrap();
+            vec![big.clone(), big.matmul(&t).unwrap()]
+        }
+        _ => {
+            let big = y
+                .tanh()
+                .unwrap()
+                .abs()
+                .unwrap()
+                .add(1.0)
+                .unwrap()
+                .mul(1.5e38)
+                .unwrap();
+            vec![big.clone(), big.sum(Some(&[-1]), true).unwrap()]
+        }
+    }
+}
+
+/// A finite op of the chains, picked by `k`.
+fn finite_op(y: &Tensor, k: u64) -> Tensor {
+    match k % 7 {
+        0 => y.tanh(),
+        1 => y.sigmoid(),
+        2 => y.mul(1.5).and_then(|t| t.tanh()),
+        3 => y.add(0.25),
+        4 => y.sin(),
+        5 => y.neg(),
+        _ => y.cos(),
+    }
+    .unwrap()
+}
+
+pub async fn in_random_chains_every_tensor_below_the_breaking_op_fails_at_it_and_the_rest_read() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for (name, gpu) in checking().await {
+        for seed in 0..40 {
+            let breaker = BREAKERS[(next() % 5) as usize];
+            let values: Vec<f32> = (0..16)
+                .map(|i| ((i * 7 + seed) % 13) as f32 * 0.3 - 1.8)
+                .collect();
+            let x = gpu.tensor(&values, Some(&[4, 4])).unwrap();
+            // Finite ops, each kept in a variable, then the breaker, then
+            // more ops (some of which would turn the value finite again).
+            let mut above = vec![x.clone()];
+            for _ in 0..next() % 5 {
+                let y = finite_op(above.last().unwrap(), next());
+                above.push(y);
+            }
+            let mut made = broken(above.last().unwrap(), breaker);
+            let root = made.pop().unwrap();
+            above.extend(made);
+            let mut below = vec![root];
+            for _ in 0..next() % 4 {
+                let y = finite_op(below.last().unwrap(), next());
+                below.push(y);
+            }
+            if next() % 2 == 0 {
+                below.push(below.last().unwrap().sum(None, false).unwrap());
+            }
+            let unrelated = x.mul(2.0).unwrap();
+            // Read in a random order: the last tensor first, or the first.
+            if next() % 2 == 0 {
+                below.reverse();
+            }
+            let what = format!("{name}, seed {seed}, broken by {breaker}");
+            for t in &below {
+                let error = read_err(t).await;
+                assert_eq!(error.failures.len(), 1, "{what}: {error}");
+                let root = &error.failures[0].root;
+                assert_eq!(root.kind, FailureKind::NonFinite, "{what}: {error}");
+                assert_eq!(root.op, breaker, "{what}: {error}");
+            }
+            for t in &above {
+                let got = floats(t).await;
+                assert!(got.iter().all(|v| v.is_finite()), "{what}: {got:?}");
+            }
+            let doubled: Vec<f32> = values.iter().map(|v| v * 2.0).collect();
+            assert_eq!(floats(&unrelated).await, doubled, "{what}");
+            drop((above, below));
+            let _ = gpu.sync().await;
+            assert_eq!(
+                gpu.stats().failures_held,
+                0,
+                "{what}: freed with their carriers"
+            );
+        }
+    }
+}

@@ -332,10 +332,45 @@ pub(super) fn strided_index(
     terms.join(" + ")
 }
 
-/// The helpers of the int32 ops and the float mod, each written into a
-/// kernel only when its text calls it: every kernel's text is compiled, and
-/// most kernels need none of them.
-const HELPERS: [(&str, &str); 6] = [
+/// The helpers of the int32 ops, the float mod and the float functions whose
+/// edges WGSL leaves to the driver, each written into a kernel only when its
+/// text calls it: every kernel's text is compiled, and most kernels need
+/// none of them. `log`, `sqrt` and `inverseSqrt` take their IEEE values at
+/// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
+/// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
+/// could not see), and the driver's function everywhere else.
+const HELPERS: [(&str, &str); 9] = [
+    (
+        "wf_log(",
+        r"fn wf_log(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) == 0u) { return ninf(); }
+    if (b >= wf_inf_bits) { return select(bitcast<f32>(wf_nan_bits), x, b == wf_inf_bits); }
+    return log(x);
+}
+",
+    ),
+    (
+        "wf_sqrt(",
+        r"fn wf_sqrt(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) == 0u || b == wf_inf_bits) { return x; }
+    if (b > wf_inf_bits) { return bitcast<f32>(wf_nan_bits); }
+    return sqrt(x);
+}
+",
+    ),
+    (
+        "wf_rsqrt(",
+        r"fn wf_rsqrt(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) == 0u) { return select(bitcast<f32>(wf_inf_bits), ninf(), b != 0u); }
+    if (b == wf_inf_bits) { return 0.0; }
+    if (b > wf_inf_bits) { return bitcast<f32>(wf_nan_bits); }
+    return inverseSqrt(x);
+}
+",
+    ),
     (
         "wf_pow_i(",
         r"fn wf_pow_i(a: i32, b: i32) -> i32 {
@@ -438,9 +473,9 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         UnaryOp::Neg => write!(out, "-({x})"),
         UnaryOp::Abs => write!(out, "abs({x})"),
         UnaryOp::Exp => write!(out, "exp({x})"),
-        UnaryOp::Log => write!(out, "log({x})"),
-        UnaryOp::Sqrt => write!(out, "sqrt({x})"),
-        UnaryOp::Rsqrt => write!(out, "inverseSqrt({x})"),
+        UnaryOp::Log => write!(out, "wf_log({x})"),
+        UnaryOp::Sqrt => write!(out, "wf_sqrt({x})"),
+        UnaryOp::Rsqrt => write!(out, "wf_rsqrt({x})"),
         UnaryOp::Square => write!(out, "({x} * {x})"),
         UnaryOp::Relu => write!(out, "max({x}, {zero})"),
         UnaryOp::Gelu => write!(

@@ -287,3 +287,40 @@ pub async fn in_random_chains_every_tensor_below_the_breaking_op_fails_at_it_and
         }
     }
 }
+
+pub async fn log_sqrt_and_rsqrt_give_ieee_values_at_zero_below_it_at_infinity_and_at_nan() {
+    let options = |host_max_elements| DeviceOptions {
+        host_max_elements,
+        ..DeviceOptions::default()
+    };
+    let inf = f32::INFINITY;
+    let edges = [0.0, -0.0, -1.0, inf, -inf, f32::NAN, 4.0];
+    // NaN is written as NaN: compared by class below.
+    let want: [(&str, [f32; 7]); 3] = [
+        (
+            "log",
+            [-inf, -inf, f32::NAN, inf, f32::NAN, f32::NAN, 4f32.ln()],
+        ),
+        ("sqrt", [0.0, -0.0, f32::NAN, inf, f32::NAN, f32::NAN, 2.0]),
+        ("rsqrt", [inf, -inf, f32::NAN, 0.0, f32::NAN, f32::NAN, 0.5]),
+    ];
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(options(max)).await;
+        let x = gpu.tensor(&edges, None).unwrap();
+        for (op, want) in want {
+            let y = match op {
+                "log" => x.log(),
+                "sqrt" => x.sqrt(),
+                _ => x.rsqrt(),
+            }
+            .unwrap();
+            let got = floats(&y).await;
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                let same = (g.is_nan() && w.is_nan())
+                    || (g.to_bits() == w.to_bits())
+                    || (i == 6 && (g - w).abs() < 1e-6);
+                assert!(same, "{name}: {op}({}) is {g}, not {w}", edges[i]);
+            }
+        }
+    }
+}

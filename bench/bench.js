@@ -75,6 +75,7 @@ window.runBench = async (only) => {
     default: await Device.request(),
     stacks: await Device.request({ debug: { captureStacks: true } }),
     noScopes: await Device.request({ debug: { errorScopes: false } }),
+    numerics: await Device.request({ debug: { checkNumerics: true } }),
     // Its own device, so its first iteration compiles its own kernels.
     asWritten: await Device.request(),
   };
@@ -85,6 +86,7 @@ window.runBench = async (only) => {
       webfusion: webfusionWorkload({ tidy, train }, devices.default, w.id).step,
       stacks: webfusionWorkload({ tidy, train }, devices.stacks, w.id).step,
       noScopes: webfusionWorkload({ tidy, train }, devices.noScopes, w.id).step,
+      numerics: webfusionWorkload({ tidy, train }, devices.numerics, w.id).step,
       asWritten: webfusionWorkload({ tidy, train, asWritten: true }, devices.asWritten, w.id).step,
       tfjs: tfjsWorkload(tf, w.id).step,
     };
@@ -108,6 +110,20 @@ window.runBench = async (only) => {
     row.noScopes = ms.noScopes;
     row.stacksCost = pairedCost(samples, 'stacks', 'webfusion');
     row.scopesCost = pairedCost(samples, 'webfusion', 'noScopes');
+    row.numericsCost = pairedCost(samples, 'numerics', 'webfusion');
+    // TF.js's own check of every kernel's values (`DEBUG`), beside it
+    // without: it reads each kernel's output back (and logs each kernel).
+    const tfjsStep = steps.tfjs;
+    const debugged = async () => {
+      tf.env().set('DEBUG', true);
+      try {
+        return await tfjsStep();
+      } finally {
+        tf.env().set('DEBUG', false);
+      }
+    };
+    const { samples: debugSamples } = await timeSideBySide({ tfjs: tfjsStep, tfjsDebug: debugged }, true);
+    row.tfjsDebugCost = pairedCost(debugSamples, 'tfjsDebug', 'tfjs');
     row.rounds = samples.webfusion.length;
     row.tfjs = ms.tfjs;
     row.ort = ms.ort ?? null;

@@ -17,7 +17,8 @@ const browser = await launch();
 try {
   const page = await browser.newPage();
   page.on('console', (m) => { if (m.type() === 'error') console.error(`[page] ${m.text()}`); });
-  page.on('console', (m) => { if (m.type() === 'log') console.log(`[bench] ${m.text()}`); });
+  // The rows the page logs (JSON); not TF.js's own log of each kernel in its DEBUG mode.
+  page.on('console', (m) => { if (m.type() === 'log' && m.text().startsWith('{')) console.log(`[bench] ${m.text()}`); });
   await page.goto(urlOf(server));
   await page.waitForSelector('body[data-ready]', { state: 'attached', timeout: 60_000 });
   const { results, registration } = await page.evaluate((ids) => window.runBench(ids.length ? ids : null), only);
@@ -30,9 +31,9 @@ try {
     ratio(r.webfusion.ms, r.tfjs), ratio(r.asWritten.ms, r.tfjs), ratio(r.webfusion.ms, r.ort),
     r.tfjsGpu == null ? '-' : `${fmt(r.tfjsGpu)} (${ratio(r.webfusionBesideTfjsGpu, r.tfjsGpu)})`,
     `${r.webfusion.kernels}/${r.asWritten.kernels}`, `${r.webfusion.bytes}/${r.asWritten.bytes}`,
-    pct(r.stacksCost), pct(r.scopesCost), String(r.rounds),
+    pct(r.stacksCost), pct(r.scopesCost), pct(r.numericsCost), pct(r.tfjsDebugCost), String(r.rounds),
   ]);
-  const head = ['workload', 'tidy ms', 'as written ms', 'written vs tidy', 'tfjs ms', 'ort ms', 'tfjs/tidy', 'tfjs/written', 'ort/tidy', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'rounds'];
+  const head = ['workload', 'tidy ms', 'as written ms', 'written vs tidy', 'tfjs ms', 'ort ms', 'tfjs/tidy', 'tfjs/written', 'ort/tidy', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'checks cost', 'tfjs debug cost', 'rounds'];
   const table = (head, rows) => {
     const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
     const line = (cells) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
@@ -43,6 +44,7 @@ try {
   console.log('tidy: intermediates disposed as built (TF.js tidy); as written: every intermediate kept in a variable, disposed after the read.');
   console.log('written vs tidy: as-written time over tidy time, minus 1 (median of the per-round ratios). kernels and bytes: tidy/as written.');
   console.log('stacks cost: captureStacks on vs default; scopes cost: default vs error scopes off; each the median of the per-round ratios.');
+  console.log("checks cost: checkNumerics on vs default; tfjs debug cost: TF.js with env DEBUG on vs off, timed side by side.");
   console.log('tfjs gpu-path: TF.js with CPU forwarding off, timed beside webfusion.');
   const coldHead = ['workload', 'cold tidy ms', 'cold as written ms', 'cold tfjs ms', 'cold ort ms', 'tfjs/written'];
   const coldRows = results.map((r) => [

@@ -278,13 +278,20 @@ async function breakStep(how) {
     trainer.gpu.injectFault({ ...target, kind: $('fault-kind').value });
   }
   if (how === 'lost') trainer.gpu.destroy();
-  try {
-    cost = trainer.step(how === 'allocation' ? { hugeLayer: true } : undefined);
-  } catch (e) {
-    thrown = e;
-  }
-  if (cost) {
-    try { await cost.data(); } catch (e) { error = e; }
+  let diverged = 0;
+  // What the failed step must leave: the weights of the last good step.
+  let good = before;
+  if (how === 'diverge') {
+    ({ cost, error, good, steps: diverged } = await divergingSteps(trainer, before));
+  } else {
+    try {
+      cost = trainer.step(how === 'allocation' ? { hugeLayer: true } : undefined);
+    } catch (e) {
+      thrown = e;
+    }
+    if (cost) {
+      try { await cost.data(); } catch (e) { error = e; }
+    }
   }
   const costId = cost?.id;
   // Disposed once read, like any tensor: its failure goes with it.
@@ -292,7 +299,7 @@ async function breakStep(how) {
   let after = null;
   let readError = null;
   try { after = await trainer.readWeights(); } catch (e) { readError = e; }
-  const unchanged = after !== null && after.every((w, i) => w.every((v, j) => v === before[i][j]));
+  const unchanged = after !== null && after.every((w, i) => w.every((v, j) => v === good[i][j]));
   const report = error ?? readError;
   renderChain(report, cost);
   const tensorRows = [];
@@ -309,6 +316,13 @@ async function breakStep(how) {
     summary = `The device was lost: minimize threw "${thrown?.message}". `;
     await recover('the page destroyed the device', true);
     summary += `A new device was requested and the weights last read (step ${state.saved.step}) restored. `;
+  } else if (how === 'diverge') {
+    const finite = after?.every((w) => w.every(Number.isFinite));
+    summary = `At learning rate ${DIVERGING_LR.toExponential(0)}, step ${diverged} made a non-finite value `
+      + `(${report?.root.op}: ${report?.root.message}); `
+      + `every variable ${unchanged ? 'kept the last good step\'s value' : 'CHANGED'}${finite ? ', all finite' : ''}. `
+      + 'The weights from before the divergence were put back. ';
+    trainer.restore(state.saved.weights);
   } else {
     summary = `The step failed (${report?.root.kind} at ${report?.root.op}); every variable ${unchanged ? 'kept its value' : 'CHANGED'}. `;
   }
@@ -328,6 +342,44 @@ async function breakStep(how) {
     device: state.trainer.gpu === trainer.gpu ? 'same' : 'new',
     state: 'done',
   });
+}
+
+/** A learning rate at which every model here overflows within a few steps. */
+const DIVERGING_LR = 1e30;
+
+/**
+ * Steps at `DIVERGING_LR` with the numerics checks on until one fails (at
+ * most 10), reading each step's cost and, after a good one, the weights.
+ * Returns the failed step's cost and error, the weights of the last good
+ * step (`before` if none was), and how many steps it took; the learning
+ * rate and the checks are as they were.
+ */
+async function divergingSteps(trainer, before) {
+  const lr = trainer.optimizer.learningRate;
+  trainer.gpu.checkNumerics = true;
+  trainer.setLearningRate(DIVERGING_LR);
+  let good = before;
+  let error = null;
+  let cost = null;
+  let steps = 0;
+  try {
+    while (!error && steps < 10) {
+      steps += 1;
+      cost = trainer.step();
+      try {
+        await cost.data();
+        good = await trainer.readWeights();
+        cost.dispose();
+        cost = null;
+      } catch (e) {
+        error = e;
+      }
+    }
+  } finally {
+    trainer.gpu.checkNumerics = false;
+    trainer.setLearningRate(lr);
+  }
+  return { cost, error, good, steps };
 }
 
 /** A new device, the weights last read restored, the same problem. */
@@ -394,6 +446,7 @@ $('lr').addEventListener('change', guarded(() => state.trainer.setLearningRate(n
 $('break-fault').addEventListener('click', guarded(() => breakStep('fault')));
 $('break-alloc').addEventListener('click', guarded(() => breakStep('allocation')));
 $('break-lost').addEventListener('click', guarded(() => breakStep('lost')));
+$('break-diverge').addEventListener('click', guarded(() => breakStep('diverge')));
 $('profile').addEventListener('click', guarded(profileStep));
 for (const id of ['kind', 'arms', 'noise', 'width', 'depth', 'optimizer']) {
   $(id).addEventListener('change', guarded(reset));

@@ -121,6 +121,21 @@ export class Trainer {
 
   setLearningRate(lr) { this.optimizer.learningRate = lr; }
 
+  /**
+   * Puts `weights` (as `readWeights` gives them) back into the variables,
+   * and starts the optimizer afresh: its state was of other weights.
+   */
+  restore(weights) {
+    this.vars.forEach((v, i) => {
+      const t = this.gpu.tensor(weights[i], v.shape);
+      v.assign(t);
+      t.dispose();
+    });
+    const lr = this.optimizer.learningRate;
+    this.optimizer.dispose();
+    this.optimizer = makeOptimizer(this.wf, { ...this.config, lr });
+  }
+
   /** Frees the tensors and destroys the device: `create` requested it for this trainer alone. */
   dispose() {
     for (const t of [this.x, this.y, this.grid, ...this.vars]) t.dispose();

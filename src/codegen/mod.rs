@@ -365,4 +365,93 @@ mod tests {
         );
         assert_eq!(kernel.workgroups, 3 * 2 * 2);
     }
+
+    /// The `@binding(N)` numbers a kernel's text declares, in order.
+    fn bindings(wgsl: &str) -> Vec<usize> {
+        wgsl.match_indices("@binding(")
+            .map(|(at, m)| {
+                let rest = &wgsl[at + m.len()..];
+                rest[..rest.find(')').unwrap()].parse().unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_checked_group_declares_its_flags_after_every_other_binding_and_checks_each_float_op() {
+        let (block, ops) = exp_block(8);
+        let accesses = [contiguous(&[8])];
+        let checked = |numerics| Group {
+            numerics,
+            ..alone(&block, &ops, &accesses)
+        };
+        let kernel = elementwise(checked(Numerics::Ops));
+        assert_eq!(bindings(&kernel.wgsl), [0, 1, 2, 3], "{}", kernel.wgsl);
+        assert!(
+            kernel.wgsl.contains("flags: array<atomic<u32>>"),
+            "{}",
+            kernel.wgsl
+        );
+        assert_eq!(
+            kernel.checks,
+            [Check {
+                op: 0,
+                of: CheckOf::Finite
+            }]
+        );
+        assert!(
+            kernel.wgsl.contains("if (nonfinite(v0) && !nonfinite(x0))"),
+            "{}",
+            kernel.wgsl
+        );
+        assert!(elementwise(checked(Numerics::Off)).checks.is_empty());
+        // A row reduction that writes its value binds it after the
+        // epilogue's outputs: the flags come after that, and the anchor
+        // (the block's first op) is checked too.
+        let reduced = OpIr {
+            kind: OpKind::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![1],
+            },
+            inputs: vec![TensorId(10)],
+            output: TensorId(1),
+            shape: vec![4, 1],
+            dtype: DType::Float32,
+        };
+        let mut all = ops.clone();
+        all[0].shape = vec![4, 2];
+        all.push(reduced);
+        let rows = ElementwiseBlock {
+            shape: vec![4, 2],
+            inputs: vec![],
+            ..block.clone()
+        };
+        let group = Group {
+            block: &rows,
+            ops: &all,
+            accesses: &[],
+            anchor: Some(TensorId(1)),
+            numerics: Numerics::OpsAndAnchor,
+        };
+        let kernel = reduce(
+            &contiguous(&[4, 2]),
+            &[1],
+            Reducer::Fold(ReduceOp::Sum),
+            Stage::Whole,
+            Fused::Epilogue(group, true),
+        );
+        let declared = bindings(&kernel.wgsl);
+        let mut distinct = declared.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), declared.len(), "{}", kernel.wgsl);
+        let flags = kernel.wgsl.find("var<storage, read_write> flags").unwrap();
+        let last = kernel.wgsl[..flags].rfind("@binding(").unwrap();
+        assert_eq!(bindings(&kernel.wgsl[last..])[0], *distinct.last().unwrap());
+        assert_eq!(
+            kernel.checks.first().map(|c| c.op),
+            Some(0),
+            "the anchor first"
+        );
+        assert_eq!(kernel.checks.len(), 2, "the anchor and the exp");
+    }
 }

@@ -474,6 +474,7 @@ test('Device.request refuses bad options synchronously, naming Device.request an
       flagType: caught(() => Device.request({ debug: { captureStacks: 'yes' } })),
       scopesType: caught(() => Device.request({ debug: { errorScopes: 0 } })),
       debugUnknown: caught(() => Device.request({ debug: { captureStack: true } })),
+      numericsType: caught(() => Device.request({ debug: { checkNumerics: 'on' } })),
       hostNegative: caught(() => Device.request({ hostMaxElements: -1 })),
       hostFraction: caught(() => Device.request({ hostMaxElements: 0.5 })),
       hostType: caught(() => Device.request({ hostMaxElements: true })),
@@ -490,13 +491,48 @@ test('Device.request refuses bad options synchronously, naming Device.request an
     debugType: 'TypeError: Device.request: debug must be an object, got true',
     flagType: 'TypeError: Device.request: debug.captureStacks must be a boolean, got the string "yes"',
     scopesType: 'TypeError: Device.request: debug.errorScopes must be a boolean, got 0',
-    debugUnknown: "TypeError: Device.request: debug has no option 'captureStack' (it takes captureStacks, errorScopes)",
+    debugUnknown: "TypeError: Device.request: debug has no option 'captureStack' (it takes captureStacks, errorScopes, checkNumerics)",
+    numericsType: 'TypeError: Device.request: debug.checkNumerics must be a boolean, got the string "on"',
     hostNegative: 'RangeError: Device.request: hostMaxElements must be an integer from 0 to 4294967295, got -1',
     hostFraction: 'RangeError: Device.request: hostMaxElements must be an integer from 0 to 4294967295, got 0.5',
     hostType: 'TypeError: Device.request: hostMaxElements must be a number, got true',
     works: [1, 1],
     kernelsOnly: [1, 1],
   });
+});
+
+test('checkNumerics from JS: the op that made a NaN or an infinity is a non-finite root, the page\'s own NaN reads, and the property refuses a non-boolean', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, TensorError }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request({ debug: { checkNumerics: true, captureStacks: true } });
+    const x = gpu.tensor([1, 0, 4]);
+    const logged = x.mul(2).log().add(1);
+    const error = await logged.data().then(() => null, (e) => e);
+    const own = Array.from(await gpu.tensor([NaN, 1]).exp().data());
+    const synced = await gpu.sync().then(() => null, (e) => e.failures.map((f) => f.root.kind));
+    const on = gpu.checkNumerics;
+    const bad = caught(() => { gpu.checkNumerics = 'yes'; });
+    gpu.checkNumerics = false;
+    const off = Array.from(await x.log().data());
+    logged.dispose();
+    return {
+      isTensorError: error instanceof TensorError,
+      root: { kind: error.root.kind, op: error.root.op, message: error.root.message },
+      registeredAt: error.root.registeredAt,
+      own, synced, on, bad, off, after: gpu.checkNumerics,
+      held: gpu.stats().failuresHeld,
+    };
+  }, CAUGHT);
+  assert.equal(result.isTensorError, true);
+  assert.deepEqual(result.root, { kind: 'non-finite', op: 'log', message: 'it made -Infinity at [1] of its [3] result from finite operands' });
+  assert.match(result.registeredAt, /<anonymous>:\d+:\d+$/);
+  assert.ok(Number.isNaN(result.own[0]) && Math.abs(result.own[1] - Math.E) < 1e-6, 'the page\'s NaN is a value');
+  assert.deepEqual(result.synced, ['non-finite'], 'sync() reports it once');
+  assert.equal(result.on, true);
+  assert.equal(result.bad, 'TypeError: checkNumerics: takes a boolean');
+  assert.deepEqual(result.off, [0, -Infinity, Math.log(4)].map((v) => Math.fround(v)));
+  assert.equal(result.after, false);
+  assert.equal(result.held, 0, 'the failure went with its tensor');
 });
 
 test('a read names where it was asked only on a device that captures stacks', async () => {

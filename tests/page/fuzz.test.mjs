@@ -387,7 +387,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
           ['capacity 1.5', { capacity: 1.5 }], ["capacity 'a'", { capacity: 'a' }], ['capacity NaN', { capacity: NaN }],
           ['capacity 2**40', { capacity: 2 ** 40 }], ['debug 5', { debug: 5 }], ["debug 'yes'", { debug: 'yes' }],
           ['debug []', { debug: [] }], ["captureStacks 'yes'", { debug: { captureStacks: 'yes' } }],
-          ['errorScopes 1', { debug: { errorScopes: 1 } }], ['debug.foo', { debug: { foo: true } }]],
+          ['errorScopes 1', { debug: { errorScopes: 1 } }], ['checkNumerics 1', { debug: { checkNumerics: 1 } }], ['debug.foo', { debug: { foo: true } }]],
       }],
       receivers: [],
     });

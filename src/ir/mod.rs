@@ -519,6 +519,42 @@ impl OpKind {
         }
     }
 
+    /// Whether it can make a non-finite value from finite operands: what
+    /// the numerics checks look at (an op that cannot, as `tanh`, `max` or
+    /// a `mul` by a scalar within [-1, 1], is not checked: each check costs
+    /// a software adapter about as much as a cheap op). Elementwise ops
+    /// only; the others (products, reductions) are checked where they
+    /// anchor or write.
+    pub fn can_make_non_finite(&self) -> bool {
+        match self {
+            OpKind::Unary(op) => matches!(
+                op,
+                UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Square
+            ),
+            OpKind::BinaryScalar {
+                op: BinaryOp::Mul,
+                scalar,
+                ..
+            } => scalar.abs() > 1.0,
+            OpKind::BinaryScalar {
+                op: BinaryOp::Div,
+                scalar,
+                scalar_first: false,
+            } => scalar.abs() < 1.0,
+            OpKind::Binary(op) | OpKind::BinaryScalar { op, .. } => matches!(
+                op,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Pow
+                    | BinaryOp::Mod
+                    | BinaryOp::FloorDiv
+            ),
+            _ => false,
+        }
+    }
+
     /// Whether it is a product on the matmul's tiles (a matmul or a
     /// convolution's pass), which anchors the elementwise ops that follow.
     pub fn is_product(&self) -> bool {

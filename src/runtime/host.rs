@@ -112,7 +112,11 @@ pub fn elementwise(
                 .ok_or_else(|| format!("{t} has no source in the block"))
         };
         let value = compute(op, numel, &operand)?;
-        if check_numerics && op.dtype == DType::Float32 && op.kind.adds_only_finite() {
+        if check_numerics
+            && op.dtype == DType::Float32
+            && op.kind.can_make_non_finite()
+            && op.kind.adds_only_finite()
+        {
             let floats: Vec<&Values> = (0..op.inputs.len())
                 .map(operand)
                 .collect::<Result<Vec<_>, String>>()?

@@ -345,7 +345,7 @@ async function breakStep(how) {
 }
 
 /** A learning rate at which every model here overflows within a few steps. */
-const DIVERGING_LR = 1e30;
+const DIVERGING_LR = 1e38;
 
 /**
  * Steps at `DIVERGING_LR` with the numerics checks on until one fails (at

@@ -30,7 +30,7 @@ use std::rc::Rc;
 use super::DeviceState;
 use crate::failure::FailureId;
 use crate::ir::layout::Layout;
-use crate::ir::{DType, OpIr, TensorId, Values};
+use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 use crate::runtime::Allocation;
 
 /// What the device knows of one tensor.
@@ -47,11 +47,14 @@ pub(crate) struct Record {
     /// Where the op writing it was registered, when stacks are captured.
     pub site: Option<Rc<str>>,
     /// Whether its values are finite unless an op on the way was flagged:
-    /// known only while the device checks numerics (an upload's values are
-    /// looked at as it is registered), false otherwise. A kernel checks an
-    /// anchor's value (a product, a reduction) only where its operands are
-    /// finite, so a user's NaN passes through without blaming the op that
-    /// met it; an elementwise op looks at its operands' values itself.
+    /// false where an upload, a constant or a scalar brought a NaN or an
+    /// infinity of the program's own. A kernel checks an anchor's value (a
+    /// product, a reduction) only where its operands are finite, so a
+    /// user's NaN passes through without blaming the op that met it; an
+    /// elementwise op looks at its operands' values itself. An upload's
+    /// values are looked at only while the device checks numerics: one
+    /// made before they were switched on is taken as finite, unless the
+    /// host still holds its values (`Device::set_check_numerics` looks).
     pub finite: bool,
 }
 
@@ -326,8 +329,13 @@ impl DeviceState {
     /// is about to return. Flushes when the queue is full.
     pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
         self.hold(&op.inputs);
-        let finite = self.check_numerics
-            && op.kind.adds_only_finite()
+        // An upload's values are looked at only while the checks are on;
+        // one made while they are off is taken as finite (see `Record::finite`).
+        let own = match &op.kind {
+            OpKind::Upload(_) if !self.check_numerics => true,
+            kind => kind.adds_only_finite(),
+        };
+        let finite = own
             && op
                 .inputs
                 .iter()

@@ -152,9 +152,27 @@ pub async fn with_the_checks_off_a_non_finite_value_reads_as_a_value() {
             .matmul(&gpu.tensor(&[1.0, 1.0], Some(&[2, 1])).unwrap())
             .unwrap();
         assert_eq!(floats(&p).await, [f32::INFINITY], "{name}");
-        // Switched on, ops registered from then on are checked.
+        let own = gpu.tensor(&[f32::NAN, 1.0], Some(&[1, 2])).unwrap();
+        // Switched on, ops registered from then on are checked, tensors
+        // made before included: a product of them too (taken as finite).
         gpu.set_check_numerics(true);
         non_finite_at(name, &x.log().unwrap(), "log", "-Infinity at [1]").await;
+        let ones = gpu.tensor(&[1.0, 1.0], Some(&[2, 1])).unwrap();
+        non_finite_at(
+            name,
+            &a.matmul(&ones).unwrap(),
+            "matmul",
+            "+Infinity at [0, 0]",
+        )
+        .await;
+        if max > 0 {
+            // The host still holds the values of a small upload, so the
+            // switch looks at them: the page's NaN is no op's doing.
+            assert!(
+                floats(&own.matmul(&ones).unwrap()).await[0].is_nan(),
+                "{name}"
+            );
+        }
         gpu.set_check_numerics(false);
         assert_eq!(
             floats(&x.log().unwrap()).await[1],

@@ -506,7 +506,9 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
     const caught = eval(CAUGHT);
     const gpu = await Device.request({ debug: { checkNumerics: true, captureStacks: true } });
     const x = gpu.tensor([1, 0, 4]);
-    const logged = x.mul(2).log().add(1);
+    const doubled = x.mul(2);
+    const log = doubled.log();
+    const logged = log.add(1);
     const error = await logged.data().then(() => null, (e) => e);
     const own = Array.from(await gpu.tensor([NaN, 1]).exp().data());
     const synced = await gpu.sync().then(() => null, (e) => e.failures.map((f) => f.root.kind));
@@ -514,11 +516,11 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
     const bad = caught(() => { gpu.checkNumerics = 'yes'; });
     gpu.checkNumerics = false;
     const off = Array.from(await x.log().data());
-    logged.dispose();
+    for (const t of [doubled, log, logged]) t.dispose();
     return {
       isTensorError: error instanceof TensorError,
       root: { kind: error.root.kind, op: error.root.op, message: error.root.message },
-      registeredAt: error.root.registeredAt,
+      registeredAt: error.registeredAt,
       own, synced, on, bad, off, after: gpu.checkNumerics,
       held: gpu.stats().failuresHeld,
     };

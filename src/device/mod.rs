@@ -328,25 +328,15 @@ impl Device {
     }
 
     /// Turns the numerics checks (`DeviceOptions::check_numerics`) on or
-    /// off for ops registered from now on: what is queued is flushed first,
-    /// under the setting it was registered with, so no block is planned
-    /// half checked. Tensors made while the checks were off are taken as
-    /// finite (a product of them is checked), except those whose values
-    /// the host holds, which are looked at now.
+    /// off for the work flushed from now on, what is queued included.
+    /// Turned on, it looks at what it can (the values the host holds, the
+    /// uploads still queued); other tensors made while the checks were off
+    /// are taken as finite (a product of them is checked).
     pub fn set_check_numerics(&self, on: bool) {
         self.with_state(|state| {
-            if state.check_numerics != on {
-                state.flush();
-                state.check_numerics = on;
-            }
-            // What the host holds can be looked at now; the values of
-            // uploads already on the GPU are taken as finite.
+            state.check_numerics = on;
             if on {
-                for record in state.records.values_mut() {
-                    if let State::Host { values, .. } = &record.state {
-                        record.finite = values.all_finite();
-                    }
-                }
+                state.look_at_values();
             }
         });
     }

@@ -347,6 +347,27 @@ impl DeviceState {
         }
     }
 
+    /// With the numerics checks just switched on, `Record::finite` from
+    /// what can be looked at now: the values the host holds, and each
+    /// queued op again from its inputs (an upload's own values included).
+    pub fn look_at_values(&mut self) {
+        for record in self.records.values_mut() {
+            if let State::Host { values, .. } = &record.state {
+                record.finite = values.all_finite();
+            }
+        }
+        for op in self.queue.ops() {
+            let finite = op.kind.adds_only_finite()
+                && op
+                    .inputs
+                    .iter()
+                    .all(|t| self.records.get(t).is_some_and(|r| r.finite));
+            if let Some(record) = self.records.get_mut(&op.output) {
+                record.finite = finite;
+            }
+        }
+    }
+
     /// Held tensors kept as expressions (`stats().expressionsHeld`).
     pub fn expressions_held(&self) -> u64 {
         let count = self

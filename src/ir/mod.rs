@@ -707,6 +707,11 @@ impl Queue {
         self.ops.len()
     }
 
+    /// The queued ops, in registration order.
+    pub fn ops(&self) -> &[OpIr] {
+        &self.ops
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

@@ -66,6 +66,9 @@ pub struct Optimizer {
     /// Adam's `beta1^t` and `beta2^t`, `t` the steps committed so far.
     powers: Option<[Tensor; 2]>,
     device: Option<Device>,
+    /// Whether a step turns its device's numerics checks on
+    /// (`set_skip_non_finite`).
+    skip_non_finite: bool,
 }
 
 impl Optimizer {
@@ -112,11 +115,28 @@ impl Optimizer {
             state: FxHashMap::default(),
             powers: None,
             device: None,
+            skip_non_finite: false,
         })
     }
 
     pub fn learning_rate(&self) -> f32 {
         self.learning_rate
+    }
+
+    /// Whether steps skip non-finite values (`set_skip_non_finite`).
+    pub fn skips_non_finite(&self) -> bool {
+        self.skip_non_finite
+    }
+
+    /// With `on`, each step turns its device's numerics checks on
+    /// (`Device::set_check_numerics`, from the step's forward pass if
+    /// nothing flushed it yet), so a step whose cost, gradients or new
+    /// values would be NaN or infinite fails whole and changes nothing,
+    /// its cost rejecting with the op that made the first one. The checks
+    /// stay on for that device: work queued with the step is checked when
+    /// it runs, whenever that is. Off again does not turn them off.
+    pub fn set_skip_non_finite(&mut self, on: bool) {
+        self.skip_non_finite = on;
     }
 
     /// Takes effect from the next step.
@@ -156,6 +176,9 @@ impl Optimizer {
         cost: Option<&Tensor>,
     ) -> Result<Option<Tensor>> {
         let device = self.step_device(grads)?;
+        if self.skip_non_finite && !device.checks_numerics() {
+            device.set_check_numerics(true);
+        }
         self.state.retain(|_, (alive, _)| alive.strong_count() > 0);
 
         // Every new value, with what it replaces: (old, new) pairs, in the

@@ -366,8 +366,8 @@ impl JsDevice {
         Ok(self.device("checkNumerics")?.checks_numerics())
     }
 
-    /// Turns the numerics checks on or off for ops registered from now on
-    /// (what is queued runs first, as it was registered).
+    /// Turns the numerics checks on or off for the work run from now on,
+    /// what is queued included.
     #[wasm_bindgen(setter = checkNumerics)]
     pub fn set_check_numerics(
         &self,

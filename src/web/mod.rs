@@ -122,6 +122,12 @@ export interface Optimizer {
     applyGradients(grads: Record<string, Tensor> | { name: string; tensor: Tensor }[]): void;
     /** Settable between steps. */
     learningRate: number;
+    /**
+     * With `true`, each step turns its device's `checkNumerics` on (and it
+     * stays on): a step that would write a NaN or an infinity changes
+     * nothing, and its cost rejects naming the op that made the first one.
+     */
+    skipNonFinite: boolean;
     /** `'sgd'`, `'momentum'` or `'adam'`. */
     readonly name: string;
     /** Releases its state (moments); using it afterwards throws. */

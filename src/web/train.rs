@@ -64,6 +64,23 @@ impl Train {
     }
 }
 
+/// Defines `name` on `object` as an enumerable accessor of `get` and `set`.
+fn property(
+    object: &Object,
+    name: &str,
+    get: impl Fn() -> Result<JsValue, JsValue> + 'static,
+    set: impl Fn(JsValue) -> Result<JsValue, JsValue> + 'static,
+) -> Result<(), JsValue> {
+    let descriptor = Object::new();
+    let get = Closure::<dyn Fn() -> Result<JsValue, JsValue>>::new(get).into_js_value();
+    let set = Closure::<dyn Fn(JsValue) -> Result<JsValue, JsValue>>::new(set).into_js_value();
+    Reflect::set(&descriptor, &"get".into(), &get)?;
+    Reflect::set(&descriptor, &"set".into(), &set)?;
+    Reflect::set(&descriptor, &"enumerable".into(), &JsValue::TRUE)?;
+    Object::define_property(object, &name.into(), &descriptor);
+    Ok(())
+}
+
 /// The optimizer object: its methods share one `Optimizer`, gone once
 /// disposed.
 fn optimizer(
@@ -108,7 +125,7 @@ fn optimizer(
             Ok(JsValue::from(opt.learning_rate() as f64))
         })
     };
-    let held = state;
+    let held = state.clone();
     let set = move |value: JsValue| {
         with_optimizer(&held, "learningRate", |opt| {
             let lr = args::number("learningRate", "learningRate", &value)?;
@@ -117,19 +134,25 @@ fn optimizer(
                 .map_err(|e| errors::registration(&e))
         })
     };
-    let descriptor = Object::new();
-    Reflect::set(
-        &descriptor,
-        &"get".into(),
-        &Closure::<dyn Fn() -> Result<JsValue, JsValue>>::new(get).into_js_value(),
-    )?;
-    Reflect::set(
-        &descriptor,
-        &"set".into(),
-        &Closure::<dyn Fn(JsValue) -> Result<JsValue, JsValue>>::new(set).into_js_value(),
-    )?;
-    Reflect::set(&descriptor, &"enumerable".into(), &JsValue::TRUE)?;
-    Object::define_property(&object, &"learningRate".into(), &descriptor);
+    property(&object, "learningRate", get, set)?;
+
+    let held = state.clone();
+    let get = move || {
+        with_optimizer(&held, "skipNonFinite", |opt| {
+            Ok(JsValue::from(opt.skips_non_finite()))
+        })
+    };
+    let held = state;
+    let set = move |value: JsValue| {
+        with_optimizer(&held, "skipNonFinite", |opt| {
+            let on = value.as_bool().ok_or_else(|| {
+                errors::op_error("skipNonFinite", ErrorClass::Type, "takes a boolean")
+            })?;
+            opt.set_skip_non_finite(on);
+            Ok(JsValue::UNDEFINED)
+        })
+    };
+    property(&object, "skipNonFinite", get, set)?;
     Reflect::set(&object, &"name".into(), &op.into())?;
     Ok(object.into())
 }

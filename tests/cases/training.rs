@@ -567,15 +567,24 @@ pub async fn a_step_without_a_var_list_trains_the_variables_its_value_reads_what
     assert!(unrelated.is_err_and(|e| e.to_string().contains("does not depend")));
 }
 
-/// Trains XOR's net with SGD at a learning rate that diverges, on a device
-/// with or without the numerics checks, reading every step's cost: the
-/// weights after each good step, and the first failed step's error.
-async fn diverge(
-    check_numerics: bool,
-) -> (Vec<Vec<Vec<f32>>>, Option<webfusion::TensorError>, Setup) {
+/// Where the numerics checks of a diverging run come from.
+#[derive(Debug, Clone, Copy)]
+enum Checks {
+    Off,
+    /// `Device::set_check_numerics`.
+    Device,
+    /// The optimizer's `set_skip_non_finite`.
+    Optimizer,
+}
+
+/// Trains XOR's net with SGD at a learning rate that diverges, checked as
+/// `checks` says, reading every step's cost: the weights after each good
+/// step, and the first failed step's error.
+async fn diverge(checks: Checks) -> (Vec<Vec<Vec<f32>>>, Option<webfusion::TensorError>, Setup) {
     let s = setup().await;
-    s.gpu.set_check_numerics(check_numerics);
+    s.gpu.set_check_numerics(matches!(checks, Checks::Device));
     let mut sgd = Optimizer::sgd(40.0).unwrap();
+    sgd.set_skip_non_finite(matches!(checks, Checks::Optimizer));
     let mut good = vec![values(&s.vars).await];
     for _ in 0..100 {
         let cost = optimizer_step(&s, &mut sgd);
@@ -604,8 +613,28 @@ fn optimizer_step(s: &Setup, sgd: &mut Optimizer) -> Tensor {
 }
 
 pub async fn a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without() {
-    let (good, error, s) = diverge(true).await;
-    let error = error.expect("the learning rate diverges within 100 steps");
+    for checks in [Checks::Device, Checks::Optimizer] {
+        diverges_and_fails_whole(checks).await;
+    }
+    // The same training without the checks: nothing fails, the weights go
+    // non-finite.
+    let (good, error, _) = diverge(Checks::Off).await;
+    assert!(error.is_none(), "nothing fails without the checks");
+    assert!(
+        good.last()
+            .unwrap()
+            .iter()
+            .flatten()
+            .any(|v| !v.is_finite()),
+        "the weights are poisoned"
+    );
+}
+
+/// A run checked by `checks` fails whole at its first diverging step.
+async fn diverges_and_fails_whole(checks: Checks) {
+    let (good, error, s) = diverge(checks).await;
+    let error =
+        error.unwrap_or_else(|| panic!("{checks:?}: the learning rate diverges within 100 steps"));
     let root = &error.first().unwrap().root;
     assert_eq!(root.kind, FailureKind::NonFinite, "{error}");
     let ops = [
@@ -644,16 +673,5 @@ pub async fn a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_wei
         0.0,
     );
 
-    // The same training without the checks: nothing fails, the weights go
-    // non-finite.
-    let (good, error, _) = diverge(false).await;
-    assert!(error.is_none(), "nothing fails without the checks");
-    assert!(
-        good.last()
-            .unwrap()
-            .iter()
-            .flatten()
-            .any(|v| !v.is_finite()),
-        "the weights are poisoned"
-    );
+    assert!(s.gpu.checks_numerics(), "{checks:?}: the checks stay on");
 }

@@ -502,8 +502,20 @@ test('Device.request refuses bad options synchronously, naming Device.request an
 });
 
 test('checkNumerics from JS: the op that made a NaN or an infinity is a non-finite root, the page\'s own NaN reads, and the property refuses a non-boolean', async () => {
-  const { result } = await inPage(browser, server, async ({ Device, TensorError }, CAUGHT) => {
+  const { result } = await inPage(browser, server, async ({ Device, TensorError, train }, CAUGHT) => {
     const caught = eval(CAUGHT);
+    // An optimizer's skipNonFinite turns its device's checks on at its first step.
+    const plain = await Device.request();
+    const w = plain.variable(plain.tensor([1, 2]));
+    const sgd = train.sgd(1e19);
+    const skipping = [sgd.skipNonFinite, caught(() => { sgd.skipNonFinite = 1; })];
+    sgd.skipNonFinite = true;
+    const before = plain.checkNumerics;
+    const stepCost = sgd.minimize(() => w.square().sum(), true, [w]);
+    await stepCost.data();
+    const overflow = sgd.minimize(() => w.square().sum(), true, [w]);
+    const overflowKind = await overflow.data().then(() => null, (e) => e.root.kind);
+    skipping.push(before, plain.checkNumerics, overflowKind, Array.from(await w.data()).every(Number.isFinite));
     const gpu = await Device.request({ debug: { checkNumerics: true, captureStacks: true } });
     const x = gpu.tensor([1, 0, 4]);
     const doubled = x.mul(2);
@@ -521,7 +533,7 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
       isTensorError: error instanceof TensorError,
       root: { kind: error.root.kind, op: error.root.op, message: error.root.message },
       registeredAt: error.registeredAt,
-      own, synced, on, bad, off, after: gpu.checkNumerics,
+      own, synced, on, bad, off, after: gpu.checkNumerics, skipping,
       held: gpu.stats().failuresHeld,
     };
   }, CAUGHT);
@@ -535,6 +547,7 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
   assert.deepEqual(result.off, [0, -Infinity, Math.log(4)].map((v) => Math.fround(v)));
   assert.equal(result.after, false);
   assert.equal(result.held, 0, 'the failure went with its tensor');
+  assert.deepEqual(result.skipping, [false, 'TypeError: skipNonFinite: takes a boolean', false, true, 'non-finite', true]);
 });
 
 test('a read names where it was asked only on a device that captures stacks', async () => {

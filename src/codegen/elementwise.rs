@@ -227,11 +227,7 @@ pub(super) fn fused(
             );
         }
         body.push_str(";\n");
-        if numerics != Numerics::Off
-            && op.dtype == DType::Float32
-            && op.kind.can_make_non_finite()
-            && op.kind.adds_only_finite()
-        {
+        if numerics != Numerics::Off && op.checks_finite() {
             let slot = params.check(first_op + k, CheckOf::Finite);
             let operands: Vec<String> = (0..op.inputs.len())
                 .filter(|&n| arg_dtype(n) == DType::Float32)

@@ -27,7 +27,8 @@
 use std::rc::Rc;
 
 use super::faults::{self, Injected};
-use super::{Bytes, DeviceState, Record, State};
+use super::state::carries_failure;
+use super::{Bytes, DeviceState, State};
 use crate::codegen::Access;
 use crate::failure::{FailureKind, Root};
 use crate::fusion::{self, Block, Refusal};
@@ -575,15 +576,18 @@ impl DeviceState {
                 // An input that carries a failure: only ops whose outputs
                 // are discarded read it.
                 let record = records.get(&t)?;
-                let failed = |r: &Record| matches!(r.state, State::Failed { .. });
-                let carries = failed(record)
-                    || matches!(&record.state, State::Written { bytes: Bytes::View { base, .. }, .. }
-                        if records.get(base).is_some_and(failed));
-                carries.then(|| {
+                carries_failure(records, t).then(|| {
                     let layout = Layout::contiguous(&record.shape);
                     let shape = record.shape.clone();
                     let dtype = record.dtype;
-                    (placeholder.clone(), Access { shape, layout, dtype })
+                    (
+                        placeholder.clone(),
+                        Access {
+                            shape,
+                            layout,
+                            dtype,
+                        },
+                    )
                 })
             })
         };

@@ -24,7 +24,8 @@ use rustc_hash::FxHashMap;
 use super::commit::Stale;
 use super::faults::Injected;
 use super::flush::{Flagged, Part, Step, Submission};
-use super::{Bytes, DeviceState, State, Taint};
+use super::state::carries_failure;
+use super::{DeviceState, State, Taint};
 use crate::codegen::CheckOf;
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion::{self, Block};
@@ -370,7 +371,9 @@ impl DeviceState {
                     // failed (its bytes hold what that failure left) is the
                     // cause, not this op: the failure it carries reaches
                     // this op's dependents as any taint does.
-                    CheckOf::Finite if s.inputs.iter().any(|t| self.carries_failure(*t)) => {
+                    CheckOf::Finite
+                        if s.inputs.iter().any(|&t| carries_failure(&self.records, t)) =>
+                    {
                         continue;
                     }
                     CheckOf::Finite => {
@@ -404,20 +407,6 @@ impl DeviceState {
         }
     }
 
-    /// Whether `t` carries a failure (or is a view of one that does).
-    fn carries_failure(&self, t: TensorId) -> bool {
-        let failed = |t: &TensorId| {
-            self.records
-                .get(t)
-                .is_some_and(|r| matches!(r.state, State::Failed { .. }))
-        };
-        failed(&t)
-            || matches!(
-                self.records.get(&t).map(|r| &r.state),
-                Some(State::Written { bytes: Bytes::View { base, .. }, .. }) if failed(base)
-            )
-    }
-
     /// What a failed check of `op` says: for a gather, the index, where it
     /// is in the indices (the flagged flat position of the output, `shape`,
     /// read as the indices' coordinates) and the range it left.
@@ -430,12 +419,7 @@ impl DeviceState {
             .get(&op.inputs[0])
             .map(|r| r.shape.clone())
             .unwrap_or_default();
-        let mut rem = position;
-        let mut coords = vec![0; shape.len()];
-        for d in (0..shape.len()).rev() {
-            coords[d] = rem % shape[d].max(1);
-            rem /= shape[d].max(1);
-        }
+        let coords = crate::ir::shape::coords(position, shape);
         let j = (shape.len() + 1).saturating_sub(table.len());
         let at: Vec<usize> = coords[..batch_dims]
             .iter()
@@ -650,12 +634,7 @@ pub(super) fn non_finite_message(
         1 => "+Infinity",
         _ => "-Infinity",
     };
-    let mut rem = position;
-    let mut coords = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        coords[d] = rem % shape[d].max(1);
-        rem /= shape[d].max(1);
-    }
+    let coords = crate::ir::shape::coords(position, shape);
     let lead = coords.len().saturating_sub(op.shape.len());
     let at: Vec<usize> = coords[lead..]
         .iter()

@@ -27,6 +27,8 @@
 
 use std::rc::Rc;
 
+use rustc_hash::FxHashMap;
+
 use super::DeviceState;
 use crate::failure::FailureId;
 use crate::ir::layout::Layout;
@@ -329,17 +331,7 @@ impl DeviceState {
     /// is about to return. Flushes when the queue is full.
     pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
         self.hold(&op.inputs);
-        // An upload's values are looked at only while the checks are on;
-        // one made while they are off is taken as finite (see `Record::finite`).
-        let own = match &op.kind {
-            OpKind::Upload(_) if !self.check_numerics => true,
-            kind => kind.adds_only_finite(),
-        };
-        let finite = own
-            && op
-                .inputs
-                .iter()
-                .all(|t| self.records.get(t).is_some_and(|r| r.finite));
+        let finite = self.finite_of(&op);
         self.insert_record(op.output, op.shape.clone(), op.dtype, site, finite);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
@@ -356,16 +348,31 @@ impl DeviceState {
                 record.finite = values.all_finite();
             }
         }
-        for op in self.queue.ops() {
-            let finite = op.kind.adds_only_finite()
-                && op
-                    .inputs
-                    .iter()
-                    .all(|t| self.records.get(t).is_some_and(|r| r.finite));
-            if let Some(record) = self.records.get_mut(&op.output) {
+        // In order: a queued op's inputs may be queued before it.
+        for i in 0..self.queue.len() {
+            let Some(op) = self.queue.ops().get(i) else {
+                break;
+            };
+            let (output, finite) = (op.output, self.finite_of(op));
+            if let Some(record) = self.records.get_mut(&output) {
                 record.finite = finite;
             }
         }
+    }
+
+    /// `Record::finite` of `op`'s output: it brings only finite values of
+    /// its own and every input is finite. An upload's values are looked at
+    /// only while the checks are on; one made while they are off is taken
+    /// as finite.
+    fn finite_of(&self, op: &OpIr) -> bool {
+        let own = match &op.kind {
+            OpKind::Upload(_) if !self.check_numerics => true,
+            kind => kind.adds_only_finite(),
+        };
+        own && op
+            .inputs
+            .iter()
+            .all(|t| self.records.get(t).is_some_and(|r| r.finite))
     }
 
     /// Held tensors kept as expressions (`stats().expressionsHeld`).
@@ -377,4 +384,15 @@ impl DeviceState {
             .count();
         count as u64
     }
+}
+
+/// Whether `t` carries a failure, or is a view of memory that does: its
+/// bytes hold only what that failure left.
+pub(crate) fn carries_failure(records: &FxHashMap<TensorId, Record>, t: TensorId) -> bool {
+    let failed = |r: &Record| matches!(r.state, State::Failed { .. });
+    records.get(&t).is_some_and(|record| {
+        failed(record)
+            || matches!(&record.state, State::Written { bytes: Bytes::View { base, .. }, .. }
+                if records.get(base).is_some_and(failed))
+    })
 }

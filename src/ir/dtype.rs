@@ -120,7 +120,7 @@ impl Values {
 
     /// Whether every value is finite (by its bits: an integer always is).
     pub fn all_finite(&self) -> bool {
-        self.dtype != DType::Float32 || self.words.iter().all(|&w| w & 0x7f80_0000 != 0x7f80_0000)
+        self.dtype != DType::Float32 || self.words.iter().all(|&w| !non_finite_bits(w))
     }
 
     /// The values as booleans: whether each is non-zero (a NaN is).
@@ -130,4 +130,10 @@ impl Values {
             DType::Int32 | DType::Bool => self.words.iter().map(|&w| w != 0).collect(),
         }
     }
+}
+
+/// Whether the float32 of bits `w` is NaN or infinite (its exponent all
+/// ones): the test the numerics checks make, on the host as in WGSL.
+pub fn non_finite_bits(w: u32) -> bool {
+    w & 0x7f80_0000 == 0x7f80_0000
 }

@@ -729,6 +729,18 @@ impl Queue {
     }
 }
 
+impl OpIr {
+    /// Whether the numerics checks look at its value: a float that it can
+    /// make non-finite from finite operands, with no non-finite value of
+    /// the program's own among them. The one rule codegen and the host
+    /// check by.
+    pub fn checks_finite(&self) -> bool {
+        self.dtype == DType::Float32
+            && self.kind.can_make_non_finite()
+            && self.kind.adds_only_finite()
+    }
+}
+
 #[cfg(test)]
 impl OpIr {
     /// An op for unit tests, its tensors named by number: `kind` reading

@@ -25,6 +25,18 @@ pub fn bytes(shape: &[usize]) -> u64 {
         .fold(4u64, |acc, &d| acc.saturating_mul(d as u64))
 }
 
+/// The coordinates of flat row-major `position` in `shape` (innermost
+/// last; a dim of 0 is read as 1).
+pub fn coords(position: usize, shape: &[usize]) -> Vec<usize> {
+    let mut rem = position;
+    let mut coords = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        coords[d] = rem % shape[d].max(1);
+        rem /= shape[d].max(1);
+    }
+    coords
+}
+
 /// `[2,3]`, as errors and reports print shapes.
 pub fn display(shape: &[usize]) -> String {
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();

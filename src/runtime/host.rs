@@ -13,6 +13,7 @@
 use std::rc::Rc;
 
 use crate::fusion::ElementwiseBlock;
+use crate::ir::dtype::non_finite_bits;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
 use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, Values, ViewOp};
@@ -45,10 +46,6 @@ impl Computed {
             flagged: Vec::new(),
         }
     }
-}
-
-fn nonfinite(w: u32) -> bool {
-    w & 0x7f80_0000 == 0x7f80_0000
 }
 
 /// Computes the elementwise `block` (no anchor) from `inputs`, returning the
@@ -112,11 +109,7 @@ pub fn elementwise(
                 .ok_or_else(|| format!("{t} has no source in the block"))
         };
         let value = compute(op, numel, &operand)?;
-        if check_numerics
-            && op.dtype == DType::Float32
-            && op.kind.can_make_non_finite()
-            && op.kind.adds_only_finite()
-        {
+        if check_numerics && op.checks_finite() {
             let floats: Vec<&Values> = (0..op.inputs.len())
                 .map(operand)
                 .collect::<Result<Vec<_>, String>>()?
@@ -124,10 +117,10 @@ pub fn elementwise(
                 .filter(|v| v.dtype == DType::Float32)
                 .collect();
             let first = value.words.iter().enumerate().position(|(p, &w)| {
-                nonfinite(w)
+                non_finite_bits(w)
                     && floats
                         .iter()
-                        .all(|x| x.words.get(p).is_some_and(|&o| !nonfinite(o)))
+                        .all(|x| x.words.get(p).is_some_and(|&o| !non_finite_bits(o)))
             });
             if let Some(position) = first {
                 let w = value.words[position];

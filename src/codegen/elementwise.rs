@@ -67,6 +67,7 @@ pub(super) fn fused(
     // A check names its op by its place among the block's ops, where an
     // anchor comes first (`Block::op_indices`).
     let first_op = usize::from(anchor.is_some());
+    let checks_before = params.checks.len();
     let out = &block.shape;
     let mut decls = String::new();
     let mut body = String::new();
@@ -252,14 +253,17 @@ pub(super) fn fused(
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
     }
-    if gathers || numerics != Numerics::Off {
+    // Only a kernel that makes a check declares the flags: one whose ops'
+    // bounds proved them all finite is the kernel it is unchecked.
+    let checks = &params.checks[checks_before..];
+    if !checks.is_empty() {
         let _ = writeln!(
             decls,
             "@group(0) @binding({}) var<storage, read_write> flags: array<atomic<u32>>;",
             first_output + block.outputs.len() + after_outputs
         );
     }
-    if numerics != Numerics::Off {
+    if checks.iter().any(|c| c.of == CheckOf::Finite) {
         decls.push_str(FINITE_KEY);
     }
     if let Some(t) = missing.get() {

@@ -167,7 +167,7 @@ pub(super) struct Params {
     words: Vec<u32>,
     scalars: Vec<usize>,
     broken: Option<String>,
-    checks: Vec<Check>,
+    pub(super) checks: Vec<Check>,
 }
 
 impl Params {

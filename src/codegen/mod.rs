@@ -67,6 +67,7 @@ mod tests {
             output: TensorId(2),
             shape: vec![n],
             dtype: DType::Float32,
+            proven_finite: false,
         }];
         let block = ElementwiseBlock {
             ops: vec![0],
@@ -102,6 +103,7 @@ mod tests {
                     output: TensorId(k as u64 + 2),
                     shape: vec![16],
                     dtype: DType::Float32,
+                    proven_finite: false,
                 }
             })
             .collect();
@@ -169,6 +171,7 @@ mod tests {
                 output: TensorId(2),
                 shape: vec![4],
                 dtype: DType::Float32,
+                proven_finite: false,
             },
             OpIr {
                 kind: OpKind::BinaryScalar {
@@ -180,6 +183,7 @@ mod tests {
                 output: TensorId(3),
                 shape: vec![4],
                 dtype: DType::Float32,
+                proven_finite: false,
             },
         ];
         let block = ElementwiseBlock {
@@ -344,6 +348,7 @@ mod tests {
             output: TensorId(3),
             shape: vec![3, 100, 70],
             dtype: DType::Float32,
+            proven_finite: false,
         };
         let block = ElementwiseBlock {
             ops: vec![],
@@ -416,6 +421,7 @@ mod tests {
             output: TensorId(1),
             shape: vec![4, 1],
             dtype: DType::Float32,
+            proven_finite: false,
         };
         let mut all = ops.clone();
         all[0].shape = vec![4, 2];

@@ -366,14 +366,14 @@ impl DeviceState {
         let eligible = match block {
             Block::Upload(i) => small(&ops[*i].shape),
             Block::View(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
-            // A block that makes checks (a gather) runs as its kernel, which
-            // makes them.
+            // A block that checks indices (a gather) runs as its kernel,
+            // which makes them; the host checks numerics itself.
             Block::Elementwise(b) => {
                 let work = shape::numel(&b.shape).saturating_mul(b.ops.len());
                 small(&b.shape)
                     && work <= super::HOST_MAX_WORK
                     && b.inputs.iter().all(on_host)
-                    && !b.checks(ops)
+                    && !b.checks(ops, false)
             }
             _ => false,
         };
@@ -591,7 +591,7 @@ impl DeviceState {
                 })
             })
         };
-        let finite = |t: TensorId| records.get(&t).is_some_and(|r| r.finite);
+        let finite = |t: TensorId| records.get(&t).is_some_and(|r| r.bounds.is_some());
         let mut lowering = Lowering {
             gpu: &mut self.gpu,
             stats: &mut self.stats,

@@ -86,6 +86,7 @@ impl DeviceState {
             output: copy,
             shape,
             dtype,
+            proven_finite: false,
         };
         self.register(op, None);
         self.flush();

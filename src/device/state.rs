@@ -31,6 +31,7 @@ use rustc_hash::FxHashMap;
 
 use super::DeviceState;
 use crate::failure::FailureId;
+use crate::ir::bounds::{self, Bounds, Derived, Operand};
 use crate::ir::layout::Layout;
 use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 use crate::runtime::Allocation;
@@ -48,16 +49,18 @@ pub(crate) struct Record {
     pub state: State,
     /// Where the op writing it was registered, when stacks are captured.
     pub site: Option<Rc<str>>,
-    /// Whether its values are finite unless an op on the way was flagged:
-    /// false where an upload, a constant or a scalar brought a NaN or an
-    /// infinity of the program's own. A kernel checks an anchor's value (a
-    /// product, a reduction) only where its operands are finite, so a
-    /// user's NaN passes through without blaming the op that met it; an
-    /// elementwise op looks at its operands' values itself. An upload's
-    /// values are looked at only while the device checks numerics: one
-    /// made before they were switched on is taken as finite, unless the
-    /// host still holds its values (`Device::set_check_numerics` looks).
-    pub finite: bool,
+    /// What its values lie within unless an op on the way was flagged
+    /// (`ir::bounds`), and so whether they are finite: `None` where an
+    /// upload, a constant or a scalar brought a NaN or an infinity of the
+    /// program's own. A kernel checks an anchor's value (a product, a
+    /// reduction) only where its operands are finite, so a user's NaN
+    /// passes through without blaming the op that met it; an elementwise op
+    /// looks at its operands' values itself. An op whose operands' bounds
+    /// prove it finite is not checked at all. An upload's values are looked
+    /// at only while the device checks numerics: one made before they were
+    /// switched on is taken as finite, of unknown size, unless the host
+    /// still holds its values (`Device::set_check_numerics` looks).
+    pub bounds: Option<Bounds>,
 }
 
 /// Where a tensor's values are, or why they are not.
@@ -149,7 +152,7 @@ impl DeviceState {
         shape: Vec<usize>,
         dtype: DType,
         site: Option<Rc<str>>,
-        finite: bool,
+        bounds: Option<Bounds>,
     ) {
         let record = Record {
             shape,
@@ -158,7 +161,7 @@ impl DeviceState {
             dependents: 0,
             state: State::Queued,
             site,
-            finite,
+            bounds,
         };
         self.records.insert(id, record);
     }
@@ -329,23 +332,24 @@ impl DeviceState {
 
     /// Queues `op`, whose output is a new tensor held by the handle the caller
     /// is about to return. Flushes when the queue is full.
-    pub fn register(&mut self, op: OpIr, site: Option<Rc<str>>) {
+    pub fn register(&mut self, mut op: OpIr, site: Option<Rc<str>>) {
         self.hold(&op.inputs);
-        let finite = self.finite_of(&op);
-        self.insert_record(op.output, op.shape.clone(), op.dtype, site, finite);
+        let derived = self.derive(&op);
+        op.proven_finite = derived.proven;
+        self.insert_record(op.output, op.shape.clone(), op.dtype, site, derived.bounds);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
             self.flush();
         }
     }
 
-    /// With the numerics checks just switched on, `Record::finite` from
+    /// With the numerics checks just switched on, `Record::bounds` from
     /// what can be looked at now: the values the host holds, and each
     /// queued op again from its inputs (an upload's own values included).
     pub fn look_at_values(&mut self) {
         for record in self.records.values_mut() {
             if let State::Host { values, .. } = &record.state {
-                record.finite = values.all_finite();
+                record.bounds = Bounds::of_words(&values.words, values.dtype);
             }
         }
         // In order: a queued op's inputs may be queued before it.
@@ -353,26 +357,36 @@ impl DeviceState {
             let Some(op) = self.queue.ops().get(i) else {
                 break;
             };
-            let (output, finite) = (op.output, self.finite_of(op));
+            let (output, derived) = (op.output, self.derive(op));
+            self.queue.set_proven_finite(i, derived.proven);
             if let Some(record) = self.records.get_mut(&output) {
-                record.finite = finite;
+                record.bounds = derived.bounds;
             }
         }
     }
 
-    /// `Record::finite` of `op`'s output: it brings only finite values of
-    /// its own and every input is finite. An upload's values are looked at
-    /// only while the checks are on; one made while they are off is taken
-    /// as finite.
-    fn finite_of(&self, op: &OpIr) -> bool {
-        let own = match &op.kind {
-            OpKind::Upload(_) if !self.check_numerics => true,
-            kind => kind.adds_only_finite(),
-        };
-        own && op
+    /// `op`'s bounds from its inputs' records (`ir::bounds::derive`). An
+    /// upload's values are looked at only while the checks are on; one
+    /// made while they are off is taken as finite, of unknown size.
+    fn derive(&self, op: &OpIr) -> Derived {
+        if matches!(op.kind, OpKind::Upload(_)) && !self.check_numerics {
+            return Derived::UNLOOKED;
+        }
+        let operands: Vec<Operand<'_>> = op
             .inputs
             .iter()
-            .all(|t| self.records.get(t).is_some_and(|r| r.finite))
+            .map(|t| match self.records.get(t) {
+                Some(r) => Operand {
+                    bounds: r.bounds,
+                    shape: &r.shape,
+                },
+                None => Operand {
+                    bounds: None,
+                    shape: &[],
+                },
+            })
+            .collect();
+        bounds::derive(op, &operands)
     }
 
     /// Held tensors kept as expressions (`stats().expressionsHeld`).

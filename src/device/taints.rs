@@ -152,7 +152,7 @@ impl DeviceState {
         error: &TensorError,
         from: &str,
     ) {
-        self.insert_record(id, shape, dtype, None, false);
+        self.insert_record(id, shape, dtype, None, None);
         let mut taints = Vec::new();
         for report in &error.failures {
             let failure = self.graph.insert(Root {

@@ -276,7 +276,7 @@ pub fn plan(
             }
             blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
-            let mut anchored = Group::new(shape, limits.check_numerics);
+            let mut anchored = Group::new(shape, limits.check_numerics, true);
             anchored.anchor(i, op, &write, &live_consumers);
             group = Some(anchored);
             continue;
@@ -325,7 +325,7 @@ pub fn plan(
             }
             blocks.extend(pending.drain(..).map(|j| Block::single(j, &ops[j])));
             pending_outputs.clear();
-            group = Some(Group::new(op.shape.clone(), limits.check_numerics));
+            group = Some(Group::new(op.shape.clone(), limits.check_numerics, false));
         }
         if let Some(g) = group.as_mut() {
             g.add(i, op, &write, &live_consumers);
@@ -356,13 +356,19 @@ struct Group {
     /// Bindings the group needs besides its inputs and outputs (a matmul
     /// anchor's operands).
     base_bindings: usize,
-    /// Whether its kernel makes checks (a gather's, or every op's when
-    /// numerics are checked): it binds the checks' flags.
+    /// Whether its kernel makes checks (a gather's, an op's the numerics
+    /// checks look at, or an anchor's while they are on): it binds the
+    /// checks' flags.
     checks: bool,
+    /// Whether the device checks numerics (`Limits::check_numerics`).
+    numerics: bool,
 }
 
 impl Group {
-    fn new(shape: Vec<usize>, check_numerics: bool) -> Group {
+    /// An empty group; one anchored is taken to check its anchor while
+    /// numerics are checked (the planner cannot see whether the anchor's
+    /// operands are known finite: it counts the flags' binding anyway).
+    fn new(shape: Vec<usize>, check_numerics: bool, anchored: bool) -> Group {
         Group {
             shape,
             anchor: None,
@@ -372,7 +378,8 @@ impl Group {
             outside: FxHashMap::default(),
             written: 0,
             base_bindings: 0,
-            checks: check_numerics,
+            checks: check_numerics && anchored,
+            numerics: check_numerics,
         }
     }
 
@@ -397,7 +404,7 @@ impl Group {
             }
         }
         let writes_output = write(op.output) || live_consumers(op.output) > 0;
-        let checks = self.checks || matches!(op.kind, OpKind::Gather { .. });
+        let checks = self.checks || op_checks(op, self.numerics);
         self.base_bindings
             + self.inputs.len()
             + self.written
@@ -436,7 +443,7 @@ impl Group {
             self.written += 1;
         }
         self.outside.insert(op.output, outside);
-        self.checks |= matches!(op.kind, OpKind::Gather { .. });
+        self.checks |= op_checks(op, self.numerics);
         self.ops.push(i);
     }
 
@@ -514,13 +521,17 @@ impl Group {
     }
 }
 
+/// Whether `op` makes a check in its group's kernel: a gather's index
+/// range, or, with the numerics checked, its value (`OpIr::checks_finite`).
+fn op_checks(op: &OpIr, check_numerics: bool) -> bool {
+    matches!(op.kind, OpKind::Gather { .. }) || (check_numerics && op.checks_finite())
+}
+
 impl ElementwiseBlock {
-    /// Whether its kernel makes checks (a gather's index range), binding
-    /// their flags after its outputs.
-    pub fn checks(&self, ops: &[OpIr]) -> bool {
-        self.ops
-            .iter()
-            .any(|&i| matches!(ops[i].kind, OpKind::Gather { .. }))
+    /// Whether its kernel makes checks (`op_checks`), binding their flags
+    /// after its outputs.
+    pub fn checks(&self, ops: &[OpIr], check_numerics: bool) -> bool {
+        self.ops.iter().any(|&i| op_checks(&ops[i], check_numerics))
     }
 
     /// The block as a prologue: its last op's value is consumed in the
@@ -624,12 +635,13 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
 /// the count, never as a rejected kernel that takes its neighbours down.
 ///
 /// With `check_numerics` an elementwise group's kernel binds its checks'
-/// flags too; a reduction's output is checked by a kernel of its own
-/// (binding it and the flags), so only groups count one more.
+/// flags where one of its ops is checked, and an anchored group's always
+/// (its anchor may be); a reduction's output is checked by a kernel of its
+/// own (binding it and the flags), so only groups count one more.
 pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> usize {
     match block {
         Block::Elementwise(b) => {
-            b.inputs.len() + b.outputs.len() + usize::from(check_numerics || b.checks(ops))
+            b.inputs.len() + b.outputs.len() + usize::from(b.checks(ops, check_numerics))
         }
         Block::Matmul { op, epilogue } | Block::RowReduction { op, epilogue } => {
             ops[*op].inputs.len()

@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+pub mod bounds;
 pub mod dtype;
 pub mod layout;
 pub mod shape;
@@ -687,6 +688,9 @@ pub struct OpIr {
     /// where TF.js would upcast), so codegen and the host read each value's
     /// type from the op that made it.
     pub dtype: DType,
+    /// Its operands' bounds keep it from making a non-finite value
+    /// (`bounds::derive`, at registration): the numerics checks skip it.
+    pub proven_finite: bool,
 }
 
 /// The ops registered on one device and not yet run, in registration order.
@@ -716,6 +720,14 @@ impl Queue {
         self.ops.is_empty()
     }
 
+    /// Marks the `i`th queued op proven finite or not: its operands'
+    /// bounds, looked at again when the numerics checks switch on.
+    pub fn set_proven_finite(&mut self, i: usize, proven: bool) {
+        if let Some(op) = self.ops.get_mut(i) {
+            op.proven_finite = proven;
+        }
+    }
+
     /// Everything queued, leaving the queue empty for the next registration.
     pub fn take(&mut self) -> Vec<OpIr> {
         std::mem::take(&mut self.ops)
@@ -732,10 +744,12 @@ impl Queue {
 impl OpIr {
     /// Whether the numerics checks look at its value: a float that it can
     /// make non-finite from finite operands, with no non-finite value of
-    /// the program's own among them. The one rule codegen and the host
+    /// the program's own among them, and whose operands' bounds do not
+    /// prove it finite. The one rule codegen, the planner and the host
     /// check by.
     pub fn checks_finite(&self) -> bool {
         self.dtype == DType::Float32
+            && !self.proven_finite
             && self.kind.can_make_non_finite()
             && self.kind.adds_only_finite()
     }
@@ -752,6 +766,7 @@ impl OpIr {
             output: TensorId(output),
             shape: shape.to_vec(),
             dtype: DType::Float32,
+            proven_finite: false,
         }
     }
 }

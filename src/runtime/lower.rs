@@ -61,7 +61,7 @@ pub struct Lowering<'a> {
     /// The checks the block's kernels make, for the device to read.
     pub checked: &'a mut Vec<Checked>,
     /// With the numerics checks on, which tensors are known finite
-    /// (`Record::finite`): an anchor, whose operands its kernel does not
+    /// (`Record::bounds`): an anchor, whose operands its kernel does not
     /// look at, is checked only where they are. `None` with the checks off.
     pub finite: Option<&'a dyn Fn(TensorId) -> bool>,
 }
@@ -123,7 +123,7 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: None,
-            numerics: self.numerics(&[]),
+            numerics: self.numerics(None),
         };
         let kernel = codegen::elementwise(group);
         refuse_broken(&kernel)?;
@@ -147,14 +147,19 @@ impl Lowering<'_> {
         Ok(written)
     }
 
-    /// What a group anchored by an op reading `operands` checks: nothing
-    /// with the checks off; its ops, and its anchor where every operand is
-    /// known finite (an elementwise group alone has no anchor: `&[]`).
-    fn numerics(&self, operands: &[TensorId]) -> Numerics {
-        match self.finite {
-            None => Numerics::Off,
-            Some(finite) if operands.iter().all(|&t| finite(t)) => Numerics::OpsAndAnchor,
-            Some(_) => Numerics::Ops,
+    /// What a group anchored by `anchor` checks: nothing with the checks
+    /// off; its ops, and its anchor's value where every operand of the
+    /// anchor is known finite and their bounds do not prove it finite (an
+    /// elementwise group alone has no anchor).
+    fn numerics(&self, anchor: Option<&OpIr>) -> Numerics {
+        let Some(finite) = self.finite else {
+            return Numerics::Off;
+        };
+        match anchor {
+            Some(op) if !op.proven_finite && op.inputs.iter().all(|&t| finite(t)) => {
+                Numerics::OpsAndAnchor
+            }
+            _ => Numerics::Ops,
         }
     }
 
@@ -220,7 +225,7 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: Some(ops[i].output),
-            numerics: self.numerics(&ops[i].inputs),
+            numerics: self.numerics(Some(&ops[i])),
         };
         let kernel = match ops[i].kind {
             OpKind::Conv { pass, geometry } => {
@@ -272,7 +277,7 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: Some(reduced),
-            numerics: self.numerics(&ops[i].inputs),
+            numerics: self.numerics(Some(&ops[i])),
         };
         let last = [x.shape.len() - 1];
         let stage = match codegen::reduces_per_thread(x, &last, self.gpu.cpu) {
@@ -428,7 +433,7 @@ impl Lowering<'_> {
         let Written::Owned(out) = written else {
             return;
         };
-        if op.dtype != DType::Float32 || self.numerics(&op.inputs) != Numerics::OpsAndAnchor {
+        if op.dtype != DType::Float32 || self.numerics(Some(op)) != Numerics::OpsAndAnchor {
             return;
         }
         let kernel = codegen::finite_scan(shape::numel(&op.shape), at);

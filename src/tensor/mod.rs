@@ -198,6 +198,7 @@ impl Device {
                     output,
                     shape: shape.clone(),
                     dtype,
+                    proven_finite: false,
                 },
                 site,
             );

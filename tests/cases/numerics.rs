@@ -342,3 +342,117 @@ pub async fn log_sqrt_and_rsqrt_give_ieee_values_at_zero_below_it_at_infinity_an
         }
     }
 }
+
+/// The WGSL `f` launched on a kernels-only device, checking or not, and
+/// what it computed there.
+async fn launched(check_numerics: bool, f: impl Fn(&Device) -> Tensor) -> (Vec<String>, Vec<f32>) {
+    let gpu = device_with(DeviceOptions {
+        check_numerics,
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let (y, profile) = gpu.profile(|| f(&gpu));
+    let wgsl = profile.kernels.into_iter().flat_map(|k| k.wgsl).collect();
+    (wgsl, floats(&y).await)
+}
+
+/// W1's chain of 16 ops, `x` its input.
+fn chain(x: &Tensor) -> Tensor {
+    let y = x
+        .mul(0.5)
+        .unwrap()
+        .add(0.1)
+        .unwrap()
+        .exp()
+        .unwrap()
+        .mul(x)
+        .unwrap();
+    let y = y
+        .tanh()
+        .unwrap()
+        .sub(0.2)
+        .unwrap()
+        .sigmoid()
+        .unwrap()
+        .add(x)
+        .unwrap();
+    let y = y
+        .mul(1.5)
+        .unwrap()
+        .tanh()
+        .unwrap()
+        .add(x)
+        .unwrap()
+        .sigmoid()
+        .unwrap();
+    y.mul(0.9)
+        .unwrap()
+        .exp()
+        .unwrap()
+        .sub(x)
+        .unwrap()
+        .tanh()
+        .unwrap()
+}
+
+pub async fn ops_whose_operands_bounds_prove_them_finite_are_not_checked_and_the_rest_are() {
+    let small: Vec<f32> = (0..256).map(|i| i as f32 / 128.0 - 1.0).collect();
+    // Values in [-1, 1): no op of the chain, the layer or the softmax can
+    // make a non-finite value, so the checking device launches exactly the
+    // kernels the other does (the softmax's prologue fused, no scan after
+    // the sum), and they compute the same.
+    let programs: [(&str, &dyn Fn(&Device) -> Tensor); 3] = [
+        ("chain", &|gpu| chain(&gpu.tensor(&small, None).unwrap())),
+        ("layer", &|gpu| {
+            let x = gpu.tensor(&small, Some(&[16, 16])).unwrap();
+            let w = gpu.tensor(&small[..64], Some(&[16, 4])).unwrap();
+            let b = gpu.tensor(&[0.5, -0.5, 0.25, 0.0], None).unwrap();
+            let h = x.matmul(&w).unwrap().add(&b).unwrap().relu().unwrap();
+            h.sum(Some(&[1]), false).unwrap().sqrt().unwrap()
+        }),
+        ("softmax", &|gpu| {
+            let x = gpu.tensor(&small, Some(&[16, 16])).unwrap();
+            x.mul(3.0).unwrap().softmax(-1).unwrap().log().unwrap()
+        }),
+    ];
+    for (name, program) in programs {
+        let (plain, expected) = launched(false, program).await;
+        let (checked, values) = launched(true, program).await;
+        assert_eq!(checked, plain, "{name}: the same kernels, none checking");
+        assert_eq!(values, expected, "{name}");
+        assert!(!checked.concat().contains("flag_nonfinite("), "{name}");
+    }
+    // The same chain on values up to 1000: its first exp overflows, and it
+    // is checked (and so are the ops after it that bounds cannot clear).
+    let large: Vec<f32> = small.iter().map(|v| v * 1000.0).collect();
+    let gpu = device_with(DeviceOptions {
+        check_numerics: true,
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let (y, profile) = gpu.profile(|| chain(&gpu.tensor(&large, None).unwrap()));
+    let wgsl: String = profile.kernels.into_iter().flat_map(|k| k.wgsl).collect();
+    assert!(
+        wgsl.contains("flag_nonfinite("),
+        "the large chain is checked"
+    );
+    // Its first exp overflows, and so does the product after it where exp
+    // stays just finite: two roots, each an op the bounds could not clear.
+    let roots = |e: webfusion::TensorError| -> Vec<String> {
+        let mut roots: Vec<String> = e
+            .failures
+            .iter()
+            .map(|f| format!("{:?} at {}", f.root.kind, f.root.op))
+            .collect();
+        roots.sort();
+        roots
+    };
+    let expected = ["NonFinite at exp", "NonFinite at mul"];
+    assert_eq!(roots(read_err(&y).await), expected, "profiled");
+    for (name, gpu) in checking().await {
+        let y = chain(&gpu.tensor(&large, None).unwrap());
+        assert_eq!(roots(read_err(&y).await), expected, "{name}");
+    }
+}

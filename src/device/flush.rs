@@ -483,6 +483,7 @@ impl DeviceState {
                     &ops[i].shape,
                     f.position,
                     f.class,
+                    &f.operands,
                 ),
                 registered_at: step.site.as_deref().map(str::to_string),
             };

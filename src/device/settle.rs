@@ -380,7 +380,7 @@ impl DeviceState {
                         let (at, class) = CheckOf::finite_key(word);
                         (
                             FailureKind::NonFinite,
-                            non_finite_message(&ops[i], &f.checked.shape, at, class),
+                            non_finite_message(&ops[i], &f.checked.shape, at, class, &[]),
                         )
                     }
                 };
@@ -622,12 +622,14 @@ fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> 
 /// What a failed `Finite` check of `op` says: the value it made, where (the
 /// flagged flat position of the block's `shape`, read in `op`'s own shape,
 /// which broadcasts to it: an anchor's may be smaller) and that its
-/// operands were finite there.
+/// operands were finite there, with their values where they were kept (the
+/// host keeps them; a kernel keeps only the position and the class).
 pub(super) fn non_finite_message(
     op: &OpIr,
     shape: &[usize],
     position: usize,
     class: u32,
+    operands: &[f32],
 ) -> String {
     let value = match class {
         0 => "NaN",
@@ -641,8 +643,24 @@ pub(super) fn non_finite_message(
         .zip(&op.shape)
         .map(|(&c, &d)| if d == 1 { 0 } else { c })
         .collect();
-    format!(
+    let mut message = format!(
         "it made {value} at {at:?} of its {} result from finite operands",
         crate::ir::shape::display(&op.shape)
-    )
+    );
+    if !operands.is_empty() {
+        let shown: Vec<String> = operands.iter().map(|&v| number(v)).collect();
+        message.push_str(": ");
+        message.push_str(&shown.join(" and "));
+    }
+    message
+}
+
+/// A float as a reader of the message expects it: `0`, `2.5`, `1e30`.
+fn number(v: f32) -> String {
+    let magnitude = v.abs();
+    if v == 0.0 || (1e-4..1e16).contains(&magnitude) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
 }

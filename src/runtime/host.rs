@@ -30,12 +30,14 @@ pub struct Computed {
 
 /// A value an op of a host block made non-finite from finite operands, as
 /// a kernel's `Finite` check reports it: the op's place in the block, the
-/// first such flat position, and the value's class (0 NaN, 1 +Inf, 2 -Inf).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// first such flat position, and the value's class (0 NaN, 1 +Inf, 2 -Inf);
+/// and, which a kernel does not keep, its float operands' values there.
+#[derive(Debug, Clone, PartialEq)]
 pub struct NonFinite {
     pub op: usize,
     pub position: usize,
     pub class: u32,
+    pub operands: Vec<f32>,
 }
 
 impl Computed {
@@ -129,10 +131,15 @@ pub fn elementwise(
                     (false, 0) => 1,
                     _ => 2,
                 };
+                let operands = floats
+                    .iter()
+                    .filter_map(|x| x.words.get(position).map(|&o| f32::from_bits(o)))
+                    .collect();
                 flagged.push(NonFinite {
                     op: k,
                     position,
                     class,
+                    operands,
                 });
             }
         }

@@ -456,3 +456,36 @@ pub async fn ops_whose_operands_bounds_prove_them_finite_are_not_checked_and_the
         assert_eq!(roots(read_err(&y).await), expected, "{name}");
     }
 }
+
+/// The host keeps the operands' values where an op went non-finite and the
+/// report gives them; a kernel keeps the position and the value only.
+pub async fn a_report_from_the_host_gives_the_operands_values_where_the_op_went_non_finite() {
+    for (name, gpu) in checking().await {
+        let x = gpu.tensor(&[1.0, 0.0, 4.0, 2.0], None).unwrap();
+        let ones = gpu.tensor(&[1.0, 1.0, 1.0, 1e30], None).unwrap();
+        let cases = [
+            (x.log().unwrap(), "log", "-Infinity at [1]", ": 0"),
+            (
+                ones.div(&x).unwrap(),
+                "div",
+                "+Infinity at [1]",
+                ": 1 and 0",
+            ),
+            (ones.mul(1e10).unwrap(), "mul", "+Infinity at [3]", ": 1e30"),
+        ];
+        for (t, op, says, operands) in cases {
+            let report = non_finite_at(name, &t, op, says).await;
+            let message = report.root.message;
+            match name {
+                "host" => assert!(
+                    message.ends_with(&format!("from finite operands{operands}")),
+                    "{message}"
+                ),
+                _ => assert!(
+                    message.ends_with("from finite operands"),
+                    "{name}: {message}"
+                ),
+            }
+        }
+    }
+}

@@ -538,7 +538,7 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
     };
   }, CAUGHT);
   assert.equal(result.isTensorError, true);
-  assert.deepEqual(result.root, { kind: 'non-finite', op: 'log', message: 'it made -Infinity at [1] of its [3] result from finite operands' });
+  assert.deepEqual(result.root, { kind: 'non-finite', op: 'log', message: 'it made -Infinity at [1] of its [3] result from finite operands: 0' });
   assert.match(result.registeredAt, /<anonymous>:\d+:\d+$/);
   assert.ok(Number.isNaN(result.own[0]) && Math.abs(result.own[1] - Math.E) < 1e-6, 'the page\'s NaN is a value');
   assert.deepEqual(result.synced, ['non-finite'], 'sync() reports it once');

@@ -282,7 +282,9 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
                 ReduceOp::Mean => widened(x.lo, x.hi, ROUNDING, 0.0),
                 ReduceOp::Max | ReduceOp::Min => Some(x),
                 ReduceOp::Prod => power_bound(x.max_abs(), n),
-                ReduceOp::LogSumExp => widened(x.lo, x.hi + n.ln(), APPROX_REL, APPROX_ABS),
+                ReduceOp::LogSumExp => {
+                    widened(x.lo, x.hi + f32s(n, f32::ln), APPROX_REL, APPROX_ABS)
+                }
             }
         }
         OpKind::Scan { op: s, axis, .. } => {
@@ -332,10 +334,14 @@ fn product_bound(k: f64, a: Bounds, b: Bounds) -> Option<Bounds> {
     widened(-m, m, ROUNDING + k * 1e-7, 0.0)
 }
 
-/// A product of `n` values no larger than `m` in magnitude.
+/// A product of `n` values no larger than `m` in magnitude, each of its
+/// n roundings a factor of at most 1 + 2^-23 (none past 1 when `m` is).
 fn power_bound(m: f64, n: f64) -> Option<Bounds> {
-    let p = if m <= 1.0 { 1.0 } else { m.powf(n) };
-    widened(-p, p, ROUNDING * n.max(1.0), 0.0)
+    let p = match m <= 1.0 {
+        true => 1.0,
+        false => powf(m, n) * f32s(n * 1.2e-7, f32::exp),
+    };
+    widened(-p, p, ROUNDING, 0.0)
 }
 
 fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
@@ -347,8 +353,8 @@ fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
         }),
         UnaryOp::Abs => Some(abs(x)),
         // Positive whatever its rounding: only its top end is approximate.
-        UnaryOp::Exp => widened(x.lo.exp(), x.hi.exp(), APPROX_REL, 0.0),
-        UnaryOp::Log if x.lo >= TINY => approx(x.lo.ln(), x.hi.ln()),
+        UnaryOp::Exp => widened(f32s(x.lo, f32::exp), f32s(x.hi, f32::exp), APPROX_REL, 0.0),
+        UnaryOp::Log if x.lo >= TINY => approx(f32s(x.lo, f32::ln), f32s(x.hi, f32::ln)),
         UnaryOp::Sqrt if x.lo >= 0.0 => widened(x.lo.sqrt(), x.hi.sqrt(), APPROX_REL, 0.0),
         UnaryOp::Rsqrt if x.lo >= TINY => {
             widened(1.0 / x.hi.sqrt(), 1.0 / x.lo.sqrt(), APPROX_REL, 0.0)
@@ -375,14 +381,26 @@ fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
             widened(half.lo * 0.5, half.hi * 0.5, APPROX_REL, APPROX_ABS)
         }
         UnaryOp::Sigmoid => approx(sigmoid(x.lo), sigmoid(x.hi)),
-        UnaryOp::Tanh => approx(x.lo.tanh(), x.hi.tanh()),
+        UnaryOp::Tanh => approx(f32s(x.lo, f32::tanh), f32s(x.hi, f32::tanh)),
         UnaryOp::Sin | UnaryOp::Cos => approx(-1.0, 1.0),
         UnaryOp::LogicalNot => Some(Bounds::BOOL),
     }
 }
 
+/// `f` computed in float32, as the host computes it: the package then
+/// holds one copy of each built-in (its error, and the argument's rounding
+/// to float32, are far inside `APPROX_REL`; an argument past float32's
+/// range is an infinity, which proves nothing, as it should).
+fn f32s(v: f64, f: fn(f32) -> f32) -> f64 {
+    f64::from(f(v as f32))
+}
+
+fn powf(a: f64, b: f64) -> f64 {
+    f64::from((a as f32).powf(b as f32))
+}
+
 fn sigmoid(v: f64) -> f64 {
-    1.0 / (1.0 + (-v).exp())
+    1.0 / (1.0 + f32s(-v, f32::exp))
 }
 
 fn abs(x: Bounds) -> Bounds {
@@ -410,7 +428,7 @@ fn binary(op: BinaryOp, a: Bounds, b: Bounds) -> Option<Bounds> {
         // a^b = exp(b ln a): bilinear in (b, ln a), so its extremes are at
         // the corners; a base that may be 0 or negative is checked.
         BinaryOp::Pow if a.lo >= TINY => {
-            let c = corners(f64::powf);
+            let c = corners(powf);
             let lo = c.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = c.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             widened(lo, hi, APPROX_REL, 0.0)

@@ -9,10 +9,10 @@ use common::graphs::{
     ARITH, EXACT, Rng, TRANSCENDENTAL, Tol, Tracked, check_graph, check_graph_with_faults, compare,
     describe_graph,
 };
-use common::reference::{Ref, numel};
+use common::reference::{Ref, broadcast_shapes, broadcast_source, numel, unravel};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use webfusion::{Device, DeviceOptions, Tensor};
+use webfusion::{Device, DeviceOptions, FailureKind, Tensor};
 
 fn device_with(host_max_elements: usize) -> Device {
     let options = DeviceOptions {
@@ -223,6 +223,915 @@ fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_
         2 * seeds.len()
     );
     assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
+}
+
+// ---------------------------------------------------------------------------
+// Random graphs that overflow, against the reference's finiteness
+
+/// A value whose bound keeps it below this in magnitude is finite on any
+/// device (6% below f32's largest, 3.4e38): its rounding cannot reach
+/// infinity. The margins are narrow because every value carries a bound
+/// on what a device may compute (the random graphs' tolerances, carried
+/// through each op): they cover only what a bound may miss, and a sum or a
+/// difference of two finite values overflows only near f32's largest.
+const SURELY_FINITE: f64 = 3.2e38;
+/// A true value beyond this in magnitude is infinite in f32 however it is
+/// rounded (6% above f32's largest).
+const SURELY_OVERFLOWS: f64 = 3.6e38;
+/// Nearer 0 than this and not exactly 0, a value may be flushed to 0 (or
+/// keep a sign the reference does not): a pole (`log`, `rsqrt`, a divisor,
+/// a negative power) must not meet it.
+const NEAR_ZERO: f64 = 1e-30;
+/// What a device may lose by flushing a subnormal result to 0.
+const FLUSH: f64 = 1.2e-37;
+
+/// An op of the overflowing graphs; a scalar operand is held in it.
+#[derive(Clone, Debug, PartialEq)]
+enum Ov {
+    Upload(Vec<f32>),
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Square,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Neg,
+    Pow(f32),
+    AddScalar(f32),
+    SubScalar(f32),
+    MulScalar(f32),
+    DivScalar(f32),
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Matmul,
+    /// `sum(-1, keep_dims)`.
+    SumRows,
+    /// `sum()` of every value.
+    SumAll,
+}
+
+/// What an operand at or near 0 does to an op.
+#[derive(Clone, Copy, PartialEq)]
+enum Edge {
+    None,
+    /// NaN below 0, finite at 0 (`sqrt`, `pow(x, 0.5)`).
+    NanBelow,
+    /// Infinite at 0, NaN below (`log`, `rsqrt`).
+    PoleNanBelow,
+    /// Infinite at 0 (a divisor, a negative power).
+    Pole,
+}
+
+impl Ov {
+    /// The name a failure's root gives it.
+    fn name(&self) -> &'static str {
+        match self {
+            Ov::Upload(_) => "upload",
+            Ov::Exp => "exp",
+            Ov::Log => "log",
+            Ov::Sqrt => "sqrt",
+            Ov::Rsqrt => "rsqrt",
+            Ov::Square => "square",
+            Ov::Tanh => "tanh",
+            Ov::Sigmoid => "sigmoid",
+            Ov::Relu => "relu",
+            Ov::Neg => "neg",
+            Ov::Pow(_) => "pow",
+            Ov::AddScalar(_) | Ov::Add => "add",
+            Ov::MulScalar(_) | Ov::Mul => "mul",
+            Ov::DivScalar(_) | Ov::Div => "div",
+            Ov::SubScalar(_) | Ov::Sub => "sub",
+            Ov::Maximum => "maximum",
+            Ov::Matmul => "matmul",
+            Ov::SumRows | Ov::SumAll => "sum",
+        }
+    }
+
+    /// The op in f64 of its tensor operands (`b` unused by one of one).
+    fn f(&self, a: f64, b: f64) -> f64 {
+        match *self {
+            Ov::Exp => a.exp(),
+            Ov::Log => a.ln(),
+            Ov::Sqrt => a.sqrt(),
+            Ov::Rsqrt => 1.0 / a.sqrt(),
+            Ov::Square => a * a,
+            Ov::Tanh => a.tanh(),
+            Ov::Sigmoid => 1.0 / (1.0 + (-a).exp()),
+            Ov::Relu => a.max(0.0),
+            Ov::Neg => -a,
+            Ov::Pow(p) => a.powf(p as f64),
+            Ov::AddScalar(s) => a + s as f64,
+            Ov::SubScalar(s) => a - s as f64,
+            Ov::MulScalar(s) => a * s as f64,
+            Ov::DivScalar(s) => a / s as f64,
+            Ov::Add => a + b,
+            Ov::Sub => a - b,
+            Ov::Mul => a * b,
+            Ov::Div => a / b,
+            Ov::Maximum => a.max(b),
+            _ => unreachable!("{self:?} is not elementwise"),
+        }
+    }
+
+    /// Its own rounding, relative and absolute (the tolerances of the
+    /// random graphs; `FLUSH` where an op's error is relative); 0 for an
+    /// exact op.
+    fn rounding(&self) -> (f64, f64) {
+        match *self {
+            Ov::Relu | Ov::Neg | Ov::Maximum => (0.0, 0.0),
+            Ov::MulScalar(s) if s == 0.0 || s.abs() == 1.0 => (0.0, 0.0),
+            Ov::Exp | Ov::Sqrt | Ov::Rsqrt => (1e-4, FLUSH),
+            Ov::Log | Ov::Pow(_) | Ov::Tanh | Ov::Sigmoid => (1e-4, 1e-5),
+            _ => (1e-5, FLUSH),
+        }
+    }
+
+    /// Whether a 0 it computes from exact operands is exactly 0 on any
+    /// device (correctly rounded arithmetic).
+    fn zero_is_exact(&self) -> bool {
+        matches!(
+            self,
+            Ov::Square
+                | Ov::AddScalar(_)
+                | Ov::SubScalar(_)
+                | Ov::MulScalar(_)
+                | Ov::DivScalar(_)
+                | Ov::Add
+                | Ov::Sub
+                | Ov::Mul
+                | Ov::Div
+        )
+    }
+
+    /// What 0 does to it, and which operand it looks at.
+    fn edge(&self) -> (Edge, usize) {
+        match *self {
+            Ov::Sqrt => (Edge::NanBelow, 0),
+            Ov::Pow(0.5) => (Edge::NanBelow, 0),
+            Ov::Log | Ov::Rsqrt => (Edge::PoleNanBelow, 0),
+            Ov::Pow(p) if p < 0.0 => (Edge::Pole, 0),
+            Ov::Div => (Edge::Pole, 1),
+            _ => (Edge::None, 0),
+        }
+    }
+
+    /// Registers it on `ins`, as user code does.
+    fn register(&self, gpu: &Device, shape: &[usize], ins: &[&Tensor]) -> Tensor {
+        let x = || ins[0];
+        match self {
+            Ov::Upload(values) => gpu.tensor(values, Some(shape)),
+            Ov::Exp => x().exp(),
+            Ov::Log => x().log(),
+            Ov::Sqrt => x().sqrt(),
+            Ov::Rsqrt => x().rsqrt(),
+            Ov::Square => x().square(),
+            Ov::Tanh => x().tanh(),
+            Ov::Sigmoid => x().sigmoid(),
+            Ov::Relu => x().relu(),
+            Ov::Neg => x().neg(),
+            Ov::Pow(p) => x().pow(*p),
+            Ov::AddScalar(s) => x().add(*s),
+            Ov::SubScalar(s) => x().sub(*s),
+            Ov::MulScalar(s) => x().mul(*s),
+            Ov::DivScalar(s) => x().div(*s),
+            Ov::Add => x().add(ins[1]),
+            Ov::Sub => x().sub(ins[1]),
+            Ov::Mul => x().mul(ins[1]),
+            Ov::Div => x().div(ins[1]),
+            Ov::Maximum => x().maximum(ins[1]),
+            Ov::Matmul => x().matmul(ins[1]),
+            Ov::SumRows => x().sum(Some(&[-1]), true),
+            Ov::SumAll => x().sum(None, false),
+        }
+        .unwrap_or_else(|e| panic!("{self:?} registers: {e}"))
+    }
+}
+
+/// One element of an op's reference value.
+enum Elem {
+    /// Finite on any device: the reference value and how far a device's
+    /// may be from it.
+    Finite(f64, f64),
+    /// Made non-finite from finite operands, by a wide margin.
+    NonFinite(f64),
+    /// An operand is already non-finite here.
+    Poisoned(f64),
+    /// Too near an edge (f32's largest, a pole) to say: the generator
+    /// does not make it.
+    Ambiguous,
+}
+
+/// An elementwise op at one position, its operands given as (reference
+/// value, bound): the values a device may compute are those of `op` over
+/// the box of its operands' bounds (every op here is monotone in each
+/// operand there, or convex), plus its own rounding.
+fn overflow_elem(op: &Ov, a: (f64, f64), b: (f64, f64)) -> Elem {
+    let y = op.f(a.0, b.0);
+    let val = y as f32 as f64;
+    if !a.0.is_finite() || !b.0.is_finite() {
+        return Elem::Poisoned(val);
+    }
+    if *op == Ov::DivScalar(0.0) {
+        return Elem::NonFinite(val);
+    }
+    let (edge, which) = op.edge();
+    let (v, e) = if which == 0 { a } else { b };
+    let (lo, hi) = (v - e, v + e);
+    let zero = v == 0.0 && e == 0.0;
+    match edge {
+        Edge::None => {}
+        Edge::NanBelow if hi < -NEAR_ZERO => return Elem::NonFinite(val),
+        Edge::NanBelow if !(zero || lo >= 0.0) => return Elem::Ambiguous,
+        Edge::PoleNanBelow if zero || hi < -NEAR_ZERO => return Elem::NonFinite(val),
+        Edge::PoleNanBelow if lo <= NEAR_ZERO => return Elem::Ambiguous,
+        Edge::Pole if zero => return Elem::NonFinite(val),
+        Edge::Pole if !(lo > NEAR_ZERO || hi < -NEAR_ZERO) => return Elem::Ambiguous,
+        _ => {}
+    }
+    let mut corners = Vec::with_capacity(4);
+    for x in [a.0 - a.1, a.0 + a.1] {
+        for z in [b.0 - b.1, b.0 + b.1] {
+            corners.push(op.f(x, z));
+        }
+    }
+    if corners.iter().any(|c| c.is_nan()) {
+        return Elem::Ambiguous;
+    }
+    let mut low = corners.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = corners.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let even = matches!(op, Ov::Square) || *op == Ov::Pow(2.0);
+    if even && a.0 - a.1 < 0.0 && a.0 + a.1 > 0.0 {
+        low = 0.0;
+    }
+    if low > SURELY_OVERFLOWS || high < -SURELY_OVERFLOWS {
+        return Elem::NonFinite(val);
+    }
+    let (rel, abs) = op.rounding();
+    if low.abs().max(high.abs()) * (1.0 + rel) + abs >= SURELY_FINITE {
+        return Elem::Ambiguous;
+    }
+    let err = if a.1 == 0.0 && b.1 == 0.0 && y == 0.0 && op.zero_is_exact() {
+        0.0
+    } else {
+        let spread = corners.iter().fold(0.0f64, |m, c| m.max((c - val).abs()));
+        spread + rel * val.abs() + abs
+    };
+    Elem::Finite(val, err)
+}
+
+/// A sum of `terms` (each a reference value and its bound), in any order
+/// in f32: finite if the magnitudes add up below f32's largest, infinite
+/// (or NaN) if the sum is beyond it with no cancellation that rounding
+/// could undo.
+fn overflow_sum(terms: &[(f64, f64)]) -> Elem {
+    let k = terms.len() as f64;
+    let sum: f64 = terms.iter().map(|t| t.0).sum();
+    let magnitude: f64 = terms.iter().map(|t| t.0.abs()).sum();
+    let bound: f64 = terms.iter().map(|t| t.1).sum();
+    let val = sum as f32 as f64;
+    let rounding = k * f64::powi(2.0, -23) * (magnitude + bound) + k * FLUSH;
+    if magnitude + bound + rounding < SURELY_FINITE {
+        Elem::Finite(val, bound + rounding + (val - sum).abs())
+    } else if sum.abs() - bound - rounding > SURELY_OVERFLOWS {
+        Elem::NonFinite(val)
+    } else {
+        Elem::Ambiguous
+    }
+}
+
+/// A tensor of an overflowing graph, with its reference.
+struct OvNode {
+    op: Ov,
+    inputs: Vec<usize>,
+    shape: Vec<usize>,
+    /// The reference value (each op rounded to f32) and, where finite, how
+    /// far a device's may be from it.
+    val: Vec<f64>,
+    err: Vec<f64>,
+    /// The first position where the op made a non-finite value from
+    /// finite operands: where a check of it fails.
+    first_bad: Option<usize>,
+    /// It made a non-finite value and none of its inputs depends on one:
+    /// a root every tensor computed from it must report.
+    root: bool,
+    /// It depends on a root (or is one): its read must reject.
+    tainted: bool,
+}
+
+impl OvNode {
+    /// Where its check fails, as a failure's message writes it.
+    fn bad_at(&self) -> Option<String> {
+        self.first_bad
+            .map(|i| format!("{:?}", unravel(i, &self.shape)))
+    }
+}
+
+/// `op` on `ins`: the reference node, or `None` if some element is too near
+/// an edge to say what a device makes of it.
+fn overflow_node(op: Ov, inputs: Vec<usize>, ins: &[&OvNode]) -> Option<OvNode> {
+    let elems: Vec<Elem>;
+    let shape: Vec<usize>;
+    let at = |n: &OvNode, i: usize| (n.val[i], n.err[i]);
+    match &op {
+        Ov::Upload(_) => unreachable!("uploads are made by overflow_upload"),
+        Ov::Matmul => {
+            let (a, b) = (ins[0], ins[1]);
+            let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
+            shape = vec![m, n];
+            elems = (0..m * n)
+                .map(|o| {
+                    let (i, j) = (o / n, o % n);
+                    let pairs: Vec<_> = (0..k)
+                        .map(|p| (at(a, i * k + p), at(b, p * n + j)))
+                        .collect();
+                    if pairs
+                        .iter()
+                        .any(|((x, _), (y, _))| !x.is_finite() || !y.is_finite())
+                    {
+                        let poisoned: f64 = pairs.iter().map(|((x, _), (y, _))| x * y).sum();
+                        return Elem::Poisoned(poisoned as f32 as f64);
+                    }
+                    let terms: Vec<_> = pairs
+                        .iter()
+                        .map(|&((x, ex), (y, ey))| (x * y, x.abs() * ey + ex * y.abs() + ex * ey))
+                        .collect();
+                    overflow_sum(&terms)
+                })
+                .collect();
+        }
+        Ov::SumRows | Ov::SumAll => {
+            let x = ins[0];
+            let lines: Vec<Vec<usize>> = if op == Ov::SumAll {
+                shape = vec![];
+                vec![(0..x.val.len()).collect()]
+            } else {
+                let (r, c) = (x.shape[0], x.shape[1]);
+                shape = vec![r, 1];
+                (0..r).map(|i| (i * c..(i + 1) * c).collect()).collect()
+            };
+            elems = lines
+                .iter()
+                .map(|line| {
+                    let terms: Vec<_> = line.iter().map(|&i| at(x, i)).collect();
+                    if terms.iter().any(|t| !t.0.is_finite()) {
+                        let poisoned: f64 = terms.iter().map(|t| t.0).sum();
+                        return Elem::Poisoned(poisoned as f32 as f64);
+                    }
+                    overflow_sum(&terms)
+                })
+                .collect();
+        }
+        _ => {
+            let a = ins[0];
+            shape = match ins.get(1) {
+                Some(b) => broadcast_shapes(&a.shape, &b.shape),
+                None => a.shape.clone(),
+            };
+            elems = (0..numel(&shape))
+                .map(|i| {
+                    let idx = unravel(i, &shape);
+                    let x = at(a, broadcast_source(&idx, &a.shape));
+                    let y = ins
+                        .get(1)
+                        .map_or((0.0, 0.0), |b| at(b, broadcast_source(&idx, &b.shape)));
+                    overflow_elem(&op, x, y)
+                })
+                .collect();
+        }
+    }
+    let mut val = Vec::with_capacity(elems.len());
+    let mut err = Vec::with_capacity(elems.len());
+    let mut first_bad = None;
+    for (i, e) in elems.into_iter().enumerate() {
+        let (v, bound) = match e {
+            Elem::Ambiguous => return None,
+            Elem::Finite(v, bound) => (v, bound),
+            Elem::NonFinite(v) => {
+                assert!(
+                    !v.is_finite(),
+                    "{op:?}: a sure overflow is {v} in the reference"
+                );
+                first_bad.get_or_insert(i);
+                (v, f64::INFINITY)
+            }
+            Elem::Poisoned(v) => (v, f64::INFINITY),
+        };
+        val.push(v);
+        err.push(bound);
+    }
+    let inherited = ins.iter().any(|n| n.tainted);
+    Some(OvNode {
+        root: first_bad.is_some() && !inherited,
+        tainted: first_bad.is_some() || inherited,
+        op,
+        inputs,
+        shape,
+        val,
+        err,
+        first_bad,
+    })
+}
+
+/// Upload values spanning wide ranges: some tensors near 1 only, others
+/// mixing values near 1, up to a few hundred (`exp` overflows), up to 1e20
+/// (products overflow), tiny positive ones (their reciprocals and
+/// negative powers overflow), near f32's largest (sums overflow) and
+/// zeros; any of them negative.
+fn overflow_upload(rng: &mut Rng, shape: &[usize]) -> OvNode {
+    const TIERS: usize = 6;
+    let tiers: Vec<usize> = match rng.below(21) {
+        0..=5 => vec![0],
+        6..=8 => vec![0, 0, TIERS - 1],
+        9..=11 => vec![4],
+        _ => (0..rng.range(1, 3)).map(|_| rng.below(TIERS)).collect(),
+    };
+    // All of one sign, or either: sums and differences of values near
+    // f32's largest overflow without cancelling.
+    let negative = rng.pick(&[0.0, 0.35, 0.35, 1.0]);
+    let values: Vec<f32> = (0..numel(shape))
+        .map(|_| {
+            let sign = if rng.chance(negative) { -1.0 } else { 1.0 };
+            match rng.pick(&tiers) {
+                0 => sign * rng.uniform(0.5, 2.0),
+                1 => sign * rng.uniform(5.0, 300.0),
+                2 => sign * 10f32.powf(rng.uniform(15.0, 20.0)),
+                3 => 10f32.powf(rng.uniform(-20.0, -15.0)),
+                4 => sign * rng.uniform(1.9e38, 3.1e38),
+                _ => 0.0,
+            }
+        })
+        .collect();
+    OvNode {
+        val: values.iter().map(|&v| v as f64).collect(),
+        err: vec![0.0; values.len()],
+        op: Ov::Upload(values),
+        inputs: vec![],
+        shape: shape.to_vec(),
+        first_bad: None,
+        root: false,
+        tainted: false,
+    }
+}
+
+/// A random graph whose values overflow: uploads, then float ops each kept
+/// in a variable, some that can make a non-finite value from finite
+/// operands, some that cannot; reads while it is built.
+struct OvGraph {
+    seed: u64,
+    nodes: Vec<OvNode>,
+    /// After registering node `i`, read these.
+    reads_after: Vec<Vec<usize>>,
+    /// Each node's ancestors, itself included.
+    ancestors: Vec<Vec<usize>>,
+}
+
+impl OvGraph {
+    fn describe(&self, i: usize) -> String {
+        let n = &self.nodes[i];
+        let args: Vec<String> = n.inputs.iter().map(|j| format!("t{j}")).collect();
+        let op = match &n.op {
+            Ov::Upload(values) => format!("upload {values:?}"),
+            Ov::Pow(s)
+            | Ov::AddScalar(s)
+            | Ov::SubScalar(s)
+            | Ov::MulScalar(s)
+            | Ov::DivScalar(s) => {
+                format!("{}({}, {s:e})", n.op.name(), args.join(", "))
+            }
+            Ov::SumRows => format!("sum({}, -1, keep_dims)", args.join(", ")),
+            op => format!("{}({})", op.name(), args.join(", ")),
+        };
+        let what = match (n.root, n.tainted) {
+            (true, _) => format!("root: non-finite first at {}", n.bad_at().unwrap()),
+            (false, true) => match n.bad_at() {
+                Some(at) => format!("tainted, and non-finite from finite operands first at {at}"),
+                None => "tainted".to_string(),
+            },
+            _ => "finite".to_string(),
+        };
+        format!("t{i} = {op} {:?}  ({what})", n.shape)
+    }
+
+    fn describe_all(&self) -> String {
+        (0..self.nodes.len())
+            .map(|i| format!("\n  {}", self.describe(i)))
+            .collect()
+    }
+}
+
+fn overflow_graph(seed: u64) -> OvGraph {
+    let mut rng = Rng::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x0f10_0f10);
+    let n = rng.range(2, 4);
+    let square = vec![n, n];
+    let upload_shape = |rng: &mut Rng| match rng.below(6) {
+        0 => vec![1, n],
+        1 => vec![n, 1],
+        _ => square.clone(),
+    };
+    let mut nodes: Vec<OvNode> = Vec::new();
+    for _ in 0..rng.range(2, 4) {
+        let shape = upload_shape(&mut rng);
+        nodes.push(overflow_upload(&mut rng, &shape));
+    }
+    let mut reads_after: Vec<Vec<usize>> = vec![vec![]; nodes.len()];
+    let target = rng.range(8, 16);
+    let (mut made, mut tries) = (0, 0);
+    while made < target && tries < 500 {
+        tries += 1;
+        if rng.chance(0.06) {
+            let shape = upload_shape(&mut rng);
+            nodes.push(overflow_upload(&mut rng, &shape));
+            reads_after.push(vec![]);
+            continue;
+        }
+        // Recent tensors more often (chains as well as a wide graph), and
+        // finite ones often enough that roots are made all along.
+        let finite: Vec<usize> = (0..nodes.len()).filter(|&i| !nodes[i].tainted).collect();
+        let pick = |rng: &mut Rng| {
+            let len = nodes.len();
+            match rng.below(10) {
+                0..=4 => len - 1 - rng.below(len.min(3)),
+                5..=7 => rng.pick(&finite),
+                _ => rng.below(len),
+            }
+        };
+        let a = pick(&mut rng);
+        let op = match rng.below(32) {
+            0..=1 => Ov::Exp,
+            2..=3 => Ov::Log,
+            4 => Ov::Sqrt,
+            5 => Ov::Rsqrt,
+            6..=7 => Ov::Square,
+            8..=9 => Ov::Pow(rng.pick(&[2.0, 3.0, 0.5, -1.0, -2.0])),
+            10 => {
+                let s = rng.pick(&[1.5, -2.5, 2.5e38, -2.5e38]);
+                if rng.chance(0.5) {
+                    Ov::AddScalar(s)
+                } else {
+                    Ov::SubScalar(s)
+                }
+            }
+            11 => Ov::MulScalar(rng.pick(&[3.0, -4.0, 1e20])),
+            12 => Ov::DivScalar(rng.pick(&[3.0, -0.5, 1e-20, 0.0])),
+            13..=14 => Ov::Add,
+            15..=16 => Ov::Sub,
+            17..=18 => Ov::Mul,
+            19..=20 => Ov::Div,
+            21..=23 => Ov::Matmul,
+            24..=25 => {
+                if rng.chance(0.5) {
+                    Ov::SumRows
+                } else {
+                    Ov::SumAll
+                }
+            }
+            // Ops that cannot make a non-finite value from finite ones.
+            26 => Ov::Tanh,
+            27 => Ov::Sigmoid,
+            28 => Ov::Relu,
+            29 => {
+                if rng.chance(0.5) {
+                    Ov::Neg
+                } else {
+                    Ov::Maximum
+                }
+            }
+            _ => Ov::MulScalar(rng.pick(&[0.5, -0.75, 0.0, 1.0, -1.0, 1e-10])),
+        };
+        let inputs = match op {
+            // The same tensor twice at times: `a + a` doubles, `a - a`
+            // is exactly 0 and `a / a` divides 0 by 0 where `a` is 0.
+            Ov::Add | Ov::Sub | Ov::Mul | Ov::Div | Ov::Maximum if rng.chance(0.25) => {
+                vec![a, a]
+            }
+            Ov::Add | Ov::Sub | Ov::Mul | Ov::Div | Ov::Maximum => vec![a, pick(&mut rng)],
+            Ov::Matmul => {
+                let k = nodes[a].shape.get(1).copied();
+                let fits: Vec<usize> = (0..nodes.len())
+                    .filter(|&j| nodes[j].shape.len() == 2 && Some(nodes[j].shape[0]) == k)
+                    .collect();
+                if nodes[a].shape.len() != 2 || fits.is_empty() {
+                    continue;
+                }
+                vec![a, rng.pick(&fits)]
+            }
+            Ov::SumRows if nodes[a].shape.len() != 2 => continue,
+            Ov::SumAll if nodes[a].shape.is_empty() => continue,
+            _ => vec![a],
+        };
+        let ins: Vec<&OvNode> = inputs.iter().map(|&j| &nodes[j]).collect();
+        let Some(node) = overflow_node(op, inputs.clone(), &ins) else {
+            continue;
+        };
+        nodes.push(node);
+        made += 1;
+        let mut reads = vec![];
+        if rng.chance(0.12) {
+            reads.push(rng.below(nodes.len()));
+        }
+        reads_after.push(reads);
+    }
+    let mut ancestors: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let mut mine: Vec<usize> = node
+            .inputs
+            .iter()
+            .flat_map(|&j| ancestors[j].iter().copied())
+            .chain([i])
+            .collect();
+        mine.sort_unstable();
+        mine.dedup();
+        ancestors.push(mine);
+    }
+    OvGraph {
+        seed,
+        nodes,
+        reads_after,
+        ancestors,
+    }
+}
+
+/// Reads that matched and reads that rejected as they should.
+#[derive(Default)]
+struct OvTally {
+    matched: usize,
+    rejected: usize,
+}
+
+/// Where a `non-finite` failure's message says its op's check failed
+/// (`... at [1, 0] of its ...`).
+fn failed_at(message: &str) -> Option<&str> {
+    let start = message.find(" at [")? + 4;
+    let end = start + message[start..].find(']')? + 1;
+    Some(&message[start..end])
+}
+
+/// Reads `t`, node `i` of `graph`: finite in the reference with all it
+/// depends on, it reads within the bound; depending on a root, it rejects
+/// with `non-finite` failures only, each rooted where the reference made a
+/// non-finite value from finite operands.
+fn check_overflow_read(
+    graph: &OvGraph,
+    i: usize,
+    t: &Tensor,
+    tally: &mut OvTally,
+) -> Result<(), String> {
+    let node = &graph.nodes[i];
+    let what = graph.describe(i);
+    if t.shape() != node.shape.as_slice() {
+        return Err(format!("{what}: shape {:?}", t.shape()));
+    }
+    let roots: Vec<usize> = graph.ancestors[i]
+        .iter()
+        .copied()
+        .filter(|&j| graph.nodes[j].root)
+        .collect();
+    match (pollster::block_on(t.to_vec()), node.tainted) {
+        (Ok(got), false) => {
+            for (k, &g) in got.iter().enumerate() {
+                let (v, e, g) = (node.val[k], node.err[k], g as f64);
+                if !g.is_finite() || (g - v).abs() > e * 1.0001 {
+                    return Err(format!(
+                        "{what}: read {g:e} at {:?}, the reference {v:e} (within {e:e}); \
+                         read {got:?}",
+                        unravel(k, &node.shape)
+                    ));
+                }
+            }
+            tally.matched += 1;
+            Ok(())
+        }
+        (Ok(got), true) => Err(format!(
+            "{what}: read {got:?}, but it depends on {}, where the reference made a \
+             non-finite value from finite operands: its read must reject",
+            roots
+                .iter()
+                .map(|r| format!("t{r}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        (Err(error), false) => Err(format!(
+            "{what}: rejected, though the reference finds it and all it depends on finite:\n{error}"
+        )),
+        (Err(error), true) => {
+            let key = |j: usize| {
+                let n = &graph.nodes[j];
+                (n.op.name().to_string(), n.bad_at().unwrap_or_default())
+            };
+            // Where a check may fail: an op that made a non-finite value
+            // from finite operands (a root, or one below a root whose
+            // other values it computed in the same kernel).
+            let may: Vec<(String, String)> = graph.ancestors[i]
+                .iter()
+                .copied()
+                .filter(|&j| graph.nodes[j].first_bad.is_some())
+                .map(key)
+                .collect();
+            let mut got = Vec::new();
+            for report in &error.failures {
+                let root = &report.root;
+                if root.kind != FailureKind::NonFinite {
+                    return Err(format!(
+                        "{what}: a root of kind {}:\n{error}",
+                        root.kind.name()
+                    ));
+                }
+                let at = failed_at(&root.message)
+                    .unwrap_or("(no position)")
+                    .to_string();
+                let k = (root.op.clone(), at);
+                if !may.contains(&k) {
+                    return Err(format!(
+                        "{what}: rooted at {} {}, where the reference makes no non-finite \
+                         value from finite operands (it may be rooted at {may:?}):\n{error}",
+                        k.0, k.1
+                    ));
+                }
+                got.push(k);
+            }
+            // Each root it reports is one of those; not necessarily all: an
+            // op skipped because one of its inputs already carried a failure
+            // computes none of the others, so a root among them that no read
+            // needed is not found (docs/design.md, "Numerics checks").
+            if got.is_empty() {
+                return Err(format!("{what}: rejected with no failure:\n{error}"));
+            }
+            tally.rejected += 1;
+            Ok(())
+        }
+    }
+}
+
+/// Builds `graph` on `gpu` (reading what it says while building), reads
+/// every tensor (in registration order, or shuffled), then a tensor
+/// registered after the failures that depends on none; then drops them
+/// all and the device holds no failure.
+fn run_overflow_graph(
+    gpu: &Device,
+    graph: &OvGraph,
+    shuffled: bool,
+    tally: &mut OvTally,
+) -> Result<(), String> {
+    let mut ts: Vec<Tensor> = Vec::with_capacity(graph.nodes.len());
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let ins: Vec<&Tensor> = node.inputs.iter().map(|&j| &ts[j]).collect();
+        let t = node.op.register(gpu, &node.shape, &ins);
+        ts.push(t);
+        for &j in &graph.reads_after[i] {
+            check_overflow_read(graph, j, &ts[j], tally)
+                .map_err(|e| format!("read while building, after t{i}: {e}"))?;
+        }
+    }
+    let mut order: Vec<usize> = (0..ts.len()).collect();
+    if shuffled {
+        Rng::new(graph.seed ^ 0x5eed).shuffle(&mut order);
+    }
+    for &i in &order {
+        check_overflow_read(graph, i, &ts[i], tally)?;
+    }
+    // The last finite tensor, through one more op registered after the
+    // failures were read.
+    let last = (0..ts.len()).rev().find(|&i| !graph.nodes[i].tainted);
+    let last = last.expect("the uploads are finite");
+    let node = overflow_node(Ov::Tanh, vec![last], &[&graph.nodes[last]]).expect("tanh is finite");
+    let unrelated = ts[last].tanh().unwrap();
+    let got = pollster::block_on(unrelated.to_vec())
+        .map_err(|e| format!("tanh(t{last}), registered after the failures, rejected:\n{e}"))?;
+    for (k, &g) in got.iter().enumerate() {
+        let (v, e) = (node.val[k], node.err[k]);
+        if (g as f64 - v).abs() > e * 1.0001 {
+            return Err(format!(
+                "tanh(t{last}), registered after the failures: read {got:?}, the reference {:?}",
+                node.val
+            ));
+        }
+    }
+    drop((ts, unrelated));
+    let _ = pollster::block_on(gpu.sync());
+    match gpu.stats().failures_held {
+        0 => Ok(()),
+        held => Err(format!(
+            "{held} failure(s) held after every tensor was dropped"
+        )),
+    }
+}
+
+/// Seeds from `var` (`n` or `a..b`), else `default`.
+fn seeds_from_env(var: &str, default: std::ops::Range<u64>) -> Vec<u64> {
+    match std::env::var(var) {
+        Ok(seeds) => match seeds.split_once("..") {
+            Some((a, b)) => {
+                let bound = |x: &str| x.parse::<u64>().unwrap_or_else(|_| panic!("{var}=a..b"));
+                (bound(a)..bound(b)).collect()
+            }
+            None => vec![
+                seeds
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{var} is a number")),
+            ],
+        },
+        Err(_) => default.collect(),
+    }
+}
+
+/// Random graphs of float ops on uploads spanning wide ranges, every
+/// intermediate held, on two checking devices (kernels only; small work
+/// on the host), each tensor read in registration order on one and
+/// shuffled on the other: a tensor the reference (each op in f64, rounded
+/// to f32, with bounds on what a device may compute) finds finite with all
+/// it depends on reads its values; one that depends on an op that made a
+/// non-finite value from finite operands rejects with `non-finite`
+/// failures rooted at such ops (by name and position). Then a tensor registered after the failures
+/// reads, and with every tensor dropped the device holds no failure. The
+/// generator makes no value near an edge (f32's largest, or a pole at 0)
+/// where rounding could decide. Runs every seed and names all that failed;
+/// `NUMERICS_SEED=n` (or `a..b`) runs those only.
+#[test]
+fn random_graphs_that_overflow_fail_exactly_where_the_reference_is_non_finite() {
+    let seeds = seeds_from_env("NUMERICS_SEED", 0..64);
+    let checking = |host_max_elements| {
+        let options = DeviceOptions {
+            host_max_elements,
+            check_numerics: true,
+            ..DeviceOptions::default()
+        };
+        pollster::block_on(Device::request(options)).expect("a native GPU adapter")
+    };
+    let host_max = DeviceOptions::default().host_max_elements;
+    let mut devices = [
+        ("kernels", 0, checking(0)),
+        ("host", host_max, checking(host_max)),
+    ];
+    let mut tally = OvTally::default();
+    let mut roots: std::collections::BTreeMap<&str, usize> = Default::default();
+    let (mut tensors, mut tainted, mut on_host, mut failed) = (0, 0, 0, Vec::new());
+    for &seed in &seeds {
+        let graph = overflow_graph(seed);
+        tensors += graph.nodes.len();
+        tainted += graph.nodes.iter().filter(|n| n.tainted).count();
+        for n in graph.nodes.iter().filter(|n| n.root) {
+            *roots.entry(n.op.name()).or_default() += 1;
+        }
+        for (d, (name, max, gpu)) in devices.iter_mut().enumerate() {
+            let shuffled = (seed as usize + d).is_multiple_of(2);
+            let order = if shuffled { "shuffled" } else { "in order" };
+            let host_before = gpu.stats().host_ops;
+            let run = run_overflow_graph(gpu, &graph, shuffled, &mut tally);
+            on_host += gpu.stats().host_ops - host_before;
+            if let Err(e) = run {
+                failed.push(format!(
+                    "seed {seed} (NUMERICS_SEED={seed}), {name} device, read {order}: {e}\n\
+                     the graph:{}",
+                    graph.describe_all()
+                ));
+                // What failed may leave work behind: the next seed starts
+                // on a fresh device.
+                *gpu = checking(*max);
+            }
+        }
+    }
+    eprintln!(
+        "{} seeds: {tensors} tensors, {tainted} depending on a root; roots {roots:?}; \
+         {} reads matched, {} rejected; {on_host} ops ran on the host; {} run(s) failed",
+        seeds.len(),
+        tally.matched,
+        tally.rejected,
+        failed.len()
+    );
+    if let Some(first) = failed.first() {
+        let each: Vec<&str> = failed
+            .iter()
+            .map(|e| e.lines().next().unwrap_or_default())
+            .collect();
+        panic!(
+            "{} run(s) failed:\n  {}\nthe first in full:\n{first}",
+            failed.len(),
+            each.join("\n  ")
+        );
+    }
+    assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
+    if std::env::var("NUMERICS_SEED").is_err() {
+        // The fixed seeds make every kind of root, and both outcomes.
+        for name in [
+            "exp", "log", "sqrt", "rsqrt", "square", "pow", "add", "sub", "mul", "div", "matmul",
+            "sum",
+        ] {
+            assert!(
+                roots.contains_key(name),
+                "no {name} root in the graphs: {roots:?}"
+            );
+        }
+        assert!(
+            tally.matched > 0 && tally.rejected > 0,
+            "reads of one outcome only"
+        );
+        assert!(on_host > 0, "no op of any graph ran on the host");
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -89,7 +89,8 @@ impl Kernel {
     /// literals. Some drivers (SwiftShader, the browser's CPU fallback) pay
     /// as much for each uniform load as for the arithmetic around it, so a
     /// chain of scalar ops runs several times faster this way. Non-finite
-    /// scalars stay uniform loads: WGSL rejects a non-finite constant.
+    /// scalars stay uniform loads: WGSL rejects a non-finite constant; and
+    /// so do zeros (see below).
     pub fn specialized(&self) -> String {
         const MARK: &str = "bitcast<f32>(param(";
         let mut out = String::with_capacity(self.wgsl.len());
@@ -103,7 +104,12 @@ impl Kernel {
                 .filter(|i| self.scalars.contains(i))
                 .map(|i| self.params[i]);
             match (end, bits) {
-                (Some(e), Some(bits)) if f32::from_bits(bits).is_finite() => {
+                // Zero stays a load too: written in, it lets a compiler fold
+                // `x * 0` to 0 and `x / 0` to anything (WGSL lets it assume
+                // no infinity or NaN), where an infinite `x` makes NaN.
+                (Some(e), Some(bits))
+                    if f32::from_bits(bits).is_finite() && bits & 0x7fff_ffff != 0 =>
+                {
                     let _ = write!(out, "bitcast<f32>({bits:#010x}u)");
                     rest = &tail[e + 3..];
                 }
@@ -339,7 +345,7 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 9] = [
+const HELPERS: [(&str, &str); 10] = [
     (
         "wf_log(",
         r"fn wf_log(x: f32) -> f32 {
@@ -357,6 +363,16 @@ const HELPERS: [(&str, &str); 9] = [
     if ((b & 0x7fffffffu) == 0u || b == wf_inf_bits) { return x; }
     if (b > wf_inf_bits) { return bitcast<f32>(wf_nan_bits); }
     return sqrt(x);
+}
+",
+    ),
+    (
+        "wf_div(",
+        r"fn wf_div(a: f32, b: f32) -> f32 {
+    if ((bitcast<u32>(b) & 0x7fffffffu) != 0u) { return a / b; }
+    let m = bitcast<u32>(a) & 0x7fffffffu;
+    if (m == 0u || m > wf_inf_bits) { return bitcast<f32>(wf_nan_bits); }
+    return bitcast<f32>(((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u) | wf_inf_bits);
 }
 ",
     ),
@@ -457,7 +473,13 @@ fn ninf() -> f32 { return -bitcast<f32>(wf_inf_bits); }
 fn wf_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
 fn wf_pow(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
-    if (a >= 0.0) { return pow(a, b); }
+    if (a == 0.0) {
+        let odd = fract(b) == 0.0 && fract(b * 0.5) != 0.0 && (bitcast<u32>(a) >> 31u) == 1u;
+        if (b > 0.0) { return select(0.0, -0.0, odd); }
+        if (b < 0.0) { return select(bitcast<f32>(wf_inf_bits), ninf(), odd); }
+        return bitcast<f32>(wf_nan_bits);
+    }
+    if (a > 0.0) { return pow(a, b); }
     if (fract(b) != 0.0) { return bitcast<f32>(wf_nan_bits); }
     let m = pow(-a, b);
     return select(m, -m, fract(b * 0.5) != 0.0);
@@ -504,8 +526,10 @@ pub(super) fn binary(
         BinaryOp::Add => ("(", " + ", ")"),
         BinaryOp::Sub => ("(", " - ", ")"),
         BinaryOp::Mul => ("(", " * ", ")"),
-        // An int's `div` is registered as `floorDiv` (TF.js's rule).
-        BinaryOp::Div => ("(", " / ", ")"),
+        // An int's `div` is registered as `floorDiv` (TF.js's rule). A
+        // float's quotient by zero is made from the bits (`wf_div`): WGSL
+        // lets a compiler that folds a zero divisor (`y - y`) give 0.
+        BinaryOp::Div => ("wf_div(", ", ", ")"),
         BinaryOp::Pow if int => ("wf_pow_i(", ", ", ")"),
         BinaryOp::Pow => ("wf_pow(", ", ", ")"),
         BinaryOp::Maximum => ("max(", ", ", ")"),
@@ -518,7 +542,7 @@ pub(super) fn binary(
         BinaryOp::Mod if int => ("wf_mod_i(", ", ", ")"),
         BinaryOp::Mod => ("wf_mod(", ", ", ")"),
         BinaryOp::FloorDiv if int => ("wf_floordiv_i(", ", ", ")"),
-        BinaryOp::FloorDiv => ("floor(", " / ", ")"),
+        BinaryOp::FloorDiv => ("floor(wf_div(", ", ", "))"),
         BinaryOp::LogicalAnd => ("(", " & ", ")"),
         BinaryOp::LogicalOr => ("(", " | ", ")"),
         BinaryOp::LogicalXor => ("(", " ^ ", ")"),

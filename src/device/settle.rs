@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use super::commit::Stale;
 use super::faults::Injected;
 use super::flush::{Flagged, Part, Step, Submission};
-use super::state::carries_failure;
+use super::state::{Record, carries_failure};
 use super::{DeviceState, State, Taint};
 use crate::codegen::CheckOf;
 use crate::failure::{FailureId, FailureKind, Root};
@@ -328,6 +328,7 @@ impl DeviceState {
         flagged: &[(&Flagged, Option<&[usize]>)],
     ) -> Rooted {
         let indices = block.op_indices();
+        let reads_failures = steps_reading_failures(&self.records, steps);
         let mut roots = Vec::new();
         for &(f, part) in flagged {
             let words = match f.words.peek() {
@@ -371,9 +372,7 @@ impl DeviceState {
                     // failed (its bytes hold what that failure left) is the
                     // cause, not this op: the failure it carries reaches
                     // this op's dependents as any taint does.
-                    CheckOf::Finite
-                        if s.inputs.iter().any(|&t| carries_failure(&self.records, t)) =>
-                    {
+                    CheckOf::Finite if reads_failures.get(step) == Some(&true) => {
                         continue;
                     }
                     CheckOf::Finite => {
@@ -617,6 +616,25 @@ fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> 
     (0..steps.len())
         .filter(|&s| outputs.contains(&steps[s].output))
         .collect()
+}
+
+/// For each of a block's steps, whether it reads a tensor that carries a
+/// failure, itself or through what earlier steps of the block computed
+/// from one (a reduction reads its prologue's value, never in memory): a
+/// non-finite value it makes is then that failure's doing, whatever its
+/// own operands were. One pass, in the steps' order.
+fn steps_reading_failures(records: &FxHashMap<TensorId, Record>, steps: &[Step]) -> Vec<bool> {
+    let mut reads = Vec::with_capacity(steps.len());
+    let mut made: FxHashMap<TensorId, usize> = FxHashMap::default();
+    for (j, s) in steps.iter().enumerate() {
+        let failed = s
+            .inputs
+            .iter()
+            .any(|&t| carries_failure(records, t) || made.get(&t).is_some_and(|&k| reads[k]));
+        reads.push(failed);
+        made.insert(s.output, j);
+    }
+    reads
 }
 
 /// What a failed `Finite` check of `op` says: the value it made, where (the

@@ -70,27 +70,41 @@ impl Bounds {
         v.is_finite().then_some(Bounds { lo: v, hi: v })
     }
 
-    /// The least and greatest of `values` read as `dtype`; `None` where one
-    /// is not finite. An empty tensor's bounds are zero's: it holds nothing.
+    /// The bounds of `words` read as `dtype`: their least and greatest where
+    /// all are of one sign, else plus and minus the largest magnitude;
+    /// `None` where one is not finite. An empty tensor's bounds are zero's.
     pub fn of_words(words: &[u32], dtype: DType) -> Option<Bounds> {
         if words.is_empty() {
             return Some(Bounds { lo: 0.0, hi: 0.0 });
         }
-        // One pass with no branch per value: an upload of a million floats
-        // is looked at on every step of a checked training loop.
+        // One pass of integer ops on the bits, no branch and no float
+        // compare per value: an upload of a million floats is looked at on
+        // every step of a checked loop. Magnitudes order as their bits do;
+        // the signs say which side of zero the values are on (mixed signs
+        // give the symmetric bound, which is all an overflow needs).
         let (lo, hi) = match dtype {
             DType::Float32 => {
-                let (mut lo, mut hi, mut bad) = (f32::INFINITY, f32::NEG_INFINITY, false);
+                let (mut most, mut least, mut any_sign, mut all_sign) =
+                    (0u32, u32::MAX, 0u32, !0u32);
                 for &w in words {
-                    let v = f32::from_bits(w);
-                    bad |= super::dtype::non_finite_bits(w);
-                    lo = lo.min(v);
-                    hi = hi.max(v);
+                    let magnitude = w & 0x7fff_ffff;
+                    most = most.max(magnitude);
+                    least = least.min(magnitude);
+                    any_sign |= w;
+                    all_sign &= w;
                 }
-                if bad {
+                if super::dtype::non_finite_bits(most) {
                     return None;
                 }
-                (f64::from(lo), f64::from(hi))
+                let (most, least) = (
+                    f64::from(f32::from_bits(most)),
+                    f64::from(f32::from_bits(least)),
+                );
+                match (any_sign >> 31, all_sign >> 31) {
+                    (0, _) => (least, most),
+                    (_, 1) => (-most, -least),
+                    _ => (-most, most),
+                }
             }
             DType::Int32 => {
                 let ints = words.iter().map(|&w| w as i32);
@@ -491,10 +505,14 @@ mod tests {
     }
 
     #[test]
-    fn an_upload_is_bounded_by_its_least_and_greatest_values() {
-        let upload = OpKind::Upload(Values::float32(&[0.5, -2.0, 3.0]));
-        let d = derived(upload, &[], &[3]);
-        assert_eq!(d.bounds, bounds(-2.0, 3.0));
+    fn an_upload_of_one_sign_is_bounded_by_its_least_and_greatest_values() {
+        let positive = OpKind::Upload(Values::float32(&[0.5, 2.0, 3.0]));
+        assert_eq!(derived(positive, &[], &[3]).bounds, bounds(0.5, 3.0));
+        let negative = OpKind::Upload(Values::float32(&[-0.5, -2.0]));
+        assert_eq!(derived(negative, &[], &[2]).bounds, bounds(-2.0, -0.5));
+        // Mixed signs: the largest magnitude either way.
+        let mixed = OpKind::Upload(Values::float32(&[0.5, -2.0, 3.0]));
+        assert_eq!(derived(mixed, &[], &[3]).bounds, bounds(-3.0, 3.0));
         let nan = OpKind::Upload(Values::float32(&[0.5, f32::NAN]));
         assert_eq!(derived(nan, &[], &[2]).bounds, None);
     }

@@ -29,6 +29,8 @@ macro_rules! all_cases {
         $run!(numerics, in_random_chains_every_tensor_below_the_breaking_op_fails_at_it_and_the_rest_read);
         $run!(numerics, ops_whose_operands_bounds_prove_them_finite_are_not_checked_and_the_rest_are);
         $run!(numerics, a_report_from_the_host_gives_the_operands_values_where_the_op_went_non_finite);
+        $run!(numerics, quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_every_path);
+        $run!(numerics, a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own);
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
         $run!(conv, a_conv2d_with_its_bias_and_relu_is_one_kernel);

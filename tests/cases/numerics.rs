@@ -489,3 +489,78 @@ pub async fn a_report_from_the_host_gives_the_operands_values_where_the_op_went_
         }
     }
 }
+
+/// Bit patterns, every NaN one (its sign and payload are no one's), so a
+/// NaN compares equal to a NaN and -0 differs from 0.
+fn bits(values: &[f32]) -> Vec<u32> {
+    values
+        .iter()
+        .map(|v| {
+            if v.is_nan() {
+                f32::NAN.to_bits()
+            } else {
+                v.to_bits()
+            }
+        })
+        .collect()
+}
+
+/// WGSL lets a compiler assume no infinity or NaN is made, and the ones
+/// under the kernels did: `x / 0` read 0 where the scalar 0 was written
+/// into the kernel or the divisor was `y - y`, and `pow(0, -1)` read 0
+/// (found by the random overflowing graphs of tests/properties.rs). Every
+/// path gives IEEE's values, checks off.
+pub async fn quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_every_path() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            ..DeviceOptions::default()
+        })
+        .await;
+        let x = gpu.tensor(&[1.0, -2.0, 0.0], None).unwrap();
+        let cases = [
+            ("x / 0", x.div(0.0).unwrap(), vec![inf, -inf, nan]),
+            ("x / -0", x.div(-0.0).unwrap(), vec![-inf, inf, nan]),
+            (
+                "x / (x - x)",
+                x.div(&x.sub(&x).unwrap()).unwrap(),
+                vec![inf, -inf, nan],
+            ),
+            (
+                "floorDiv(x, 0)",
+                x.floor_div(0.0).unwrap(),
+                vec![inf, -inf, nan],
+            ),
+            ("pow(x, -1)", x.pow(-1.0).unwrap(), vec![1.0, -0.5, inf]),
+            ("pow(x, -2)", x.pow(-2.0).unwrap(), vec![1.0, 0.25, inf]),
+            ("pow(x, 0)", x.pow(0.0).unwrap(), vec![1.0, 1.0, 1.0]),
+            ("pow(x, 2)", x.pow(2.0).unwrap(), vec![1.0, 4.0, 0.0]),
+        ];
+        for (what, t, want) in cases {
+            assert_eq!(bits(&floats(&t).await), bits(&want), "{name}: {what}");
+        }
+        let own = gpu.tensor(&[inf, nan, 1.0], None).unwrap();
+        let zero = own.mul(0.0).unwrap();
+        assert_eq!(
+            bits(&floats(&zero).await),
+            bits(&[nan, nan, 0.0]),
+            "{name}: x * 0"
+        );
+    }
+}
+
+/// A reduction whose prologue reads a tensor an earlier kernel of the same
+/// submission flagged makes a non-finite value of that failure's: it is no
+/// root of its own (found by the random overflowing graphs).
+pub async fn a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own() {
+    for (name, gpu) in checking().await {
+        let x = gpu.tensor(&[-1.0, 1.0, 1.0, 1.0], Some(&[2, 2])).unwrap();
+        let root = x.sqrt().unwrap();
+        let scaled = root.div(3.0).unwrap();
+        let rows = scaled.sum(Some(&[-1]), true).unwrap();
+        let report = non_finite_at(name, &rows, "sqrt", "NaN at [0, 0]").await;
+        assert!(report.depth >= 1, "{name}: the sum carries sqrt's failure");
+        assert_eq!(floats(&x.sum(None, false).unwrap()).await, [2.0], "{name}");
+    }
+}

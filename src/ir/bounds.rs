@@ -84,15 +84,30 @@ impl Bounds {
         // give the symmetric bound, which is all an overflow needs).
         let (lo, hi) = match dtype {
             DType::Float32 => {
-                let (mut most, mut least, mut any_sign, mut all_sign) =
-                    (0u32, u32::MAX, 0u32, !0u32);
-                for &w in words {
+                // Four lanes of accumulators, so consecutive values do not
+                // wait on each other's max and min.
+                let (mut most, mut least) = ([0u32; 4], [u32::MAX; 4]);
+                let (mut any_sign, mut all_sign) = ([0u32; 4], [!0u32; 4]);
+                let mut take = |lane: usize, w: u32| {
                     let magnitude = w & 0x7fff_ffff;
-                    most = most.max(magnitude);
-                    least = least.min(magnitude);
-                    any_sign |= w;
-                    all_sign &= w;
+                    most[lane] = most[lane].max(magnitude);
+                    least[lane] = least[lane].min(magnitude);
+                    any_sign[lane] |= w;
+                    all_sign[lane] &= w;
+                };
+                let chunks = words.chunks_exact(4);
+                for &w in chunks.remainder() {
+                    take(0, w);
                 }
+                for chunk in chunks {
+                    for (lane, &w) in chunk.iter().enumerate() {
+                        take(lane, w);
+                    }
+                }
+                let most = most.into_iter().max().unwrap_or(0);
+                let least = least.into_iter().min().unwrap_or(u32::MAX);
+                let any_sign = any_sign.into_iter().fold(0, |a, b| a | b);
+                let all_sign = all_sign.into_iter().fold(!0, |a, b| a & b);
                 if super::dtype::non_finite_bits(most) {
                     return None;
                 }

@@ -278,7 +278,13 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
             Bounds::hull(&[*start, last], ROUNDING)
         }
         OpKind::Cast | OpKind::Gather { .. } | OpKind::Guard => first,
-        OpKind::View(_) | OpKind::Copy | OpKind::Cat { .. } | OpKind::Commit { .. } => all(),
+        OpKind::View(_) | OpKind::Cat { .. } => all(),
+        // A variable's value (its first copy, each step's commit) is any
+        // finite one: bounds carried through training grow every step, and
+        // each step's kernels would check a new set of ops, compiled anew,
+        // until they stopped proving anything. Taken as unbounded from the
+        // start, a loop compiles no kernel later than it would unchecked.
+        OpKind::Copy | OpKind::Commit { .. } => None,
         OpKind::Unary(u) => unary(*u, first?),
         OpKind::Binary(b) => binary(*b, *ins.first()?, *ins.get(1)?),
         OpKind::BinaryScalar {

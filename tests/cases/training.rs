@@ -675,3 +675,53 @@ async fn diverges_and_fails_whole(checks: Checks) {
 
     assert!(s.gpu.checks_numerics(), "{checks:?}: the checks stay on");
 }
+
+const STEPS: usize = 40;
+
+/// The pipelines a kernels-only device has compiled after each of `STEPS`
+/// SGD steps of XOR's net.
+async fn pipelines_per_step(check_numerics: bool) -> Vec<u64> {
+    let gpu = super::engine::device_with(webfusion::DeviceOptions {
+        check_numerics,
+        host_max_elements: 0,
+        ..webfusion::DeviceOptions::default()
+    })
+    .await;
+    let x = gpu
+        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
+        .unwrap();
+    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
+    let vars = mlp(&gpu, &[2, 8, 2], 3);
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    let mut compiled = Vec::new();
+    for _ in 0..STEPS {
+        let cost = sgd
+            .minimize(
+                || cross_entropy(&logits(&vars, &x)?, &labels),
+                true,
+                Some(&vars),
+            )
+            .unwrap()
+            .unwrap();
+        read(&cost).await;
+        compiled.push(gpu.stats().pipelines_compiled);
+    }
+    compiled
+}
+
+/// With the checks on, a training loop compiles no kernel after the step
+/// its unchecked twin stops compiling at (SGD's: its first): a variable's
+/// value is taken as any finite value from the start (`ir::bounds`), so no
+/// later step finds a different set of ops its bounds prove, whose kernels
+/// it would compile anew (with a variable's bounds carried through the
+/// updates, this loop compiled five more at its second step).
+pub async fn a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops() {
+    let last_growth = |compiled: &[u64]| compiled.windows(2).rposition(|w| w[1] != w[0]);
+    let unchecked = pipelines_per_step(false).await;
+    let checked = pipelines_per_step(true).await;
+    assert!(checked[0] > 0, "the first step compiles its kernels");
+    assert!(
+        last_growth(&checked) <= last_growth(&unchecked),
+        "pipelines compiled after each step, checked {checked:?}, unchecked {unchecked:?}"
+    );
+}

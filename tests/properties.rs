@@ -156,16 +156,7 @@ fn random_op_graphs_read_the_same_with_the_numerics_checks_on() {
 /// `a..b`) runs those seeds only.
 #[test]
 fn random_graphs_with_injected_faults_fail_exactly_the_dependents_of_the_failed_op() {
-    let seeds: Vec<u64> = match std::env::var("FAULT_SEED") {
-        Ok(seeds) => match seeds.split_once("..") {
-            Some((a, b)) => {
-                let bound = |x: &str| x.parse::<u64>().expect("FAULT_SEED=a..b");
-                (bound(a)..bound(b)).collect()
-            }
-            None => vec![seeds.parse().expect("FAULT_SEED is a number")],
-        },
-        Err(_) => (0..256).collect(),
-    };
+    let seeds = seeds_from_env("FAULT_SEED", 0..256);
     let (mut failing, mut injected, mut refused, mut reads, mut rejected) = (0, 0, 0, 0, 0);
     let mut failed = Vec::new();
     let host_max = DeviceOptions::default().host_max_elements;

@@ -357,6 +357,9 @@ async fn launched(check_numerics: bool, f: impl Fn(&Device) -> Tensor) -> (Vec<S
     (wgsl, floats(&y).await)
 }
 
+/// A program that a test runs on the device it is given.
+type Program<'a> = dyn Fn(&Device) -> Tensor + 'a;
+
 /// W1's chain of 16 ops, `x` its input.
 fn chain(x: &Tensor) -> Tensor {
     let y = x
@@ -402,7 +405,7 @@ pub async fn ops_whose_operands_bounds_prove_them_finite_are_not_checked_and_the
     // make a non-finite value, so the checking device launches exactly the
     // kernels the other does (the softmax's prologue fused, no scan after
     // the sum), and they compute the same.
-    let programs: [(&str, &dyn Fn(&Device) -> Tensor); 3] = [
+    let programs: [(&str, &Program<'_>); 3] = [
         ("chain", &|gpu| chain(&gpu.tensor(&small, None).unwrap())),
         ("layer", &|gpu| {
             let x = gpu.tensor(&small, Some(&[16, 16])).unwrap();

@@ -61,6 +61,8 @@ pub(crate) struct Record {
     /// switched on is taken as finite, of unknown size, unless the host
     /// still holds its values (`Device::set_check_numerics` looks).
     pub bounds: Option<Bounds>,
+    /// The ops its bounds were carried through (`ir::bounds::MAX_DEPTH`).
+    pub depth: u32,
 }
 
 /// Where a tensor's values are, or why they are not.
@@ -152,7 +154,7 @@ impl DeviceState {
         shape: Vec<usize>,
         dtype: DType,
         site: Option<Rc<str>>,
-        bounds: Option<Bounds>,
+        derived: Derived,
     ) {
         let record = Record {
             shape,
@@ -161,7 +163,8 @@ impl DeviceState {
             dependents: 0,
             state: State::Queued,
             site,
-            bounds,
+            bounds: derived.bounds,
+            depth: derived.depth,
         };
         self.records.insert(id, record);
     }
@@ -336,7 +339,7 @@ impl DeviceState {
         self.hold(&op.inputs);
         let derived = self.derive(&op);
         op.proven_finite = derived.proven;
-        self.insert_record(op.output, op.shape.clone(), op.dtype, site, derived.bounds);
+        self.insert_record(op.output, op.shape.clone(), op.dtype, site, derived);
         self.queue.push(op);
         if self.queue.len() >= self.capacity {
             self.flush();
@@ -350,6 +353,7 @@ impl DeviceState {
         for record in self.records.values_mut() {
             if let State::Host { values, .. } = &record.state {
                 record.bounds = Bounds::of_words(&values.words, values.dtype);
+                record.depth = 0;
             }
         }
         // In order: a queued op's inputs may be queued before it.
@@ -361,6 +365,7 @@ impl DeviceState {
             self.queue.set_proven_finite(i, derived.proven);
             if let Some(record) = self.records.get_mut(&output) {
                 record.bounds = derived.bounds;
+                record.depth = derived.depth;
             }
         }
     }
@@ -378,10 +383,12 @@ impl DeviceState {
             .map(|t| match self.records.get(t) {
                 Some(r) => Operand {
                     bounds: r.bounds,
+                    depth: r.depth,
                     shape: &r.shape,
                 },
                 None => Operand {
                     bounds: None,
+                    depth: 0,
                     shape: &[],
                 },
             })

@@ -152,7 +152,17 @@ impl DeviceState {
         error: &TensorError,
         from: &str,
     ) {
-        self.insert_record(id, shape, dtype, None, None);
+        self.insert_record(
+            id,
+            shape,
+            dtype,
+            None,
+            crate::ir::bounds::Derived {
+                bounds: None,
+                proven: false,
+                depth: 0,
+            },
+        );
         let mut taints = Vec::new();
         for report in &error.failures {
             let failure = self.graph.insert(Root {

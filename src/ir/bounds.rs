@@ -182,10 +182,24 @@ fn widened(lo: f64, hi: f64, rel: f64, abs: f64) -> Option<Bounds> {
     (lo <= hi).then_some(Bounds { lo, hi })
 }
 
+/// How many ops bounds are carried through from the values they started
+/// at (an upload's, a fill's). Past it an op's value is any finite one: a
+/// loop that computes its next values from its last (weights updated by
+/// hand, a recurrence) would otherwise carry bounds that grow every
+/// iteration, each iteration proving a different set of ops, its kernels
+/// compiled anew, until the bounds proved nothing. Deep enough for a
+/// chain of elementwise ops, a layer, a softmax; a training step's update
+/// is past it, so its second step runs the kernels every later one runs,
+/// and a variable's value is past it from the start (a loop over
+/// variables runs the same kernels from its first step).
+const MAX_DEPTH: u32 = 32;
+
 /// What the rules know of an operand: its bounds, `None` where it may hold
-/// a non-finite value the program gave (a NaN in an upload), and its shape.
+/// a non-finite value the program gave (a NaN in an upload), how many ops
+/// they were carried through (`MAX_DEPTH`), and its shape.
 pub struct Operand<'a> {
     pub bounds: Option<Bounds>,
+    pub depth: u32,
     pub shape: &'a [usize],
 }
 
@@ -198,6 +212,8 @@ pub struct Derived {
     /// Its operands' bounds keep it from making a non-finite value: it
     /// needs no check (`OpIr::proven_finite`).
     pub proven: bool,
+    /// The ops its bounds were carried through (`MAX_DEPTH`).
+    pub depth: u32,
 }
 
 impl Derived {
@@ -206,6 +222,7 @@ impl Derived {
     pub const UNLOOKED: Derived = Derived {
         bounds: Some(Bounds::FINITE),
         proven: false,
+        depth: 0,
     };
 }
 
@@ -213,15 +230,23 @@ impl Derived {
 /// of its own, or reads one that may hold one, has none; one whose rule
 /// gives no finite interval is still finite once checked (`FINITE`).
 pub fn derive(op: &OpIr, operands: &[Operand<'_>]) -> Derived {
+    let depth = match op.kind {
+        // A variable's value: past the depth from its first step, so that
+        // step proves what every later one does.
+        OpKind::Copy | OpKind::Commit { .. } => MAX_DEPTH + 1,
+        _ => operands.iter().map(|o| o.depth + 1).max().unwrap_or(0),
+    };
     let not_finite = Derived {
         bounds: None,
         proven: false,
+        depth,
     };
     if let OpKind::Upload(values) = &op.kind {
         return match Bounds::of_words(&values.words, values.dtype) {
             Some(b) => Derived {
                 bounds: Some(b),
                 proven: true,
+                depth,
             },
             None => not_finite,
         };
@@ -238,6 +263,7 @@ pub fn derive(op: &OpIr, operands: &[Operand<'_>]) -> Derived {
     };
     let shapes: Vec<&[usize]> = operands.iter().map(|o| o.shape).collect();
     let exact = match op.dtype {
+        _ if depth > MAX_DEPTH => None,
         DType::Float32 => rule(op, &ins, &shapes),
         DType::Int32 => Some(Bounds::INT),
         DType::Bool => Some(Bounds::BOOL),
@@ -245,6 +271,7 @@ pub fn derive(op: &OpIr, operands: &[Operand<'_>]) -> Derived {
     Derived {
         bounds: Some(exact.map_or(Bounds::FINITE, |b| b.intersect(Bounds::FINITE))),
         proven: exact.is_some_and(|b| b.proves_finite()),
+        depth,
     }
 }
 
@@ -279,11 +306,8 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
         }
         OpKind::Cast | OpKind::Gather { .. } | OpKind::Guard => first,
         OpKind::View(_) | OpKind::Cat { .. } => all(),
-        // A variable's value (its first copy, each step's commit) is any
-        // finite one: bounds carried through training grow every step, and
-        // each step's kernels would check a new set of ops, compiled anew,
-        // until they stopped proving anything. Taken as unbounded from the
-        // start, a loop compiles no kernel later than it would unchecked.
+        // A variable's value (its first copy, each step's commit): past
+        // `MAX_DEPTH` from the start (see `derive`).
         OpKind::Copy | OpKind::Commit { .. } => None,
         OpKind::Unary(u) => unary(*u, first?),
         OpKind::Binary(b) => binary(*b, *ins.first()?, *ins.get(1)?),
@@ -515,7 +539,11 @@ mod tests {
     fn derived(kind: OpKind, ins: &[Option<Bounds>], shape: &[usize]) -> Derived {
         let operands: Vec<Operand<'_>> = ins
             .iter()
-            .map(|&bounds| Operand { bounds, shape })
+            .map(|&bounds| Operand {
+                bounds,
+                depth: 0,
+                shape,
+            })
             .collect();
         let inputs: Vec<u64> = (1..=ins.len() as u64).collect();
         derive(&OpIr::of(kind, &inputs, 99, shape), &operands)
@@ -617,6 +645,7 @@ mod tests {
         );
         let x = [Operand {
             bounds: bounds(0.0, 3.0),
+            depth: 0,
             shape: &[2, 5],
         }];
         let d = derive(&sum, &x);
@@ -624,6 +653,7 @@ mod tests {
         assert!(d.bounds.unwrap().hi >= 15.0 && d.proven);
         let huge = [Operand {
             bounds: bounds(0.0, 1e30),
+            depth: 0,
             shape: &[2, 5],
         }];
         assert!(!derive(&sum, &huge).proven);
@@ -636,7 +666,8 @@ mod tests {
             d,
             Derived {
                 bounds: None,
-                proven: false
+                proven: false,
+                depth: 1
             }
         );
         let nan_scalar = OpKind::BinaryScalar {
@@ -654,12 +685,28 @@ mod tests {
             d,
             Derived {
                 bounds: Some(Bounds::FINITE),
-                proven: false
+                proven: false,
+                depth: 1
             }
         );
         let d = unary_on(UnaryOp::Exp, 0.0, 1000.0);
         assert!(
             !d.proven && d.bounds.unwrap().lo > 0.99 && d.bounds.unwrap().hi == Bounds::FINITE.hi
         );
+    }
+
+    #[test]
+    fn bounds_carried_through_more_than_max_depth_ops_prove_nothing() {
+        let at = |depth: u32| {
+            let x = [Operand {
+                bounds: bounds(-1.0, 1.0),
+                depth,
+                shape: &[4],
+            }];
+            derive(&OpIr::of(OpKind::Unary(UnaryOp::Exp), &[1], 2, &[4]), &x)
+        };
+        assert!(at(MAX_DEPTH - 1).proven);
+        let past = at(MAX_DEPTH);
+        assert!(!past.proven && past.bounds == Some(Bounds::FINITE) && past.depth == MAX_DEPTH + 1);
     }
 }

@@ -111,6 +111,7 @@ window.runBench = async (only) => {
     row.stacksCost = pairedCost(samples, 'stacks', 'webfusion');
     row.scopesCost = pairedCost(samples, 'webfusion', 'noScopes');
     row.numericsCost = pairedCost(samples, 'numerics', 'webfusion');
+    row.numerics = { ms: ms.numerics, ...(await webfusionCounts(devices.numerics, steps.numerics)) };
     // TF.js's own check of every kernel's values (`DEBUG`), beside it
     // without: it reads each kernel's output back (and logs each kernel).
     const tfjsStep = steps.tfjs;

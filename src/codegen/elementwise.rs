@@ -18,7 +18,7 @@ pub fn elementwise(group: Group<'_>) -> Kernel {
     let numel = shape::numel(&block.shape);
     let mut params = Params::default();
     let n = params.push(numel);
-    let (decls, function) = fused(group, &mut params, 1, 0, AnchorParts::One);
+    let (decls, function) = fused(group, &mut params, 1, AnchorParts::One);
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {n}) {{ return; }}\n    _ = fused(idx, 0.0);\n"
     );
@@ -48,13 +48,12 @@ pub(super) enum AnchorParts {
 /// values of its ops at flat position `idx` of the block's shape, each
 /// output written, `anchor` standing for the anchor's value there (given in
 /// two parts with `AnchorParts::Split`). Returns the bindings' declarations
-/// (inputs from `first_binding`, then outputs, then the checks' flags after
-/// the `after_outputs` bindings the caller declares) and the function.
+/// (inputs from `first_binding`, then outputs; the checks' flags are the
+/// kernel's, `Params::kernel`) and the function.
 pub(super) fn fused(
     group: Group<'_>,
     params: &mut Params,
     first_binding: usize,
-    after_outputs: usize,
     parts: AnchorParts,
 ) -> (String, String) {
     let Group {
@@ -67,7 +66,6 @@ pub(super) fn fused(
     // A check names its op by its place among the block's ops, where an
     // anchor comes first (`Block::op_indices`).
     let first_op = usize::from(anchor.is_some());
-    let checks_before = params.checks.len();
     let out = &block.shape;
     let mut decls = String::new();
     let mut body = String::new();
@@ -168,7 +166,7 @@ pub(super) fn fused(
         _ => None,
     };
     if numerics == Numerics::OpsAndAnchor {
-        let slot = params.check(0, CheckOf::Finite);
+        let slot = params.check(0, CheckOf::Finite, out);
         let _ = writeln!(
             body,
             "    if (nonfinite(anchor)) {{ flag_nonfinite({}u, idx, anchor); }}",
@@ -229,7 +227,7 @@ pub(super) fn fused(
         }
         body.push_str(";\n");
         if numerics != Numerics::Off && op.checks_finite() {
-            let slot = params.check(first_op + k, CheckOf::Finite);
+            let slot = params.check(first_op + k, CheckOf::Finite, out);
             let operands: Vec<String> = (0..op.inputs.len())
                 .filter(|&n| arg_dtype(n) == DType::Float32)
                 .map(|n| format!(" && !nonfinite({})", arg(n)))
@@ -252,19 +250,6 @@ pub(super) fn fused(
             dtype_of(output).wgsl()
         );
         let _ = writeln!(body, "    out{k}[idx] = {};", value_of(output));
-    }
-    // Only a kernel that makes a check declares the flags: one whose ops'
-    // bounds proved them all finite is the kernel it is unchecked.
-    let checks = &params.checks[checks_before..];
-    if !checks.is_empty() {
-        let _ = writeln!(
-            decls,
-            "@group(0) @binding({}) var<storage, read_write> flags: array<atomic<u32>>;",
-            first_output + block.outputs.len() + after_outputs
-        );
-    }
-    if checks.iter().any(|c| c.of == CheckOf::Finite) {
-        decls.push_str(FINITE_KEY);
     }
     if let Some(t) = missing.get() {
         params.breaks(format!("{t} has no source in the fused block"));
@@ -324,7 +309,7 @@ fn gather(
         params.breaks(format!("gather {k} has no table access"));
         return;
     };
-    let slot = params.check(op, CheckOf::Index { input: indices });
+    let slot = params.check(op, CheckOf::Index { input: indices }, out);
     let dim = params.push(t.shape.get(axis).copied().unwrap_or(0));
     let _ = writeln!(
         body,
@@ -371,28 +356,28 @@ pub fn flag_value(indices: &Access, out: &[usize], slot: usize) -> Kernel {
     );
     let decls = "@group(0) @binding(1) var<storage, read> in0: array<i32>;\n\
                  @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n";
+    // Not `Params::kernel`'s flags: this kernel completes another's checks
+    // and makes none of its own.
     params.kernel(decls, 1, &body, 1)
 }
 
 /// The kernel that looks at `n` float values another kernel wrote (a
 /// reduction's, a scan's, a pool's: kernels with no elementwise group to
 /// check in), flagging the first non-finite one as a `Finite` check of the
-/// block's op `op`. Binds the values, then the flags.
-pub fn finite_scan(n: usize, op: usize) -> Kernel {
+/// block's op `op` at positions of `shape`. Binds the values, then the
+/// flags.
+pub fn finite_scan(shape: &[usize], op: usize) -> Kernel {
+    let n = shape::numel(shape);
     let mut params = Params::default();
     let count = params.push(n);
-    let slot = params.check(op, CheckOf::Finite);
+    let slot = params.check(op, CheckOf::Finite, shape);
     let body = format!(
         "    let idx = wg * {WORKGROUP_SIZE}u + lid;\n    if (idx >= {count}) {{ return; }}\n\
          \x20   let v = in0[idx];\n    if (nonfinite(v)) {{ flag_nonfinite({}u, idx, v); }}\n",
         2 * slot
     );
-    let decls = format!(
-        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;\n{FINITE_KEY}"
-    );
     params.kernel(
-        &decls,
+        "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n",
         WORKGROUP_SIZE,
         &body,
         (n as u64).div_ceil(WORKGROUP_SIZE as u64),

@@ -35,11 +35,14 @@ pub struct Kernel {
 }
 
 /// One in-kernel check: which op of the block makes it (its position in
-/// the block's ops) and what it checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the block's ops), what it checks, and the shape its flagged position is
+/// a flat index into (one kernel can check values of several shapes: a
+/// reduction's prologue its input's, the reduction its output's).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     pub op: usize,
     pub of: CheckOf,
+    pub shape: Vec<usize>,
 }
 
 /// What a check looks at, and what its two words hold once it failed.
@@ -189,9 +192,11 @@ impl Params {
         format!("param({}u)", self.words.len() - 1)
     }
 
-    /// Adds a check made by the block's op `op`; returns its slot.
-    pub(super) fn check(&mut self, op: usize, of: CheckOf) -> usize {
-        self.checks.push(Check { op, of });
+    /// Adds a check made by the block's op `op`, at positions of `shape`;
+    /// returns its slot.
+    pub(super) fn check(&mut self, op: usize, of: CheckOf, shape: &[usize]) -> usize {
+        let shape = shape.to_vec();
+        self.checks.push(Check { op, of, shape });
         self.checks.len() - 1
     }
 
@@ -237,6 +242,10 @@ impl Params {
     }
 
     /// The kernel: the shader around `decls` and `body`, and these words.
+    /// The one home of the checks' `flags` binding: declared only by a
+    /// kernel that makes a check (one whose ops' bounds proved them all
+    /// finite is the kernel it is unchecked), after every binding `decls`
+    /// declares, which is where the lowering binds it.
     pub(super) fn kernel(
         mut self,
         decls: &str,
@@ -247,8 +256,27 @@ impl Params {
         while !self.words.len().is_multiple_of(4) {
             self.words.push(0);
         }
+        let mut decls = decls.to_string();
+        if !self.checks.is_empty() {
+            let last = decls
+                .match_indices("@binding(")
+                .filter_map(|(at, m)| {
+                    let rest = &decls[at + m.len()..];
+                    rest[..rest.find(')')?].parse::<usize>().ok()
+                })
+                .max()
+                .unwrap_or(0);
+            let _ = writeln!(
+                decls,
+                "@group(0) @binding({}) var<storage, read_write> flags: array<atomic<u32>>;",
+                last + 1
+            );
+        }
+        if self.checks.iter().any(|c| c.of == CheckOf::Finite) {
+            decls.push_str(FINITE_KEY);
+        }
         Kernel {
-            wgsl: shader(&self.words, decls, workgroup, body),
+            wgsl: shader(&self.words, &decls, workgroup, body),
             params: self.words,
             scalars: self.scalars,
             workgroups,

@@ -210,7 +210,7 @@ pub(super) fn product(
         element(wide_b),
     );
     decls += &functions;
-    let (bindings, function) = fused(epilogue, &mut params, 3, 0, AnchorParts::One);
+    let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)

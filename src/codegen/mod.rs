@@ -400,7 +400,8 @@ mod tests {
             kernel.checks,
             [Check {
                 op: 0,
-                of: CheckOf::Finite
+                of: CheckOf::Finite,
+                shape: vec![8],
             }]
         );
         assert!(

@@ -22,7 +22,7 @@ pub(super) fn reduce_bindings(
 ) -> (String, usize) {
     let (mut decls, mut binding) = match prologue {
         Some(group) => {
-            let (bindings, function) = fused(group, params, 1, 0, AnchorParts::One);
+            let (bindings, function) = fused(group, params, 1, AnchorParts::One);
             (format!("{bindings}{function}"), 1 + group.accesses.len())
         }
         None => (
@@ -485,7 +485,7 @@ fn with_epilogue(
     // The reduction's input, the epilogue's inputs and outputs, and last
     // the reduced values when they are written. The row's value comes from
     // a function of its own: `acc` and `aux` are the loop's names.
-    let (bindings, function) = fused(group, &mut params, 2, usize::from(write), parts);
+    let (bindings, function) = fused(group, &mut params, 2, parts);
     let (block, accesses) = (group.block, group.accesses);
     let aux_param = fold
         .aux

@@ -191,8 +191,8 @@ impl DeviceState {
                 runs.push(run);
             }
             self.submit(encoder, seq);
-            for (run, checked) in runs.iter_mut().zip(checked) {
-                run.flagged = self.read_flags(checked);
+            for (run, flagged) in runs.iter_mut().zip(self.read_flags(checked)) {
+                run.flagged = flagged;
             }
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
@@ -636,24 +636,43 @@ impl DeviceState {
         checked
     }
 
-    /// Starts reading back the flags of `checked`, encoded in a submit just
-    /// made: after it, so they hold what its kernels flagged.
-    pub(super) fn read_flags(&mut self, checked: Vec<Checked>) -> Vec<Flagged> {
+    /// Starts reading back the flags of `checked` (each block's kernels'),
+    /// encoded in a submit just made: after it, so they hold what its
+    /// kernels flagged. One read brings them all back; each kernel's words
+    /// are its slice of it.
+    pub(super) fn read_flags(&mut self, checked: Vec<Vec<Checked>>) -> Vec<Vec<Flagged>> {
+        let ranges: Vec<(&wgpu::Buffer, u64, u64)> = checked
+            .iter()
+            .flatten()
+            .map(|c| (&c.flags.buffer, 0, 8 * c.checks.len() as u64))
+            .collect();
+        let all = self.gpu.read_ranges(&ranges, &mut self.stats).shared();
+        let mut at = 0;
         checked
             .into_iter()
-            .map(|checked| {
-                let bytes = 8 * checked.checks.len() as u64;
-                let words = self
-                    .gpu
-                    .read(&checked.flags.buffer, 0, bytes, &mut self.stats)
-                    .shared();
-                let done: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-                    Box::pin(words.clone().map(|_| None));
-                Flagged {
-                    checked,
-                    words,
-                    scope: done.shared(),
-                }
+            .map(|block| {
+                block
+                    .into_iter()
+                    .map(|checked| {
+                        let (start, end) = (at, at + 2 * checked.checks.len());
+                        at = end;
+                        let words: PendingRead = Box::pin(all.clone().map(move |words| {
+                            words.and_then(|w| {
+                                w.get(start..end)
+                                    .map(<[u32]>::to_vec)
+                                    .ok_or_else(|| "fewer flags came back than were read".into())
+                            })
+                        }));
+                        let words = words.shared();
+                        let done: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
+                            Box::pin(words.clone().map(|_| None));
+                        Flagged {
+                            checked,
+                            words,
+                            scope: done.shared(),
+                        }
+                    })
+                    .collect()
             })
             .collect()
     }

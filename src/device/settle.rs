@@ -115,7 +115,11 @@ impl DeviceState {
                     let checked =
                         self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
                     self.submit(encoder, submission.seq);
-                    let flagged = self.read_flags(checked);
+                    let flagged = self
+                        .read_flags(vec![checked])
+                        .into_iter()
+                        .flatten()
+                        .collect();
                     run.parts.push(Part {
                         outputs,
                         steps,
@@ -365,7 +369,7 @@ impl DeviceState {
                     CheckOf::Index { .. } => {
                         let value = words.get(2 * slot + 1).copied().unwrap_or(0) as i32;
                         let at = word as usize;
-                        let message = self.flag_message(&ops[i], &f.checked.shape, at, value);
+                        let message = self.flag_message(&ops[i], &check.shape, at, value);
                         (FailureKind::Index, message)
                     }
                     // An operand that an earlier block of this submission
@@ -379,7 +383,7 @@ impl DeviceState {
                         let (at, class) = CheckOf::finite_key(word);
                         (
                             FailureKind::NonFinite,
-                            non_finite_message(&ops[i], &f.checked.shape, at, class, &[]),
+                            non_finite_message(&ops[i], &check.shape, at, class, &[]),
                         )
                     }
                 };

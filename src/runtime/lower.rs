@@ -45,8 +45,6 @@ pub type Inputs<'a> = &'a dyn Fn(TensorId) -> Option<(wgpu::Buffer, Access)>;
 pub struct Checked {
     pub flags: Allocation,
     pub checks: Vec<codegen::Check>,
-    /// The block's shape: where a flagged position lies.
-    pub shape: Vec<usize>,
 }
 
 /// The GPU state one block's lowering records into.
@@ -142,7 +140,8 @@ impl Lowering<'_> {
             values.push((value, buffers[input].clone()));
         }
         let written = self.allocate_outputs(block, &block.outputs);
-        self.launch_checked(&kernel, &buffers, &values, &written, &block.shape);
+        let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
+        self.launch_with(&kernel, &buffers, &outputs, &values);
         self.count_fused(block.ops.len());
         Ok(written)
     }
@@ -161,46 +160,6 @@ impl Lowering<'_> {
             }
             _ => Numerics::Ops,
         }
-    }
-
-    /// Launches a kernel, and if it makes checks, its flags (cleared to
-    /// "none failed") bound after its outputs, then each index check's
-    /// `values` kernel (reading the checked input) that writes the value at
-    /// the flagged position beside it; the flags go to the device to read
-    /// (`checked`).
-    fn launch_checked(
-        &mut self,
-        kernel: &Kernel,
-        buffers: &[wgpu::Buffer],
-        values: &[(Kernel, wgpu::Buffer)],
-        written: &[(TensorId, Written)],
-        shape: &[usize],
-    ) {
-        if kernel.checks.is_empty() {
-            let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
-            return self.launch(kernel, buffers, &outputs);
-        }
-        let words: Vec<u32> = kernel.checks.iter().flat_map(|_| [u32::MAX, 0]).collect();
-        let flags = self.gpu.upload(&words, 4 * words.len() as u64, self.stats);
-        let placeholder = self.gpu.placeholder.clone();
-        let mut bound: Vec<&wgpu::Buffer> = buffers.iter().collect();
-        for (_, w) in written {
-            bound.push(match w {
-                Written::Owned(a) => &a.buffer,
-                _ => &placeholder,
-            });
-        }
-        bound.push(&flags.buffer);
-        self.gpu.launch(self.encoder, kernel, &bound, self.stats);
-        for (value, buffer) in values {
-            self.gpu
-                .launch(self.encoder, value, &[buffer, &flags.buffer], self.stats);
-        }
-        self.checked.push(Checked {
-            flags,
-            checks: kernel.checks.clone(),
-            shape: shape.to_vec(),
-        });
     }
 
     /// A matmul, its epilogue computing what follows on its product in the
@@ -306,7 +265,8 @@ impl Lowering<'_> {
         epilogue: &ElementwiseBlock,
     ) -> Vec<(TensorId, Written)> {
         let all: Vec<wgpu::Buffer> = operands.into_iter().chain(inputs).collect();
-        self.launch_checked(kernel, &all, &[], &written, &epilogue.shape);
+        let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
+        self.launch(kernel, &all, &outputs);
         self.count_fused(1 + epilogue.ops.len());
         written
     }
@@ -436,9 +396,9 @@ impl Lowering<'_> {
         if op.dtype != DType::Float32 || self.numerics(Some(op)) != Numerics::OpsAndAnchor {
             return;
         }
-        let kernel = codegen::finite_scan(shape::numel(&op.shape), at);
+        let kernel = codegen::finite_scan(&op.shape, at);
         let buffer = out.buffer.clone();
-        self.launch_checked(&kernel, &[buffer], &[], &[], &op.shape);
+        self.launch(&kernel, &[buffer], &[]);
     }
 
     /// `kernel` launched on `buffers` into a new tensor of `shape`.
@@ -644,15 +604,45 @@ impl Lowering<'_> {
 
     /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
     fn launch(&mut self, kernel: &Kernel, inputs: &[wgpu::Buffer], outputs: &[&Written]) {
+        self.launch_with(kernel, inputs, outputs, &[]);
+    }
+
+    /// Launches a kernel on `inputs` and `outputs`, and if it makes checks,
+    /// their flags (cleared to "none failed") bound last (where
+    /// `codegen`'s `Params::kernel` declares them), then each index check's
+    /// `values` kernel (reading the checked input) that writes the value at
+    /// the flagged position beside it; the flags go to the device to read
+    /// (`checked`).
+    fn launch_with(
+        &mut self,
+        kernel: &Kernel,
+        inputs: &[wgpu::Buffer],
+        outputs: &[&Written],
+        values: &[(Kernel, wgpu::Buffer)],
+    ) {
         let placeholder = self.gpu.placeholder.clone();
-        let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
+        let mut bound: Vec<&wgpu::Buffer> = inputs.iter().collect();
         for written in outputs {
             match written {
-                Written::Owned(a) => buffers.push(&a.buffer),
-                _ => buffers.push(&placeholder),
+                Written::Owned(a) => bound.push(&a.buffer),
+                _ => bound.push(&placeholder),
             }
         }
-        self.gpu.launch(self.encoder, kernel, &buffers, self.stats);
+        if kernel.checks.is_empty() {
+            return self.gpu.launch(self.encoder, kernel, &bound, self.stats);
+        }
+        let words: Vec<u32> = kernel.checks.iter().flat_map(|_| [u32::MAX, 0]).collect();
+        let flags = self.gpu.upload(&words, 4 * words.len() as u64, self.stats);
+        bound.push(&flags.buffer);
+        self.gpu.launch(self.encoder, kernel, &bound, self.stats);
+        for (value, buffer) in values {
+            self.gpu
+                .launch(self.encoder, value, &[buffer, &flags.buffer], self.stats);
+        }
+        self.checked.push(Checked {
+            flags,
+            checks: kernel.checks.clone(),
+        });
     }
 }
 

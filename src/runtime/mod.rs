@@ -521,6 +521,20 @@ impl Gpu {
         bytes: u64,
         stats: &mut Stats,
     ) -> PendingRead {
+        self.read_ranges(&[(buffer, offset, bytes)], stats)
+    }
+
+    /// Copies each `(buffer, offset, bytes)` range back to the host, one
+    /// after the other in one staging buffer: one submit and one map for
+    /// them all, where a read each would wait on the GPU once each (a
+    /// checked step reads every kernel's flags). Each range's `offset` and
+    /// `bytes` are multiples of 4, as a copy requires.
+    pub fn read_ranges(
+        &mut self,
+        ranges: &[(&wgpu::Buffer, u64, u64)],
+        stats: &mut Stats,
+    ) -> PendingRead {
+        let bytes: u64 = ranges.iter().map(|&(_, _, b)| b).sum();
         if bytes == 0 {
             return Box::pin(async { Ok(Vec::new()) });
         }
@@ -536,7 +550,13 @@ impl Gpu {
             })
         });
         let mut encoder = self.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes);
+        let mut at = 0;
+        for &(buffer, offset, bytes) in ranges {
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(buffer, offset, &staging, at, bytes);
+            }
+            at += bytes;
+        }
         self.submit(encoder);
         let (sender, receiver) = futures_channel::oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |result| {

@@ -28,7 +28,7 @@ pub struct Kernel {
     /// outputs; a kernel computing zeros in place of a value would be a lie.
     pub broken: Option<String>,
     /// The checks it makes, by slot: each writes two words into the
-    /// `flags` binding (after its outputs), starting at `u32::MAX` for
+    /// `flags` binding (its last), starting at `u32::MAX` for
     /// "none failed" (`Check::of` says what they hold). The one home of
     /// in-kernel checks: a gather's index range, non-finite values.
     pub checks: Vec<Check>,
@@ -146,8 +146,8 @@ pub struct Group<'a> {
 /// Which values a group checks (`DeviceOptions::check_numerics`): every
 /// float op's, flagged where its operands are finite and it is not; with
 /// `OpsAndAnchor` the anchor's too, whose operands the kernel does not see
-/// (the lowering asks for it only where they are known finite). Never in a
-/// prologue: its kernel declares no flags.
+/// (the lowering asks for it only where they are known finite). A
+/// prologue's checks are its reduction kernel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Numerics {
     Off,

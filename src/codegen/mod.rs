@@ -25,7 +25,7 @@ pub use elementwise::{copy, elementwise, finite_scan, flag_value, int_bounds};
 pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
 pub use matmul::matmul;
 pub use pool::{pool, pool_grad};
-pub use reduce::{Fused, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
+pub use reduce::{Fused, OutputCheck, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
 pub use scan::scan;
 
 #[cfg(test)]
@@ -301,6 +301,7 @@ mod tests {
             Reducer::Fold(ReduceOp::Sum),
             Stage::PerThread,
             Fused::None,
+            None,
         );
         assert_eq!(kernel.workgroups, 1024 / REDUCE_PER_THREAD as u64);
         assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
@@ -335,8 +336,51 @@ mod tests {
             Reducer::Fold(ReduceOp::Sum),
             Stage::Whole,
             Fused::None,
+            None,
         );
         assert_eq!(kernel.workgroups, 24);
+    }
+
+    #[test]
+    fn a_checked_reduction_checks_each_value_it_writes_and_binds_its_flags_after_its_output() {
+        let out = [4, 6];
+        let checked = Some(OutputCheck { op: 2, shape: &out });
+        for stage in [Stage::Whole, Stage::PerThread, Stage::Final { total: 10 }] {
+            let kernel = reduce(
+                &contiguous(&[4, 5, 6]),
+                &[1],
+                Reducer::Fold(ReduceOp::Sum),
+                stage,
+                Fused::None,
+                checked,
+            );
+            assert_eq!(bindings(&kernel.wgsl), [0, 1, 2, 3], "{}", kernel.wgsl);
+            assert!(kernel.wgsl.contains("flags: array<atomic<u32>>"));
+            assert!(
+                kernel.wgsl.contains("if (nonfinite(done))"),
+                "{}",
+                kernel.wgsl
+            );
+            assert_eq!(
+                kernel.checks,
+                [Check {
+                    op: 2,
+                    of: CheckOf::Finite,
+                    shape: out.to_vec(),
+                }]
+            );
+        }
+        // A first stage writes partials, not values: nothing to check yet.
+        let first = reduce(
+            &contiguous(&[4, 5, 6]),
+            &[1],
+            Reducer::Fold(ReduceOp::Sum),
+            Stage::First { splits: 2 },
+            Fused::None,
+            checked,
+        );
+        assert!(first.checks.is_empty());
+        assert!(!first.wgsl.contains("flags"), "{}", first.wgsl);
     }
 
     #[test]
@@ -445,6 +489,7 @@ mod tests {
             Reducer::Fold(ReduceOp::Sum),
             Stage::Whole,
             Fused::Epilogue(group, true),
+            None,
         );
         let declared = bindings(&kernel.wgsl);
         let mut distinct = declared.clone();

@@ -288,12 +288,19 @@ impl Reducer {
 /// results in shared memory; or, in a `PerThread` stage, one thread per
 /// output. Its elements are loaded, or computed by a prologue; an epilogue
 /// runs over each row once its value is known.
+///
+/// With `checked`, a stage that writes the final values looks at each as
+/// it writes it: a non-finite one is flagged as a `Finite` check of that
+/// op (the reduction's place among the block's ops) at its flat position
+/// in the output's shape. A kernel of its own reading them back would be
+/// one more launch per reduction.
 pub fn reduce(
     input: &Access,
     axes: &[usize],
     reducer: Reducer,
     stage: Stage,
     fused_work: Fused<'_>,
+    checked: Option<OutputCheck<'_>>,
 ) -> Kernel {
     let prologue = match fused_work {
         Fused::Prologue(group) => Some(group),
@@ -307,7 +314,39 @@ pub fn reduce(
         {
             with_epilogue(folded, reducer, stage, group, write, params)
         }
-        _ => written(folded, reducer, stage, prologue, params),
+        _ => written(folded, reducer, stage, prologue, checked, params),
+    }
+}
+
+/// Which op a reduction's final values are checked as, and the output's
+/// shape (`reduce`).
+#[derive(Debug, Clone, Copy)]
+pub struct OutputCheck<'a> {
+    pub op: usize,
+    pub shape: &'a [usize],
+}
+
+/// The statement writing final value `value` to `out0[at]`, checked first
+/// with `checked`.
+fn write_final(
+    body: &mut String,
+    params: &mut Params,
+    indent: &str,
+    (at, value): (&str, &str),
+    checked: Option<OutputCheck<'_>>,
+) {
+    match checked {
+        None => {
+            let _ = writeln!(body, "{indent}out0[{at}] = {value};");
+        }
+        Some(OutputCheck { op, shape }) => {
+            let slot = params.check(op, CheckOf::Finite, shape);
+            let _ = writeln!(
+                body,
+                "{indent}let done = {value};\n{indent}if (nonfinite(done)) {{ flag_nonfinite({}u, {at}, done); }}\n{indent}out0[{at}] = done;",
+                2 * slot
+            );
+        }
     }
 }
 
@@ -517,6 +556,7 @@ fn written(
     reducer: Reducer,
     stage: Stage,
     prologue: Option<Group<'_>>,
+    checked: Option<OutputCheck<'_>>,
     mut params: Params,
 ) -> Kernel {
     let Folded {
@@ -528,7 +568,7 @@ fn written(
     } = folded;
     let argmax = matches!(reducer, Reducer::Arg { .. });
     if stage == Stage::PerThread {
-        let _ = writeln!(body, "    out0[o] = {};", fold.finish);
+        write_final(&mut body, &mut params, "    ", ("o", &fold.finish), checked);
         let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
         return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
@@ -553,9 +593,16 @@ fn written(
             );
             body += "        out0[wg] = acc;\n        out1[wg] = aux;\n";
         }
-        _ => {
+        Stage::First { .. } => {
             let _ = writeln!(body, "        out0[wg] = {};", fold.finish);
         }
+        _ => write_final(
+            &mut body,
+            &mut params,
+            "        ",
+            ("wg", &fold.finish),
+            checked,
+        ),
     }
     body += "    }\n";
     fold.workgroup_memory(&mut decls);

@@ -332,8 +332,9 @@ impl DeviceState {
         flagged: &[(&Flagged, Option<&[usize]>)],
     ) -> Rooted {
         let indices = block.op_indices();
-        let reads_failures = steps_reading_failures(&self.records, steps);
         let mut roots = Vec::new();
+        // Each failed check, by the run's step that made it.
+        let mut failed = Vec::new();
         for &(f, part) in flagged {
             let words = match f.words.peek() {
                 Some(Ok(words)) => words.clone(),
@@ -362,39 +363,58 @@ impl DeviceState {
                 let step = part
                     .and_then(|p| p.get(check.op).copied())
                     .unwrap_or(check.op);
-                let (Some(s), Some(&i)) = (steps.get(step), indices.get(step)) else {
-                    continue;
-                };
-                let (kind, message) = match check.of {
-                    CheckOf::Index { .. } => {
-                        let value = words.get(2 * slot + 1).copied().unwrap_or(0) as i32;
-                        let at = word as usize;
-                        let message = self.flag_message(&ops[i], &check.shape, at, value);
-                        (FailureKind::Index, message)
-                    }
-                    // An operand that an earlier block of this submission
-                    // failed (its bytes hold what that failure left) is the
-                    // cause, not this op: the failure it carries reaches
-                    // this op's dependents as any taint does.
-                    CheckOf::Finite if reads_failures.get(step) == Some(&true) => {
-                        continue;
-                    }
-                    CheckOf::Finite => {
-                        let (at, class) = CheckOf::finite_key(word);
-                        (
-                            FailureKind::NonFinite,
-                            non_finite_message(&ops[i], &check.shape, at, class, &[]),
-                        )
-                    }
-                };
-                let failure = self.new_failure(Root {
-                    kind,
-                    op: s.op.to_string(),
-                    message,
-                    registered_at: s.site.as_deref().map(str::to_string),
-                });
-                roots.push((step, failure));
+                let value = words.get(2 * slot + 1).copied().unwrap_or(0);
+                failed.push((step, check, word, value));
             }
+        }
+        let mut origin = vec![false; steps.len()];
+        for &(step, ..) in &failed {
+            if let Some(o) = origin.get_mut(step) {
+                *o = true;
+            }
+        }
+        let reads_failures = steps_reading_failures(&self.records, steps, &[]);
+        let below_flags = steps_reading_failures(&self.records, steps, &origin);
+        for (step, check, word, value) in failed {
+            let (Some(s), Some(&i)) = (steps.get(step), indices.get(step)) else {
+                continue;
+            };
+            let (kind, message) = match check.of {
+                CheckOf::Index { .. } => {
+                    let message =
+                        self.flag_message(&ops[i], &check.shape, word as usize, value as i32);
+                    (FailureKind::Index, message)
+                }
+                // An operand that an earlier block of this submission
+                // failed (its bytes hold what that failure left) is the
+                // cause, not this op: the failure it carries reaches this
+                // op's dependents as any taint does. So is what an earlier
+                // step of this block flagged, for a check that does not
+                // look at its operands (an anchor's, a reduction's); an
+                // elementwise op's does, so its flag is its own.
+                CheckOf::Finite
+                    if match ops[i].kind.is_elementwise() {
+                        true => reads_failures.get(step) == Some(&true),
+                        false => below_flags.get(step) == Some(&true),
+                    } =>
+                {
+                    continue;
+                }
+                CheckOf::Finite => {
+                    let (at, class) = CheckOf::finite_key(word);
+                    (
+                        FailureKind::NonFinite,
+                        non_finite_message(&ops[i], &check.shape, at, class, &[]),
+                    )
+                }
+            };
+            let failure = self.new_failure(Root {
+                kind,
+                op: s.op.to_string(),
+                message,
+                registered_at: s.site.as_deref().map(str::to_string),
+            });
+            roots.push((step, failure));
         }
         if roots.is_empty() {
             return Rooted::default();
@@ -623,18 +643,26 @@ fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> 
 }
 
 /// For each of a block's steps, whether it reads a tensor that carries a
-/// failure, itself or through what earlier steps of the block computed
-/// from one (a reduction reads its prologue's value, never in memory): a
+/// failure, or what a step of the block whose check failed (`origin`)
+/// made, itself or through what earlier steps of the block computed from
+/// one (a reduction reads its prologue's value, never in memory; an
+/// anchor's or a reduction's check does not see its operands): a
 /// non-finite value it makes is then that failure's doing, whatever its
 /// own operands were. One pass, in the steps' order.
-fn steps_reading_failures(records: &FxHashMap<TensorId, Record>, steps: &[Step]) -> Vec<bool> {
-    let mut reads = Vec::with_capacity(steps.len());
+fn steps_reading_failures(
+    records: &FxHashMap<TensorId, Record>,
+    steps: &[Step],
+    origin: &[bool],
+) -> Vec<bool> {
+    let mut reads: Vec<bool> = Vec::with_capacity(steps.len());
     let mut made: FxHashMap<TensorId, usize> = FxHashMap::default();
     for (j, s) in steps.iter().enumerate() {
-        let failed = s
-            .inputs
-            .iter()
-            .any(|&t| carries_failure(records, t) || made.get(&t).is_some_and(|&k| reads[k]));
+        let failed = s.inputs.iter().any(|&t| {
+            carries_failure(records, t)
+                || made
+                    .get(&t)
+                    .is_some_and(|&k| reads[k] || origin.get(k) == Some(&true))
+        });
         reads.push(failed);
         made.insert(s.output, j);
     }

@@ -192,9 +192,8 @@ pub struct Limits {
     pub max_row: usize,
     /// The most ops one block computes (see `MAX_BLOCK_OPS`).
     pub max_ops: usize,
-    /// Whether kernels check numerics: an elementwise group's kernel binds
-    /// the checks' flags, and no group runs as a reduction's prologue (a
-    /// prologue's kernel declares no flags).
+    /// Whether kernels check numerics: a kernel that makes a check binds
+    /// their flags after everything else (`storage_bindings`).
     pub check_numerics: bool,
 }
 
@@ -360,6 +359,10 @@ struct Group {
     /// checks look at, or an anchor's while they are on): it binds the
     /// checks' flags.
     checks: bool,
+    /// Whether it gathers: an index check is completed by a kernel reading
+    /// the indices after the group's own (`codegen::flag_value`), which
+    /// only a group's own launch gets.
+    gathers: bool,
     /// Whether the device checks numerics (`Limits::check_numerics`).
     numerics: bool,
 }
@@ -379,6 +382,7 @@ impl Group {
             written: 0,
             base_bindings: 0,
             checks: check_numerics && anchored,
+            gathers: false,
             numerics: check_numerics,
         }
     }
@@ -444,6 +448,7 @@ impl Group {
         }
         self.outside.insert(op.output, outside);
         self.checks |= op_checks(op, self.numerics);
+        self.gathers |= matches!(op.kind, OpKind::Gather { .. });
         self.ops.push(i);
     }
 
@@ -495,13 +500,15 @@ impl Group {
         max_storage_buffers: usize,
     ) -> bool {
         let t = op.inputs[0];
-        // Checks flag only an elementwise kernel's own launch.
+        // The reduction binds the checks' flags while numerics are checked
+        // (`storage_bindings`).
         self.anchor.is_none()
-            && !self.checks
+            && !self.gathers
             && !write(t)
             && self.outside.get(&t) == Some(&1)
             && self.written == 1
-            && self.inputs.len() + reduction_outputs(&op.kind) <= max_storage_buffers
+            && self.inputs.len() + reduction_outputs(&op.kind) + usize::from(self.numerics)
+                <= max_storage_buffers
     }
 
     fn finish(self, ops: &[OpIr], write: &impl Fn(TensorId) -> bool) -> ElementwiseBlock {
@@ -635,9 +642,8 @@ pub fn split(block: &Block, ops: &[OpIr], outputs: &[TensorId]) -> Vec<(Block, V
 /// the count, never as a rejected kernel that takes its neighbours down.
 ///
 /// With `check_numerics` an elementwise group's kernel binds its checks'
-/// flags where one of its ops is checked, and an anchored group's always
-/// (its anchor may be); a reduction's output is checked by a kernel of its
-/// own (binding it and the flags), so only groups count one more.
+/// flags where one of its ops is checked, and an anchored group's or a
+/// reduction's always (its anchor, its prologue or its own values may be).
 pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> usize {
     match block {
         Block::Elementwise(b) => {
@@ -653,7 +659,7 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> us
             let inputs = prologue
                 .as_ref()
                 .map_or(ops[*op].inputs.len(), |p| p.inputs.len());
-            inputs + reduction_outputs(&ops[*op].kind)
+            inputs + reduction_outputs(&ops[*op].kind) + usize::from(check_numerics)
         }
         // One copy kernel per input: its buffer and the output's.
         Block::Cat(_) => 2,

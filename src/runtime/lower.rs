@@ -244,7 +244,7 @@ impl Lowering<'_> {
             false => Stage::Whole,
         };
         let fused = Fused::Epilogue(group, write_reduced);
-        let kernel = codegen::reduce(x, &last, Reducer::Fold(*op), stage, fused);
+        let kernel = codegen::reduce(x, &last, Reducer::Fold(*op), stage, fused, None);
         refuse_broken(&kernel)?;
         let mut written = self.allocate_outputs(epilogue, &others);
         if write_reduced {
@@ -315,9 +315,7 @@ impl Lowering<'_> {
         }
         let Some(prologue) = prologue else {
             let (buffers, accesses) = bind(&op.inputs[..1], inputs)?;
-            let written = self.fold(op, (&buffers, &accesses[0], None))?;
-            self.check_written(op, 0, &written);
-            return Ok(written);
+            return self.fold(op, 0, (&buffers, &accesses[0], None));
         };
         let (buffers, accesses) = bind(&prologue.inputs, inputs)?;
         // What the prologue computes: its last op's value.
@@ -332,25 +330,29 @@ impl Lowering<'_> {
             ops,
             accesses: &accesses,
             anchor: None,
-            // The planner makes no prologue while numerics are checked.
-            numerics: Numerics::Off,
+            numerics: self.numerics(None),
         };
-        let written = self.fold(op, (&buffers, &input, Some(group)))?;
+        let written = self.fold(op, prologue.ops.len(), (&buffers, &input, Some(group)))?;
         self.stats.fused_ops += prologue.ops.len() as u64 + 1;
-        self.check_written(op, prologue.ops.len(), &written);
         Ok(written)
     }
 
-    /// Reduction, argmax or scan `op` of `source`'s elements.
+    /// Reduction, argmax or scan `op` (the block's op `at`) of `source`'s
+    /// elements, its values checked with the numerics checks on.
     fn fold(
         &mut self,
         op: &OpIr,
+        at: usize,
         source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
     ) -> Result<Written, String> {
         let (axes, reducer) = match &op.kind {
             OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
             OpKind::ArgReduce { axis, max } => (vec![*axis], Reducer::Arg { max: *max }),
-            OpKind::Scan { .. } => return self.scan(op, source),
+            OpKind::Scan { .. } => {
+                let written = self.scan(op, source)?;
+                self.check_written(op, at, &written);
+                return Ok(written);
+            }
             OpKind::Pool {
                 op: pool,
                 size,
@@ -358,11 +360,17 @@ impl Lowering<'_> {
             } => {
                 let (buffers, input, prologue) = source;
                 let kernel = codegen::pool(*pool, *size, *geometry, input, prologue, &op.shape);
-                return self.launch_one(&kernel, buffers, &op.shape);
+                let written = self.launch_one(&kernel, buffers, &op.shape)?;
+                self.check_written(op, at, &written);
+                return Ok(written);
             }
             other => return Err(format!("`{}` is not a reduction", other.name())),
         };
-        self.reduce(source, &axes, reducer, &op.shape)
+        let checked = self.checks_value(op).then_some(codegen::OutputCheck {
+            op: at,
+            shape: &op.shape,
+        });
+        self.reduce(source, &axes, reducer, &op.shape, checked)
     }
 
     /// Running sums or products along an axis, one kernel.
@@ -393,12 +401,17 @@ impl Lowering<'_> {
         let Written::Owned(out) = written else {
             return;
         };
-        if op.dtype != DType::Float32 || self.numerics(Some(op)) != Numerics::OpsAndAnchor {
+        if !self.checks_value(op) {
             return;
         }
         let kernel = codegen::finite_scan(&op.shape, at);
         let buffer = out.buffer.clone();
         self.launch(&kernel, &[buffer], &[]);
+    }
+
+    /// Whether the float values `op` makes are checked (`numerics`).
+    fn checks_value(&self, op: &OpIr) -> bool {
+        op.dtype == DType::Float32 && self.numerics(Some(op)) == Numerics::OpsAndAnchor
     }
 
     /// `kernel` launched on `buffers` into a new tensor of `shape`.
@@ -522,6 +535,7 @@ impl Lowering<'_> {
         axes: &[usize],
         reducer: Reducer,
         out_shape: &[usize],
+        checked: Option<codegen::OutputCheck<'_>>,
     ) -> Result<Written, String> {
         let (buffers, input, prologue) = source;
         let prologue = prologue.map_or(Fused::None, Fused::Prologue);
@@ -538,7 +552,7 @@ impl Lowering<'_> {
             None
         };
         if let Some(stage) = single {
-            let kernel = codegen::reduce(input, axes, reducer, stage, prologue);
+            let kernel = codegen::reduce(input, axes, reducer, stage, prologue, checked);
             refuse_broken(&kernel)?;
             let out = self.allocate(out_shape);
             self.launch(&kernel, buffers, &[&out]);
@@ -546,7 +560,14 @@ impl Lowering<'_> {
         }
         let splits = total.div_ceil(REDUCE_CHUNK);
         let partial_shape = [n_out, splits];
-        let first = codegen::reduce(input, axes, reducer, Stage::First { splits }, prologue);
+        let first = codegen::reduce(
+            input,
+            axes,
+            reducer,
+            Stage::First { splits },
+            prologue,
+            None,
+        );
         let partials = Access {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
@@ -558,6 +579,7 @@ impl Lowering<'_> {
             reducer,
             Stage::Final { total },
             Fused::None,
+            checked,
         );
         refuse_broken(&first)?;
         refuse_broken(&last)?;

@@ -31,6 +31,10 @@ macro_rules! all_cases {
         $run!(numerics, a_report_from_the_host_gives_the_operands_values_where_the_op_went_non_finite);
         $run!(numerics, quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_every_path);
         $run!(numerics, a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own);
+        $run!(
+            numerics,
+            a_checked_op_runs_as_its_reductions_prologue_and_the_reduction_checks_what_it_writes
+        );
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);

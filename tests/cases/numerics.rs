@@ -567,3 +567,42 @@ pub async fn a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own() {
         assert_eq!(floats(&x.sum(None, false).unwrap()).await, [2.0], "{name}");
     }
 }
+
+/// A checked op feeding a reduction alone runs as the reduction's
+/// prologue, its checks in the reduction's kernel, which checks its own
+/// values as it writes them: as many kernels as unchecked. The prologue's
+/// flag is the root; the sum it made infinite is not a second one, and a
+/// sum that overflows from finite values is a root of its own.
+pub async fn a_checked_op_runs_as_its_reductions_prologue_and_the_reduction_checks_what_it_writes()
+{
+    let program: &Program<'_> = &|gpu| {
+        let x = gpu
+            .tensor(&[1.0, 100.0, 2.0, 3.0, 80.0, 80.0], Some(&[3, 2]))
+            .unwrap();
+        x.exp().unwrap().sum(Some(&[-1]), false).unwrap()
+    };
+    let (plain, _) = launched(false, program).await;
+    let gpu = device_with(DeviceOptions {
+        check_numerics: true,
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let (y, profile) = gpu.profile(|| program(&gpu));
+    let wgsl: Vec<String> = profile.kernels.into_iter().flat_map(|k| k.wgsl).collect();
+    assert_eq!(wgsl.len(), plain.len(), "one kernel each: {wgsl:?}");
+    assert!(wgsl[0].contains("flag_nonfinite("), "{}", wgsl[0]);
+    non_finite_at("profiled", &y, "exp", "+Infinity at [0, 1]").await;
+    for (name, gpu) in checking().await {
+        non_finite_at(name, &program(&gpu), "exp", "+Infinity at [0, 1]").await;
+        // exp(88.5) is finite, twice it is not: the sum is the root.
+        let x = gpu.tensor(&[88.5, 88.5, 1.0, 2.0], Some(&[2, 2])).unwrap();
+        let sum = x.exp().unwrap().sum(Some(&[-1]), false).unwrap();
+        non_finite_at(name, &sum, "sum", "+Infinity at [0]").await;
+        let fine = floats(&x.exp().unwrap().sum(Some(&[0]), false).unwrap()).await;
+        let expected = [88.5f32.exp() + 1f32.exp(), 88.5f32.exp() + 2f32.exp()];
+        for (got, want) in fine.iter().zip(expected) {
+            assert!((got - want).abs() <= 1e-5 * want, "{name}: {fine:?}");
+        }
+    }
+}

@@ -115,8 +115,17 @@ fn the_fixed_seeds_graphs_hold_every_family_of_op() {
         .map(|seed| pollster::block_on(describe_graph(gpu, seed)))
         .collect();
     for family in [
-        "matmul(", "conv2d(", "maxPool(", "avgPool(", "cumsum(", "gather(", "one_hot(", "sum(",
-        "softmax(", "where_(",
+        "matmul(",
+        "conv2d(",
+        "depthwiseConv2d(",
+        "maxPool(",
+        "avgPool(",
+        "cumsum(",
+        "gather(",
+        "one_hot(",
+        "sum(",
+        "softmax(",
+        "where_(",
     ] {
         assert!(
             described.contains(family),

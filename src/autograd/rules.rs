@@ -109,9 +109,13 @@ pub(super) fn vjp(
         // gradient flows through a step's commit.
         OpKind::Commit { .. } => vec![None; inputs.len()],
         OpKind::Guard => vec![Some(g.clone())],
-        OpKind::Conv { pass, geometry } => {
+        OpKind::Conv {
+            pass,
+            geometry,
+            depthwise,
+        } => {
             let (a, b) = (operand(x)?, operand(inputs.get(1))?);
-            let (ga, gb) = conv(*pass, *geometry, a, b, g)?;
+            let (ga, gb) = conv(*pass, (*geometry, *depthwise), a, b, g)?;
             vec![Some(ga), Some(gb)]
         }
         OpKind::Pool { op, size, geometry } => {
@@ -222,27 +226,30 @@ fn gather_grad(
 /// tiles, with no transposed copy of anything.
 fn conv(
     pass: ConvPass,
-    geometry: ConvGeometry,
+    (geometry, depthwise): (ConvGeometry, bool),
     a: &Tensor,
     b: &Tensor,
     g: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
     let shape = |t: &Tensor| t.shape().to_vec();
+    let with = |first: &Tensor, pass, second: &Tensor, like: &Tensor| {
+        first.conv_pass(pass, (geometry, depthwise), second, shape(like))
+    };
     Ok(match pass {
         // y = conv(x, f)
         ConvPass::Forward => (
-            g.conv_pass(ConvPass::Input, geometry, b, shape(a))?,
-            a.conv_pass(ConvPass::Filter, geometry, g, shape(b))?,
+            with(g, ConvPass::Input, b, a)?,
+            with(a, ConvPass::Filter, g, b)?,
         ),
         // y = input(dy, f)
         ConvPass::Input => (
-            g.conv_pass(ConvPass::Forward, geometry, b, shape(a))?,
-            g.conv_pass(ConvPass::Filter, geometry, a, shape(b))?,
+            with(g, ConvPass::Forward, b, a)?,
+            with(g, ConvPass::Filter, a, b)?,
         ),
         // y = filter(x, dy)
         ConvPass::Filter => (
-            b.conv_pass(ConvPass::Input, geometry, g, shape(a))?,
-            a.conv_pass(ConvPass::Forward, geometry, g, shape(b))?,
+            with(b, ConvPass::Input, g, a)?,
+            with(a, ConvPass::Forward, g, b)?,
         ),
     })
 }

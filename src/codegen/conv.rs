@@ -4,6 +4,7 @@
 //! images). No im2col matrix, no transposed copy of the filter or of the
 //! gradient: the three passes differ only in these reads.
 
+use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
 use super::matmul::{Operand, product};
 use crate::ir::{ConvGeometry, ConvPass};
@@ -159,4 +160,128 @@ pub fn conv(
         function,
     });
     product(params, [a, b], &out, k, epilogue)
+}
+
+/// Threads per workgroup of a depthwise pass: one per output element.
+const DEPTHWISE_WORKGROUP: u32 = 64;
+
+/// The kernel of depthwise convolution pass `pass` of `geometry` of
+/// `first` and `second` (NHWC images, `[kh, kw, c, m]` filters: output
+/// channel `ci * m + mi` is input channel `ci` through the filter's
+/// `[.., ci, mi]`), writing `shape` row-major through `epilogue`. Not a
+/// product on the matmul's tiles: each output sums only a window's taps
+/// (times `m` for the images' gradient), too few to tile. One thread per
+/// output element looping over what it sums, so nothing is scattered:
+/// - `Forward` (`x`, `f`): the window's taps of its channel;
+/// - `Input` (`dy`, `f`): the windows holding its position, found from the
+///   position (a tap whose row is not a whole stride away holds none), and
+///   each of its channel's `m` outputs;
+/// - `Filter` (`x`, `dy`): every window position of every image, its tap's
+///   element of the images times the gradient there: long loops over few
+///   threads (a 3x3 filter of 32 channels is 288), which a split over
+///   workgroups would shorten for large batches.
+pub fn depthwise(
+    pass: ConvPass,
+    geometry: ConvGeometry,
+    first: &Access,
+    second: &Access,
+    shape: &[usize],
+    epilogue: Group<'_>,
+) -> Kernel {
+    let mut params = Params::default();
+    let total: usize = shape.iter().product();
+    let p_total = params.push(total);
+    let mut body = format!(
+        "    let o = wg * {DEPTHWISE_WORKGROUP}u + lid;\n    if (o >= {p_total}) {{ return; }}\n"
+    );
+    coords(&mut body, &mut params, "o", "c", shape);
+    let ConvGeometry {
+        stride: [sh, sw],
+        dilation: [dh, dw],
+        pad: [pt, pl],
+    } = geometry;
+    let mut p = |v: usize| params.push(v);
+    let (sh, sw, dh, dw, pt, pl) = (p(sh), p(sw), p(dh), p(dw), p(pt), p(pl));
+    let loops = match pass {
+        ConvPass::Forward => {
+            let ([_, h, w, _], _) = dims(first);
+            let ([kh, kw, _, m], _) = dims(second);
+            let (h, w, kh, kw, m) = (p(h), p(w), p(kh), p(kw), p(m));
+            let x = element(&mut params, 0, first, ["c0", "u32(ih)", "u32(iw)", "ci"]);
+            let f = element(&mut params, 1, second, ["a", "b", "ci", "mi"]);
+            format!(
+                "    let ci = c3 / {m}; let mi = c3 % {m};\n\
+                 \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
+                 \x20       let ih = i32(c1 * {sh} + a * {dh}) - i32({pt});\n\
+                 \x20       if (ih < 0 || ih >= i32({h})) {{ continue; }}\n\
+                 \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
+                 \x20           let iw = i32(c2 * {sw} + b * {dw}) - i32({pl});\n\
+                 \x20           if (iw < 0 || iw >= i32({w})) {{ continue; }}\n\
+                 \x20           acc = acc + {x} * {f};\n\
+                 \x20       }}\n    }}\n"
+            )
+        }
+        ConvPass::Input => {
+            let ([_, oh, ow, _], _) = dims(first);
+            let ([kh, kw, _, m], _) = dims(second);
+            let (oh, ow, kh, kw, m) = (p(oh), p(ow), p(kh), p(kw), p(m));
+            let channel = format!("c3 * {m} + mi");
+            let g = element(&mut params, 0, first, ["c0", "yh", "yw", &channel]);
+            let f = element(&mut params, 1, second, ["a", "b", "c3", "mi"]);
+            format!(
+                "    for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
+                 \x20       let th = i32(c1 + {pt}) - i32(a * {dh});\n\
+                 \x20       if (th < 0 || u32(th) % {sh} != 0u || u32(th) / {sh} >= {oh}) {{ continue; }}\n\
+                 \x20       let yh = u32(th) / {sh};\n\
+                 \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
+                 \x20           let tw = i32(c2 + {pl}) - i32(b * {dw});\n\
+                 \x20           if (tw < 0 || u32(tw) % {sw} != 0u || u32(tw) / {sw} >= {ow}) {{ continue; }}\n\
+                 \x20           let yw = u32(tw) / {sw};\n\
+                 \x20           for (var mi = 0u; mi < {m}; mi = mi + 1u) {{\n\
+                 \x20               acc = acc + {g} * {f};\n\
+                 \x20           }}\n        }}\n    }}\n"
+            )
+        }
+        ConvPass::Filter => {
+            let ([n, h, w, _], _) = dims(first);
+            let ([_, oh, ow, _], _) = dims(second);
+            let m = shape.get(3).copied().unwrap_or(1);
+            let (n, h, w, oh, ow, m) = (p(n), p(h), p(w), p(oh), p(ow), p(m));
+            let channel = format!("c2 * {m} + c3");
+            let x = element(&mut params, 0, first, ["e", "u32(ih)", "u32(iw)", "c2"]);
+            let g = element(&mut params, 1, second, ["e", "yh", "yw", &channel]);
+            format!(
+                "    for (var e = 0u; e < {n}; e = e + 1u) {{\n\
+                 \x20       for (var yh = 0u; yh < {oh}; yh = yh + 1u) {{\n\
+                 \x20           let ih = i32(yh * {sh} + c0 * {dh}) - i32({pt});\n\
+                 \x20           if (ih < 0 || ih >= i32({h})) {{ continue; }}\n\
+                 \x20           for (var yw = 0u; yw < {ow}; yw = yw + 1u) {{\n\
+                 \x20               let iw = i32(yw * {sw} + c1 * {dw}) - i32({pl});\n\
+                 \x20               if (iw < 0 || iw >= i32({w})) {{ continue; }}\n\
+                 \x20               acc = acc + {x} * {g};\n\
+                 \x20           }}\n        }}\n    }}\n"
+            )
+        }
+    };
+    body += "    var acc = 0.0;\n";
+    body += &loops;
+    body += "    _ = fused(o, acc);\n";
+    let mut decls = "@group(0) @binding(1) var<storage, read> in0: array<f32>;\n\
+                     @group(0) @binding(2) var<storage, read> in1: array<f32>;\n"
+        .to_string();
+    let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
+    decls += &bindings;
+    decls += &function;
+    let groups = (total as u64).div_ceil(DEPTHWISE_WORKGROUP as u64);
+    params.kernel(&decls, DEPTHWISE_WORKGROUP, &body, groups)
+}
+
+/// Element `[i0, i1, i2, i3]` of binding `in{b}`, read through `access`.
+fn element(params: &mut Params, b: usize, access: &Access, i: [&str; 4]) -> String {
+    let (_, s) = dims(access);
+    let mut index = params.push(access.layout.offset);
+    for (i, s) in i.iter().zip(s) {
+        index = format!("{index} + {i} * {}", params.push(s));
+    }
+    format!("in{b}[{index}]")
 }

@@ -237,11 +237,15 @@ pub enum ConvPass {
 impl ConvPass {
     pub const ALL: [ConvPass; 3] = [ConvPass::Forward, ConvPass::Input, ConvPass::Filter];
 
-    pub fn name(self) -> &'static str {
-        match self {
-            ConvPass::Forward => "conv2d",
-            ConvPass::Input => "conv2dTranspose",
-            ConvPass::Filter => "conv2dFilterGrad",
+    /// A pass's op name, of a depthwise convolution's or not.
+    pub fn name(self, depthwise: bool) -> &'static str {
+        match (self, depthwise) {
+            (ConvPass::Forward, false) => "conv2d",
+            (ConvPass::Input, false) => "conv2dTranspose",
+            (ConvPass::Filter, false) => "conv2dFilterGrad",
+            (ConvPass::Forward, true) => "depthwiseConv2d",
+            (ConvPass::Input, true) => "depthwiseConv2dInputGrad",
+            (ConvPass::Filter, true) => "depthwiseConv2dFilterGrad",
         }
     }
 }
@@ -404,10 +408,15 @@ pub enum OpKind {
     Matmul,
     /// A 2-D convolution's pass (`conv2d`, its gradients, `conv2dTranspose`)
     /// over NHWC images and HWIO filters, an implicit matrix product on the
-    /// matmul's tiles: inputs and shapes in `ConvPass`.
+    /// matmul's tiles: inputs and shapes in `ConvPass`. A `depthwise` one
+    /// (`depthwiseConv2d`) reads `[kh, kw, c, m]` filters, each input
+    /// channel its own `m` outputs, and sums a window per output on its own
+    /// kernel (`codegen::depthwise`); its passes are each other's
+    /// gradients as a convolution's are.
     Conv {
         pass: ConvPass,
         geometry: ConvGeometry,
+        depthwise: bool,
     },
     /// A pooling window's max or mean over NHWC images `[n, h, w, c]`,
     /// per channel: `[n, oh, ow, c]` (TF.js's `maxPool`, `avgPool`), the
@@ -486,7 +495,9 @@ impl OpKind {
                 op: ScanOp::Prod, ..
             } => "cumprod",
             OpKind::Matmul => "matmul",
-            OpKind::Conv { pass, .. } => pass.name(),
+            OpKind::Conv {
+                pass, depthwise, ..
+            } => pass.name(*depthwise),
             OpKind::Pool {
                 op: PoolOp::Max, ..
             } => "maxPool",
@@ -657,10 +668,13 @@ pub fn op_names() -> Vec<&'static str> {
         },
         OpKind::Matmul,
     ]);
-    kinds.extend(ConvPass::ALL.map(|pass| OpKind::Conv {
-        pass,
-        geometry: ConvGeometry::default(),
-    }));
+    for depthwise in [false, true] {
+        kinds.extend(ConvPass::ALL.map(|pass| OpKind::Conv {
+            pass,
+            geometry: ConvGeometry::default(),
+            depthwise,
+        }));
+    }
     for op in [PoolOp::Max, PoolOp::Avg] {
         let (size, geometry) = ([1, 1], ConvGeometry::default());
         kinds.push(OpKind::Pool { op, size, geometry });
@@ -782,7 +796,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 69, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 72, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",
@@ -793,6 +807,7 @@ mod tests {
             "cumprod",
             "conv2d",
             "conv2dTranspose",
+            "depthwiseConv2d",
             "maxPool",
             "avgPoolGrad",
             "copy",

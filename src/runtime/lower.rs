@@ -187,9 +187,16 @@ impl Lowering<'_> {
             numerics: self.numerics(Some(&ops[i])),
         };
         let kernel = match ops[i].kind {
-            OpKind::Conv { pass, geometry } => {
-                codegen::conv(pass, geometry, a, b, &ops[i].shape, group)
-            }
+            OpKind::Conv {
+                pass,
+                geometry,
+                depthwise: false,
+            } => codegen::conv(pass, geometry, a, b, &ops[i].shape, group),
+            OpKind::Conv {
+                pass,
+                geometry,
+                depthwise: true,
+            } => codegen::depthwise(pass, geometry, a, b, &ops[i].shape, group),
             _ => codegen::matmul(a, b, &ops[i].shape, group),
         };
         refuse_broken(&kernel)?;

@@ -5,7 +5,7 @@
 //! an HWIO filter. NCHW is a view either side of it (a transpose read
 //! through its layout), never a copy.
 
-use super::ops::{float_only, invalid, range, signed};
+use super::ops::{float_only, invalid, range};
 use crate::error::RegistrationError;
 use crate::ir::shape::{self, display};
 use crate::ir::{ConvGeometry, ConvPass, DType, OpKind};
@@ -216,22 +216,23 @@ impl Tensor {
         float_only(op, filter)?;
         let (x, single) = image_dims(op, self.shape(), format)?;
         let (shape, geometry) = forward(op, x, filter.shape(), strides, pad, dilations)?;
-        let y =
-            images(self, format, single)?.conv_pass(ConvPass::Forward, geometry, filter, shape)?;
+        let y = images(self, format, single)?.conv_pass(
+            ConvPass::Forward,
+            (geometry, false),
+            filter,
+            shape,
+        )?;
         restored(y, format, single)
     }
 
     /// TF.js's `depthwiseConv2d(x, filter, strides, pad, dataFormat,
     /// dilations)`: each input channel convolved with its own `mult`
     /// filters (`filter` `[kh, kw, c, mult]`), output channel `c * mult +
-    /// m`. A sum over the filter's taps of the images' windows, each a
-    /// view of the padded images (split by the stride, so a strided tap is
-    /// a slice too) times that tap's weights: one elementwise kernel
-    /// reading each input once per tap, which is what a direct depthwise
-    /// kernel does, with the tape's gradients exact for both inputs. Not
-    /// the matmul's tiles: with one input channel per output there is no
-    /// product to tile. Its backward pass is a reduction per tap (a
-    /// 5x5 filter: 25 of them).
+    /// m`. A kernel of its own (`codegen::depthwise`), one thread per
+    /// output summing its window's taps: with one input channel per output
+    /// there is no product to tile on the matmul's. Like a convolution it
+    /// anchors what follows it (`.add(bias).relu()` is the same kernel),
+    /// and its gradients are its other two passes, kernels of their own.
     #[track_caller]
     pub fn depthwise_conv2d(
         &self,
@@ -262,57 +263,8 @@ impl Tensor {
             pad,
             dilations,
         )?;
-        let [_, oh, ow, _] = dims(&shape);
-        let [sh, sw] = strides;
-        let [dh, dw] = dilations;
-        // Padded so that every tap's window lies inside, and the rows and
-        // columns split evenly into strides.
-        let padded = |size: usize, before: usize, out: usize, k: usize, s: usize, d: usize| {
-            let reach = (out - 1) * s + (k - 1) * d + 1;
-            reach.max(before + size).next_multiple_of(s)
-        };
-        let hp = padded(h, geometry.pad[0], oh, kh, sh, dh);
-        let wp = padded(w, geometry.pad[1], ow, kw, sw, dw);
-        let [top, left] = geometry.pad;
         let x = images(self, format, single)?;
-        let x = match (top, hp - top - h, left, wp - left - w) {
-            (0, 0, 0, 0) => x,
-            (t, b, l, r) => x.pad(&[(0, 0), (t, b), (l, r), (0, 0)], 0.0)?,
-        };
-        let split = signed(op, &[n, hp / sh, sh, wp / sw, sw, c])?;
-        let x = x.reshape(&split)?;
-        // Every tap's views first, then the arithmetic: a view registered
-        // between two of the sums would end their kernel (the planner runs
-        // a view after the open group, so what reads it cannot join).
-        let mut terms = Vec::with_capacity(kh * kw);
-        for i in 0..kh {
-            for j in 0..kw {
-                let (r, q) = (i * dh, j * dw);
-                let window = x
-                    .slice(
-                        &[0, r / sh, r % sh, q / sw, q % sw, 0],
-                        &signed(op, &[n, oh, 1, ow, 1, c])?,
-                    )?
-                    .squeeze(Some(&[2, 4]))?
-                    .expand_dims(4)?;
-                let taps = filter
-                    .slice(&[i, j, 0, 0], &signed(op, &[1, 1, c, mult])?)?
-                    .squeeze(Some(&[0, 1]))?;
-                terms.push((window, taps));
-            }
-        }
-        let mut y: Option<Tensor> = None;
-        for (window, taps) in terms {
-            let term = window.mul(&taps)?;
-            y = Some(match y {
-                None => term,
-                Some(sum) => sum.add(&term)?,
-            });
-        }
-        let Some(y) = y else {
-            return Err(range(op, "the filter has no tap".into()));
-        };
-        let y = y.reshape(&signed(op, &shape)?)?;
+        let y = x.conv_pass(ConvPass::Forward, (geometry, true), filter, shape)?;
         restored(y, format, single)
     }
 
@@ -361,7 +313,12 @@ impl Tensor {
         let (x, single) = image_dims(op, &rows, format)?;
         let (shape, geometry) = forward(op, x, &taps, [1, stride], pad, [1, dilation])?;
         let images2d = images(&self.expand_dims(row_axis as isize)?, format, single)?;
-        let y = images2d.conv_pass(ConvPass::Forward, geometry, &filter.expand_dims(0)?, shape)?;
+        let y = images2d.conv_pass(
+            ConvPass::Forward,
+            (geometry, false),
+            &filter.expand_dims(0)?,
+            shape,
+        )?;
         restored(y, format, single)?.squeeze(Some(&[row_axis as isize]))
     }
 
@@ -421,7 +378,7 @@ impl Tensor {
             pad: [top, left],
         };
         let dy = images(self, DataFormat::Nhwc, single)?;
-        let y = dy.conv_pass(ConvPass::Input, geometry, filter, out)?;
+        let y = dy.conv_pass(ConvPass::Input, (geometry, false), filter, out)?;
         restored(y, DataFormat::Nhwc, single)
     }
 
@@ -433,12 +390,16 @@ impl Tensor {
     pub(crate) fn conv_pass(
         &self,
         pass: ConvPass,
-        geometry: ConvGeometry,
+        (geometry, depthwise): (ConvGeometry, bool),
         other: &Tensor,
         shape: Vec<usize>,
     ) -> Result<Tensor> {
         self.device().record(
-            OpKind::Conv { pass, geometry },
+            OpKind::Conv {
+                pass,
+                geometry,
+                depthwise,
+            },
             &[self, other],
             shape,
             DType::Float32,

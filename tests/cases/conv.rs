@@ -770,12 +770,13 @@ pub async fn depthwise_conv2d_matches_the_reference_for_every_padding_stride_dil
 
 pub async fn depthwise_conv2d_gradients_for_images_and_filter_match_finite_differences() {
     let gpu = kernels_only().await;
-    let cases: [(Case, Padding); 2] = [
+    let cases: [(Case, Padding); 3] = [
         (([2, 5, 6, 2], [3, 2, 2, 2], [1, 1], [1, 1]), Padding::Same),
         (
             ([1, 7, 7, 3], [3, 3, 3, 1], [2, 2], [1, 1]),
             Padding::Explicit([[1, 0], [2, 1]]),
         ),
+        (([2, 6, 7, 2], [2, 3, 2, 2], [1, 1], [2, 1]), Padding::Valid),
     ];
     for (seed, ((xs, fs, stride, dilation), pad)) in cases.into_iter().enumerate() {
         let full = [fs[0], fs[1], fs[2], fs[2] * fs[3]];
@@ -832,5 +833,80 @@ pub async fn depthwise_conv2d_gradients_for_images_and_filter_match_finite_diffe
                 .collect();
             assert_close(&got, &fd, &format!("{what}: d/d{}", ["x", "filter"][k]));
         }
+    }
+}
+
+/// A depthwise convolution is a kernel of its own that anchors what
+/// follows it as a convolution does: with its bias and relu one kernel,
+/// one buffer; and its two gradients are one kernel each.
+pub async fn a_depthwise_conv2d_with_its_bias_and_relu_is_one_kernel_and_each_gradient_another() {
+    let gpu = kernels_only().await;
+    let (xs, fs) = ([2, 6, 5, 3], [3, 3, 3, 2]);
+    let full = [3, 3, 3, 6];
+    let (x, f, b) = (
+        values(2 * 6 * 5 * 3, 13),
+        values(3 * 3 * 3 * 2, 14),
+        values(6, 15),
+    );
+    let (xt, ft, bt) = (
+        gpu.tensor(&x, Some(&xs)).unwrap(),
+        gpu.tensor(&f, Some(&fs)).unwrap(),
+        gpu.tensor(&b, None).unwrap(),
+    );
+    let _ = (read(&xt).await, read(&ft).await, read(&bt).await);
+    let before = gpu.stats();
+    let y = xt
+        .depthwise_conv2d(&ft, [2, 1], Padding::Same, DataFormat::Nhwc, [1, 1])
+        .unwrap()
+        .add(&bt)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let got = read(&y).await;
+    let after = gpu.stats();
+    let (oh, top) = expected(6, 3, 2, 1, Padding::Same, 0);
+    let (ow, left) = expected(5, 3, 1, 1, Padding::Same, 1);
+    let g = Geometry {
+        x: xs,
+        f: full,
+        stride: [2, 1],
+        dilation: [1, 1],
+        before: [top, left],
+        out: [oh, ow],
+    };
+    let want: Vec<f64> = reference(&x, &block_diagonal(&f, fs), g)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v + b[i % 6] as f64).max(0.0))
+        .collect();
+    assert_close(&got, &want, "depthwise + bias + relu");
+    let launched = after.kernels_launched - before.kernels_launched;
+    assert_eq!(launched, 1, "one kernel");
+    let fused = after.fused_ops - before.fused_ops;
+    assert_eq!(fused, 3, "depthwiseConv2d, add and relu");
+    let buffers = after.buffers_allocated - before.buffers_allocated;
+    assert_eq!(buffers, 1, "one output");
+    // The gradients of a sum of it: each pass one kernel (the ones that
+    // seed the gradient and the sum aside).
+    let (_, profile) = gpu.profile(|| {
+        gpu.value_and_grads(
+            |v| {
+                v[0].depthwise_conv2d(&v[1], [2, 1], Padding::Same, DataFormat::Nhwc, [1, 1])?
+                    .sum(None, false)
+            },
+            &[xt.clone(), ft.clone()],
+            None,
+        )
+        .unwrap()
+    });
+    let names: Vec<String> = profile.kernels.iter().flat_map(|k| k.ops.clone()).collect();
+    for pass in ["depthwiseConv2dInputGrad", "depthwiseConv2dFilterGrad"] {
+        let blocks: Vec<_> = profile
+            .kernels
+            .iter()
+            .filter(|k| k.ops.iter().any(|o| o == pass))
+            .collect();
+        assert_eq!(blocks.len(), 1, "{pass} in one block: {names:?}");
+        assert_eq!(blocks[0].wgsl.len(), 1, "{pass}: one kernel");
     }
 }

@@ -39,6 +39,10 @@ macro_rules! all_cases {
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
         $run!(conv, a_conv2d_with_its_bias_and_relu_is_one_kernel);
+        $run!(
+            conv,
+            a_depthwise_conv2d_with_its_bias_and_relu_is_one_kernel_and_each_gradient_another
+        );
         $run!(conv, conv1d_and_conv2d_transpose_match_the_reference);
         $run!(conv, conv2d_gradients_for_images_and_filter_match_finite_differences);
         $run!(conv, conv2d_refuses_bad_calls_and_queues_nothing);

@@ -514,6 +514,29 @@ impl Tracked {
         }
     }
 
+    /// A depthwise filter `[kh, kw, c, m]` as a conv2d's `[kh, kw, c, c *
+    /// m]`: zero (and exact) wherever an output channel is not its input
+    /// channel's.
+    pub fn block_diagonal(&self) -> Tracked {
+        let spread = |r: &Ref| {
+            let [kh, kw, c, m] = [r.shape[0], r.shape[1], r.shape[2], r.shape[3]];
+            let mut data = vec![0.0; kh * kw * c * c * m];
+            for tap in 0..kh * kw {
+                for ci in 0..c {
+                    for mi in 0..m {
+                        let from = (tap * c + ci) * m + mi;
+                        data[(tap * c + ci) * c * m + ci * m + mi] = r.data[from];
+                    }
+                }
+            }
+            Ref::new(data, &[kh, kw, c, c * m])
+        };
+        Tracked {
+            val: spread(&self.val),
+            err: spread(&self.err),
+        }
+    }
+
     /// A max pool moves the largest error of each window; a mean averages
     /// them, plus its sum's rounding.
     pub fn pool(&self, max: bool, w: &Window) -> Tracked {
@@ -1723,10 +1746,12 @@ impl<'d> Builder<'d> {
         }
         let shape = self.shape(i);
         let (h, w) = (shape[1], shape[2]);
-        let kind = self.rng.below(4);
+        // 0 a conv2d, 4 a depthwiseConv2d, else a pool.
+        let kind = self.rng.below(5);
         let size = [self.rng.range(1, 3), self.rng.range(1, 3)];
         let stride = [self.rng.range(1, 2), self.rng.range(1, 2)];
-        let dilation = match kind == 0 && stride == [1, 1] && self.rng.chance(0.4) {
+        let convolves = kind == 0 || kind == 4;
+        let dilation = match convolves && stride == [1, 1] && self.rng.chance(0.4) {
             true => [self.rng.range(1, 2), self.rng.range(1, 2)],
             false => [1, 1],
         };
@@ -1764,8 +1789,25 @@ impl<'d> Builder<'d> {
             );
             return self.push(g, t, desc, &["conv2d"], &[i, f]);
         }
+        if kind == 4 {
+            let m = self.rng.range(1, 2);
+            let f = self.input(&[size[0], size[1], shape[3], m]).await?;
+            let g = registered(
+                "depthwiseConv2d",
+                self.g(i)
+                    .depthwise_conv2d(&self.g(f), stride, pad, DataFormat::Nhwc, dilation),
+            )?;
+            // The reference: a conv2d whose filter reads each channel's
+            // own `m` outputs only.
+            let t = self.t(i).conv2d(&self.t(f).block_diagonal(), &window);
+            let desc = format!(
+                "depthwiseConv2d({name}, {}, {stride:?}, {pad:?}, {dilation:?})",
+                self.name(f)
+            );
+            return self.push(g, t, desc, &["depthwiseConv2d"], &[i, f]);
+        }
         let (max, op) = match kind {
-            1 | 2 => (true, "maxPool"),
+            1 => (true, "maxPool"),
             _ => (false, "avgPool"),
         };
         let g = match max {

@@ -83,18 +83,47 @@ fn flag_nonfinite(word: u32, idx: u32, v: f32) {
 ";
 
 impl Kernel {
-    /// The bits of this launch's scalars.
-    pub fn scalar_bits(&self) -> impl Iterator<Item = u32> + '_ {
-        self.scalars.iter().map(|&i| self.params[i])
+    /// The text with this launch's words written in: its finite scalars as
+    /// bit-exact literals, its sizes and other integers as `u32` literals.
+    /// Some drivers (SwiftShader, the browser's CPU fallback) pay as much
+    /// for each uniform load as for the arithmetic around it, so a chain of
+    /// scalar ops runs several times faster this way; and a size written in
+    /// turns a kernel's index divisions into multiplications (a
+    /// convolution's window arithmetic divides by sizes for every element
+    /// it loads). Non-finite scalars stay uniform loads: WGSL rejects a
+    /// non-finite constant; and so do zeros (see below), float or not (an
+    /// integer division by a literal zero is rejected too).
+    pub fn specialized(&self) -> String {
+        let floats = self.floats_written_in();
+        let mut out = String::with_capacity(floats.len());
+        let mut rest = floats.as_str();
+        while let Some(at) = rest.find("param(") {
+            let (before, tail) = (&rest[..at], &rest[at + "param(".len()..]);
+            out.push_str(before);
+            let word = tail
+                .find("u)")
+                .filter(|_| !out.ends_with("bitcast<f32>("))
+                .and_then(|e| Some((e, tail[..e].parse::<usize>().ok()?)))
+                .filter(|(_, i)| !self.scalars.contains(i))
+                .and_then(|(e, i)| Some((e, *self.params.get(i)?)))
+                .filter(|&(_, word)| word != 0);
+            match word {
+                Some((e, word)) => {
+                    let _ = write!(out, "{word}u");
+                    rest = &tail[e + 2..];
+                }
+                None => {
+                    out.push_str("param(");
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
     }
 
-    /// The text with this launch's finite scalars written in as bit-exact
-    /// literals. Some drivers (SwiftShader, the browser's CPU fallback) pay
-    /// as much for each uniform load as for the arithmetic around it, so a
-    /// chain of scalar ops runs several times faster this way. Non-finite
-    /// scalars stay uniform loads: WGSL rejects a non-finite constant; and
-    /// so do zeros (see below).
-    pub fn specialized(&self) -> String {
+    /// The text with the finite, non-zero scalars written in.
+    fn floats_written_in(&self) -> String {
         const MARK: &str = "bitcast<f32>(param(";
         let mut out = String::with_capacity(self.wgsl.len());
         let mut rest = self.wgsl.as_str();
@@ -471,6 +500,10 @@ const HELPERS: [(&str, &str); 10] = [
     ),
 ];
 
+/// A kernel's whole text. `main` uses `params` once whatever its body
+/// reads: a specialised text may read no word (all written in), and a
+/// pipeline's derived layout would then leave out the binding every launch
+/// binds.
 pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) -> String {
     let helpers: String = HELPERS
         .iter()
@@ -483,7 +516,8 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
          @compute @workgroup_size({workgroup})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, \
          @builtin(local_invocation_index) lid: u32) {{\n\
-         \x20   let wg = wid.x + wid.y * groups.x;\n{body}}}\n",
+         \x20   let wg = wid.x + wid.y * groups.x;\n\
+         \x20   _ = params[0];\n{body}}}\n",
         words = params.len() / 4,
     )
 }

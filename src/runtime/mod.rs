@@ -196,13 +196,13 @@ const UNIFORM_ALIGN: u64 = 256;
 
 /// The compiled forms of one kernel text: the same ops, on any sizes.
 struct Family {
-    /// The scalars it was first launched with.
-    scalars: Vec<u32>,
-    /// Its text with those scalars written in (`Kernel::specialized`).
+    /// The words (sizes, scalars) it was first launched with.
+    words: Vec<u32>,
+    /// Its text with those words written in (`Kernel::specialized`).
     specialized: wgpu::ComputePipeline,
-    /// Its text as is (scalars read as uniforms), compiled once a launch
-    /// brings other scalars. Every later launch uses it: a loop whose
-    /// scalars change compiles each kernel at most twice.
+    /// Its text as is (words read as uniforms), compiled once a launch
+    /// brings other words. Every later launch uses it: a loop whose
+    /// scalars or sizes change compiles each kernel at most twice.
     general: Option<wgpu::ComputePipeline>,
 }
 
@@ -398,7 +398,7 @@ impl Gpu {
         };
         let pipeline = match self.pipelines.get_mut(&kernel.wgsl) {
             Some(family) => match &family.general {
-                None if family.scalars.iter().copied().eq(kernel.scalar_bits()) => {
+                None if family.words == kernel.params => {
                     stats.pipeline_cache_hits += 1;
                     family.specialized.clone()
                 }
@@ -413,7 +413,7 @@ impl Gpu {
                 self.pipelines.insert(
                     kernel.wgsl.clone(),
                     Family {
-                        scalars: kernel.scalar_bits().collect(),
+                        words: kernel.params.clone(),
                         specialized: specialized.clone(),
                         general: None,
                     },

@@ -273,6 +273,7 @@ pub fn depthwise(
     decls += &bindings;
     decls += &function;
     let groups = (total as u64).div_ceil(DEPTHWISE_WORKGROUP as u64);
+    params.sizes = true;
     params.kernel(&decls, DEPTHWISE_WORKGROUP, &body, groups)
 }
 

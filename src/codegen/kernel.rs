@@ -27,6 +27,13 @@ pub struct Kernel {
     /// The runtime turns it into an `internal` failure on the block's
     /// outputs; a kernel computing zeros in place of a value would be a lie.
     pub broken: Option<String>,
+    /// Whether its specialised text writes in its sizes and other integer
+    /// words, not only its float scalars: a product's (a matmul's, a
+    /// convolution's), whose loads divide by sizes for every element they
+    /// stage. Each size set then compiles a pipeline of its own (a few per
+    /// text, `runtime`'s `Family`), which only a kernel that much faster
+    /// for it is worth: an elementwise text serves every shape with one.
+    pub sizes: bool,
     /// The checks it makes, by slot: each writes two words into the
     /// `flags` binding (its last), starting at `u32::MAX` for
     /// "none failed" (`Check::of` says what they hold). The one home of
@@ -83,8 +90,18 @@ fn flag_nonfinite(word: u32, idx: u32, v: f32) {
 ";
 
 impl Kernel {
+    /// The words its specialised text writes in: all of them with `sizes`,
+    /// else its scalars'. Launches with the same ones share its pipeline.
+    pub fn written_words(&self) -> Vec<u32> {
+        match self.sizes {
+            true => self.params.clone(),
+            false => self.scalars.iter().map(|&i| self.params[i]).collect(),
+        }
+    }
+
     /// The text with this launch's words written in: its finite scalars as
-    /// bit-exact literals, its sizes and other integers as `u32` literals.
+    /// bit-exact literals, and with `sizes` its sizes and other integers as
+    /// `u32` literals.
     /// Some drivers (SwiftShader, the browser's CPU fallback) pay as much
     /// for each uniform load as for the arithmetic around it, so a chain of
     /// scalar ops runs several times faster this way; and a size written in
@@ -95,6 +112,9 @@ impl Kernel {
     /// integer division by a literal zero is rejected too).
     pub fn specialized(&self) -> String {
         let floats = self.floats_written_in();
+        if !self.sizes {
+            return floats;
+        }
         let mut out = String::with_capacity(floats.len());
         let mut rest = floats.as_str();
         while let Some(at) = rest.find("param(") {
@@ -206,6 +226,8 @@ pub(super) struct Params {
     scalars: Vec<usize>,
     broken: Option<String>,
     pub(super) checks: Vec<Check>,
+    /// Whether its specialised text writes in its sizes (`Kernel::sizes`).
+    pub(super) sizes: bool,
 }
 
 impl Params {
@@ -311,6 +333,7 @@ impl Params {
             workgroups,
             broken: self.broken,
             checks: self.checks,
+            sizes: self.sizes,
         }
     }
 }

@@ -213,6 +213,7 @@ pub(super) fn product(
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
+    params.sizes = true;
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
 }
 

@@ -200,9 +200,38 @@ mod tests {
             "infinity stays a uniform: {text}"
         );
         assert_eq!(text.matches("bitcast<f32>(param(").count(), 1, "{text}");
-        // The size (word 0, 4) is written in as an integer.
+        assert!(text.contains("param(0u)"), "sizes stay uniforms: {text}");
+        assert_eq!(
+            kernel.written_words(),
+            [0.1f32.to_bits(), f32::INFINITY.to_bits()]
+        );
+    }
+
+    #[test]
+    fn a_products_specialised_text_writes_in_its_sizes_and_still_reads_the_params() {
+        let (block, ops) = exp_block(0);
+        let epilogue = Group {
+            block: &block,
+            ops: &ops,
+            accesses: &[],
+            anchor: Some(ops[0].output),
+            numerics: Numerics::Off,
+        };
+        let (a, b) = (contiguous(&[40, 12]), contiguous(&[12, 24]));
+        let kernel = matmul(&a, &b, &[40, 24], epilogue);
+        let text = kernel.specialized();
         assert!(!text.contains("param(0u)"), "{text}");
-        assert!(text.contains("idx >= 4u"), "{text}");
+        assert!(text.contains("_ = params[0];"), "{text}");
+        assert_eq!(kernel.written_words(), kernel.params);
+        // Another size set: the same text, other words.
+        let other = matmul(
+            &contiguous(&[40, 16]),
+            &contiguous(&[16, 24]),
+            &[40, 24],
+            epilogue,
+        );
+        assert_eq!(other.wgsl, kernel.wgsl);
+        assert_ne!(other.written_words(), kernel.written_words());
     }
 
     #[test]

@@ -196,15 +196,25 @@ const UNIFORM_ALIGN: u64 = 256;
 
 /// The compiled forms of one kernel text: the same ops, on any sizes.
 struct Family {
-    /// The words (sizes, scalars) it was first launched with.
-    words: Vec<u32>,
-    /// Its text with those words written in (`Kernel::specialized`).
-    specialized: wgpu::ComputePipeline,
+    /// Its text with the words of its first launches written in
+    /// (`Kernel::specialized`), by those words (`Kernel::written_words`):
+    /// one, or up to `MAX_SIZED` for a text that writes in its sizes (the
+    /// layers of one net that share a product's text).
+    specialized: Vec<(Vec<u32>, wgpu::ComputePipeline)>,
     /// Its text as is (words read as uniforms), compiled once a launch
-    /// brings other words. Every later launch uses it: a loop whose
-    /// scalars or sizes change compiles each kernel at most twice.
+    /// brings other words than those. Every such launch uses it: a loop
+    /// whose scalars change compiles each kernel at most twice (a sized
+    /// one at most `MAX_SIZED + 1` times).
     general: Option<wgpu::ComputePipeline>,
+    /// A sized text's word sets launched once, on `general`: one launched
+    /// again (a training loop's next step) is specialised then. So a first
+    /// step compiles one pipeline per text, as a text that writes in only
+    /// its scalars does, and a shape launched once never costs a second.
+    seen: Vec<Vec<u32>>,
 }
+
+/// The most size sets a text that writes in its sizes is specialised for.
+const MAX_SIZED: usize = 4;
 
 impl Gpu {
     pub async fn request() -> Result<Gpu, RequestError> {
@@ -396,30 +406,52 @@ impl Gpu {
                 cache: None,
             })
         };
-        let pipeline = match self.pipelines.get_mut(&kernel.wgsl) {
-            Some(family) => match &family.general {
-                None if family.words == kernel.params => {
-                    stats.pipeline_cache_hits += 1;
-                    family.specialized.clone()
-                }
-                Some(general) => {
-                    stats.pipeline_cache_hits += 1;
-                    general.clone()
-                }
-                None => family.general.insert(compile(&kernel.wgsl)).clone(),
-            },
-            None => {
-                let specialized = compile(&kernel.specialized());
-                self.pipelines.insert(
-                    kernel.wgsl.clone(),
-                    Family {
-                        words: kernel.params.clone(),
-                        specialized: specialized.clone(),
-                        general: None,
-                    },
-                );
-                specialized
+        let words = kernel.written_words();
+        let family = self
+            .pipelines
+            .entry(kernel.wgsl.clone())
+            .or_insert_with(|| Family {
+                specialized: Vec::new(),
+                general: None,
+                seen: Vec::new(),
+            });
+        let known = family.specialized.iter().find(|(w, _)| *w == words);
+        let room = match kernel.sizes {
+            true => MAX_SIZED,
+            false => 1,
+        };
+        let roomy = family.specialized.len() < room;
+        let pipeline = match (known, &family.general) {
+            (Some((_, pipeline)), _) => {
+                stats.pipeline_cache_hits += 1;
+                pipeline.clone()
             }
+            // Sized, and launched before on the general text: now worth
+            // its own.
+            (None, Some(_)) if kernel.sizes && roomy && family.seen.contains(&words) => {
+                family.seen.retain(|w| *w != words);
+                let pipeline = compile(&kernel.specialized());
+                family.specialized.push((words, pipeline.clone()));
+                pipeline
+            }
+            (None, Some(general)) => {
+                stats.pipeline_cache_hits += 1;
+                let general = general.clone();
+                if kernel.sizes && roomy && family.seen.len() < 2 * MAX_SIZED {
+                    family.seen.push(words);
+                }
+                general
+            }
+            (None, None) if kernel.sizes => {
+                family.seen.push(words);
+                family.general.insert(compile(&kernel.wgsl)).clone()
+            }
+            (None, None) if roomy => {
+                let pipeline = compile(&kernel.specialized());
+                family.specialized.push((words, pipeline.clone()));
+                pipeline
+            }
+            (None, None) => family.general.insert(compile(&kernel.wgsl)).clone(),
         };
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
         let mut entries = vec![wgpu::BindGroupEntry {

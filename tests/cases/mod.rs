@@ -229,7 +229,7 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
-            a_repeated_loop_stops_compiling_pipelines_after_its_first_iteration
+            a_repeated_loop_stops_compiling_pipelines_after_its_second_iteration
         );
         $run!(
             engine,

@@ -30,13 +30,8 @@ pub fn conv(
     epilogue: Group<'_>,
 ) -> Kernel {
     let mut params = Params::default();
+    let [sh, sw, dh, dw, pt, pl] = window_words(&mut params, geometry);
     let mut p = |v: usize| params.push(v);
-    let ConvGeometry {
-        stride: [sh, sw],
-        dilation: [dh, dw],
-        pad: [pt, pl],
-    } = geometry;
-    let (sh, sw, dh, dw, pt, pl) = (p(sh), p(sw), p(dh), p(dw), p(pt), p(pl));
     // The images' row and column under a window tap (`oh`, `kh`, `ow`,
     // `kw` in scope) for images `h` by `w` high and wide; 0 outside them.
     let window = |h: String, w: String| {
@@ -195,13 +190,8 @@ pub fn depthwise(
         "    let o = wg * {DEPTHWISE_WORKGROUP}u + lid;\n    if (o >= {p_total}) {{ return; }}\n"
     );
     coords(&mut body, &mut params, "o", "c", shape);
-    let ConvGeometry {
-        stride: [sh, sw],
-        dilation: [dh, dw],
-        pad: [pt, pl],
-    } = geometry;
+    let [sh, sw, dh, dw, pt, pl] = window_words(&mut params, geometry);
     let mut p = |v: usize| params.push(v);
-    let (sh, sw, dh, dw, pt, pl) = (p(sh), p(sw), p(dh), p(dw), p(pt), p(pl));
     let loops = match pass {
         ConvPass::Forward => {
             let ([_, h, w, _], _) = dims(first);
@@ -285,4 +275,15 @@ fn element(params: &mut Params, b: usize, access: &Access, i: [&str; 4]) -> Stri
         index = format!("{index} + {i} * {}", params.push(s));
     }
     format!("in{b}[{index}]")
+}
+
+/// Where the windows sit, as uniform words: the strides, the dilations and
+/// the pads above and left, in that order.
+fn window_words(params: &mut Params, geometry: ConvGeometry) -> [String; 6] {
+    let ConvGeometry {
+        stride: [sh, sw],
+        dilation: [dh, dw],
+        pad: [pt, pl],
+    } = geometry;
+    [sh, sw, dh, dw, pt, pl].map(|v| params.push(v))
 }

@@ -373,8 +373,14 @@ impl DeviceState {
                 *o = true;
             }
         }
-        let reads_failures = steps_reading_failures(&self.records, steps, &[]);
-        let below_flags = steps_reading_failures(&self.records, steps, &origin);
+        // Only a block some check of which failed pays for these passes.
+        let (reads_failures, below_flags) = match failed.is_empty() {
+            true => Default::default(),
+            false => (
+                steps_reading_failures(&self.records, steps, &[]),
+                steps_reading_failures(&self.records, steps, &origin),
+            ),
+        };
         for (step, check, word, value) in failed {
             let (Some(s), Some(&i)) = (steps.get(step), indices.get(step)) else {
                 continue;

@@ -195,6 +195,7 @@ const ARENA_BYTES: u64 = 65536;
 const UNIFORM_ALIGN: u64 = 256;
 
 /// The compiled forms of one kernel text: the same ops, on any sizes.
+#[derive(Default)]
 struct Family {
     /// Its text with the words of its first launches written in
     /// (`Kernel::specialized`), by those words (`Kernel::written_words`):
@@ -215,6 +216,53 @@ struct Family {
 
 /// The most size sets a text that writes in its sizes is specialised for.
 const MAX_SIZED: usize = 4;
+
+impl Family {
+    /// The pipeline `kernel` launches on, compiled with `compile` where
+    /// none fits yet, and whether one did (a cache hit).
+    fn pipeline(
+        &mut self,
+        kernel: &Kernel,
+        compile: &mut dyn FnMut(&str) -> wgpu::ComputePipeline,
+    ) -> (wgpu::ComputePipeline, bool) {
+        let words = kernel.written_words();
+        if let Some((_, pipeline)) = self.specialized.iter().find(|(w, _)| *w == words) {
+            return (pipeline.clone(), true);
+        }
+        let room = match kernel.sizes {
+            true => MAX_SIZED,
+            false => 1,
+        };
+        let roomy = self.specialized.len() < room;
+        match &self.general {
+            // Sized, and launched before on the general text: now worth
+            // its own.
+            Some(_) if kernel.sizes && roomy && self.seen.contains(&words) => {
+                self.seen.retain(|w| *w != words);
+                let pipeline = compile(&kernel.specialized());
+                self.specialized.push((words, pipeline.clone()));
+                (pipeline, false)
+            }
+            Some(general) => {
+                let general = general.clone();
+                if kernel.sizes && roomy && self.seen.len() < 2 * MAX_SIZED {
+                    self.seen.push(words);
+                }
+                (general, true)
+            }
+            None if kernel.sizes => {
+                self.seen.push(words);
+                (self.general.insert(compile(&kernel.wgsl)).clone(), false)
+            }
+            None if roomy => {
+                let pipeline = compile(&kernel.specialized());
+                self.specialized.push((words, pipeline.clone()));
+                (pipeline, false)
+            }
+            None => (self.general.insert(compile(&kernel.wgsl)).clone(), false),
+        }
+    }
+}
 
 impl Gpu {
     pub async fn request() -> Result<Gpu, RequestError> {
@@ -406,53 +454,18 @@ impl Gpu {
                 cache: None,
             })
         };
-        let words = kernel.written_words();
-        let family = self
-            .pipelines
-            .entry(kernel.wgsl.clone())
-            .or_insert_with(|| Family {
-                specialized: Vec::new(),
-                general: None,
-                seen: Vec::new(),
-            });
-        let known = family.specialized.iter().find(|(w, _)| *w == words);
-        let room = match kernel.sizes {
-            true => MAX_SIZED,
-            false => 1,
+        // Looked up by reference: the text is cloned only for a new family,
+        // not on every launch.
+        let (pipeline, hit) = match self.pipelines.get_mut(&kernel.wgsl) {
+            Some(family) => family.pipeline(kernel, &mut compile),
+            None => {
+                let mut family = Family::default();
+                let found = family.pipeline(kernel, &mut compile);
+                self.pipelines.insert(kernel.wgsl.clone(), family);
+                found
+            }
         };
-        let roomy = family.specialized.len() < room;
-        let pipeline = match (known, &family.general) {
-            (Some((_, pipeline)), _) => {
-                stats.pipeline_cache_hits += 1;
-                pipeline.clone()
-            }
-            // Sized, and launched before on the general text: now worth
-            // its own.
-            (None, Some(_)) if kernel.sizes && roomy && family.seen.contains(&words) => {
-                family.seen.retain(|w| *w != words);
-                let pipeline = compile(&kernel.specialized());
-                family.specialized.push((words, pipeline.clone()));
-                pipeline
-            }
-            (None, Some(general)) => {
-                stats.pipeline_cache_hits += 1;
-                let general = general.clone();
-                if kernel.sizes && roomy && family.seen.len() < 2 * MAX_SIZED {
-                    family.seen.push(words);
-                }
-                general
-            }
-            (None, None) if kernel.sizes => {
-                family.seen.push(words);
-                family.general.insert(compile(&kernel.wgsl)).clone()
-            }
-            (None, None) if roomy => {
-                let pipeline = compile(&kernel.specialized());
-                family.specialized.push((words, pipeline.clone()));
-                pipeline
-            }
-            (None, None) => family.general.insert(compile(&kernel.wgsl)).clone(),
-        };
+        stats.pipeline_cache_hits += u64::from(hit);
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,

@@ -25,6 +25,13 @@ fn main() {
                 }
             }
         };
+        run("relu of conv1's output (baseline)", &|| dy1.relu().unwrap());
+        let xd = t(&[64, 28, 28, 8]);
+        let fd = t(&[5, 5, 8, 1]);
+        run("depthwise 64x28x28x8 5x5 (7.4M MACs)", &|| {
+            xd.depthwise_conv2d(&fd, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
+                .unwrap()
+        });
         run("conv1 forward", &|| {
             x1.conv2d(&f1, [1, 1], Padding::Valid, DataFormat::Nhwc, [1, 1])
                 .unwrap()

@@ -6,7 +6,7 @@
 
 use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
-use super::matmul::{Operand, product};
+use super::matmul::{NARROWEST_TILE, Operand, product};
 use crate::ir::{ConvGeometry, ConvPass};
 
 /// A rank-4 access's dims and strides.
@@ -19,9 +19,9 @@ fn dims(access: &Access) -> ([usize; 4], [usize; 4]) {
     (d, s)
 }
 
-/// The kernel of convolution pass `pass` of `geometry` (see `ConvPass`)
-/// of `first` and `second`, writing `shape` row-major through `epilogue`.
-pub fn conv(
+/// Pass `pass` as an implicit product on the matmul's tiles: its
+/// operands' elements read where they sit in the windows.
+fn tiled(
     pass: ConvPass,
     geometry: ConvGeometry,
     first: &Access,
@@ -157,27 +157,57 @@ pub fn conv(
     product(params, [a, b], &out, k, epilogue)
 }
 
-/// Threads per workgroup of a depthwise pass: one per output element.
-const DEPTHWISE_WORKGROUP: u32 = 64;
+/// Threads per workgroup of a direct pass: one per output element.
+const DIRECT_WORKGROUP: u32 = 64;
 
-/// The kernel of depthwise convolution pass `pass` of `geometry` of
-/// `first` and `second` (NHWC images, `[kh, kw, c, m]` filters: output
-/// channel `ci * m + mi` is input channel `ci` through the filter's
-/// `[.., ci, mi]`), writing `shape` row-major through `epilogue`. Not a
-/// product on the matmul's tiles: each output sums only a window's taps
-/// (times `m` for the images' gradient), too few to tile. One thread per
-/// output element looping over what it sums, so nothing is scattered:
-/// - `Forward` (`x`, `f`): the window's taps of its channel;
+/// The kernel of convolution pass `pass` of `geometry` of `first` and
+/// `second` (see `ConvPass`; a `depthwise` filter `[kh, kw, c, m]` makes
+/// output channel `ci * m + mi` from input channel `ci` alone), writing
+/// `shape` row-major through `epilogue`. A depthwise pass, and a pass whose
+/// product would be narrower than the narrowest tile, runs `direct`; the
+/// others are implicit products on the matmul's tiles (`tiled`).
+pub fn conv(
+    pass: ConvPass,
+    geometry: ConvGeometry,
+    depthwise: bool,
+    first: &Access,
+    second: &Access,
+    shape: &[usize],
+    epilogue: Group<'_>,
+) -> Kernel {
+    // Every pass writes its product's columns last: the forward pass's and
+    // the filter's gradient's output channels, the images' gradient's
+    // input channels.
+    let columns = shape.last().copied().unwrap_or(1);
+    if depthwise || columns < NARROWEST_TILE {
+        direct(pass, geometry, depthwise, first, second, shape, epilogue)
+    } else {
+        tiled(pass, geometry, first, second, shape, epilogue)
+    }
+}
+
+/// One thread per output element, looping over what it sums: no
+/// workgroup memory and no barriers, so nothing is computed past an edge
+/// and nothing waits. The matmul's tiles are at least `NARROWEST_TILE`
+/// wide: a product of 8 channels (W8's first convolution, and the
+/// gradient of its images through the second) computed half its tile for
+/// nothing, and the filter's gradient of few taps was one workgroup on one
+/// core; directly they ran 2-5x faster on lavapipe (`examples/conv_timing`).
+/// A depthwise pass sums only a window's taps (times `m` for the images'
+/// gradient), too few to tile at all. Nothing is scattered:
+/// - `Forward` (`x`, `f`): the window's taps, of every input channel (of
+///   its own, depthwise);
 /// - `Input` (`dy`, `f`): the windows holding its position, found from the
 ///   position (a tap whose row is not a whole stride away holds none), and
-///   each of its channel's `m` outputs;
+///   each output channel made from its channel;
 /// - `Filter` (`x`, `dy`): every window position of every image, its tap's
 ///   element of the images times the gradient there: long loops over few
 ///   threads (a 3x3 filter of 32 channels is 288), which a split over
 ///   workgroups would shorten for large batches.
-pub fn depthwise(
+fn direct(
     pass: ConvPass,
     geometry: ConvGeometry,
+    depthwise: bool,
     first: &Access,
     second: &Access,
     shape: &[usize],
@@ -187,35 +217,52 @@ pub fn depthwise(
     let total: usize = shape.iter().product();
     let p_total = params.push(total);
     let mut body = format!(
-        "    let o = wg * {DEPTHWISE_WORKGROUP}u + lid;\n    if (o >= {p_total}) {{ return; }}\n"
+        "    let o = wg * {DIRECT_WORKGROUP}u + lid;\n    if (o >= {p_total}) {{ return; }}\n"
     );
     coords(&mut body, &mut params, "o", "c", shape);
     let [sh, sw, dh, dw, pt, pl] = window_words(&mut params, geometry);
     let mut p = |v: usize| params.push(v);
     let loops = match pass {
         ConvPass::Forward => {
-            let ([_, h, w, _], _) = dims(first);
+            let ([_, h, w, c], _) = dims(first);
             let ([kh, kw, _, m], _) = dims(second);
-            let (h, w, kh, kw, m) = (p(h), p(w), p(kh), p(kw), p(m));
+            let (h, w, kh, kw) = (p(h), p(w), p(kh), p(kw));
+            // The input channels an output channel sums, and its filter's.
+            let (channels, filter) = match depthwise {
+                true => {
+                    let m = p(m);
+                    (format!("c3 / {m}, c3 / {m} + 1u"), format!("c3 % {m}"))
+                }
+                false => (format!("0u, {}", p(c)), "c3".to_string()),
+            };
             let x = element(&mut params, 0, first, ["c0", "u32(ih)", "u32(iw)", "ci"]);
-            let f = element(&mut params, 1, second, ["a", "b", "ci", "mi"]);
+            let f = element(&mut params, 1, second, ["a", "b", "ci", &filter]);
             format!(
-                "    let ci = c3 / {m}; let mi = c3 % {m};\n\
+                "    let channels = vec2<u32>({channels});\n\
                  \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
                  \x20       let ih = i32(c1 * {sh} + a * {dh}) - i32({pt});\n\
                  \x20       if (ih < 0 || ih >= i32({h})) {{ continue; }}\n\
                  \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
                  \x20           let iw = i32(c2 * {sw} + b * {dw}) - i32({pl});\n\
                  \x20           if (iw < 0 || iw >= i32({w})) {{ continue; }}\n\
-                 \x20           acc = acc + {x} * {f};\n\
-                 \x20       }}\n    }}\n"
+                 \x20           for (var ci = channels.x; ci < channels.y; ci = ci + 1u) {{\n\
+                 \x20               acc = acc + {x} * {f};\n\
+                 \x20           }}\n        }}\n    }}\n"
             )
         }
         ConvPass::Input => {
-            let ([_, oh, ow, _], _) = dims(first);
+            let ([_, oh, ow, o], _) = dims(first);
             let ([kh, kw, _, m], _) = dims(second);
-            let (oh, ow, kh, kw, m) = (p(oh), p(ow), p(kh), p(kw), p(m));
-            let channel = format!("c3 * {m} + mi");
+            let (oh, ow, kh, kw) = (p(oh), p(ow), p(kh), p(kw));
+            // The output channels made from this input channel (the
+            // filter's `[.., c3, mi]`), and which of the gradient's each is.
+            let (count, channel) = match depthwise {
+                true => {
+                    let m = p(m);
+                    (m.clone(), format!("c3 * {m} + mi"))
+                }
+                false => (p(o), "mi".to_string()),
+            };
             let g = element(&mut params, 0, first, ["c0", "yh", "yw", &channel]);
             let f = element(&mut params, 1, second, ["a", "b", "c3", "mi"]);
             format!(
@@ -227,7 +274,7 @@ pub fn depthwise(
                  \x20           let tw = i32(c2 + {pl}) - i32(b * {dw});\n\
                  \x20           if (tw < 0 || u32(tw) % {sw} != 0u || u32(tw) / {sw} >= {ow}) {{ continue; }}\n\
                  \x20           let yw = u32(tw) / {sw};\n\
-                 \x20           for (var mi = 0u; mi < {m}; mi = mi + 1u) {{\n\
+                 \x20           for (var mi = 0u; mi < {count}; mi = mi + 1u) {{\n\
                  \x20               acc = acc + {g} * {f};\n\
                  \x20           }}\n        }}\n    }}\n"
             )
@@ -236,8 +283,12 @@ pub fn depthwise(
             let ([n, h, w, _], _) = dims(first);
             let ([_, oh, ow, _], _) = dims(second);
             let m = shape.get(3).copied().unwrap_or(1);
-            let (n, h, w, oh, ow, m) = (p(n), p(h), p(w), p(oh), p(ow), p(m));
-            let channel = format!("c2 * {m} + c3");
+            let (n, h, w, oh, ow) = (p(n), p(h), p(w), p(oh), p(ow));
+            // The gradient's channel this filter element made.
+            let channel = match depthwise {
+                true => format!("c2 * {} + c3", p(m)),
+                false => "c3".to_string(),
+            };
             let x = element(&mut params, 0, first, ["e", "u32(ih)", "u32(iw)", "c2"]);
             let g = element(&mut params, 1, second, ["e", "yh", "yw", &channel]);
             format!(
@@ -262,9 +313,9 @@ pub fn depthwise(
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
-    let groups = (total as u64).div_ceil(DEPTHWISE_WORKGROUP as u64);
+    let groups = (total as u64).div_ceil(DIRECT_WORKGROUP as u64);
     params.sizes = true;
-    params.kernel(&decls, DEPTHWISE_WORKGROUP, &body, groups)
+    params.kernel(&decls, DIRECT_WORKGROUP, &body, groups)
 }
 
 /// Element `[i0, i1, i2, i3]` of binding `in{b}`, read through `access`.

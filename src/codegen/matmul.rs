@@ -11,6 +11,10 @@ use super::kernel::*;
 /// The depth of one shared-memory stage of the matmul.
 pub(super) const TILE_K: usize = 16;
 
+/// The fewest rows or columns a tile has: a slice of a narrower one would
+/// be staged by some threads only, which lost SwiftShader its device.
+pub(super) const NARROWEST_TILE: usize = 16;
+
 /// Whether a matmul operand can be loaded four floats at a time along its
 /// last dim (of length `inner`): that dim is contiguous and every row, batch
 /// and the offset start on a 16-byte boundary, so `index / 4` is exact and
@@ -250,10 +254,12 @@ impl Threads {
             m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
         };
         // Both staged slices fit WebGPU's 16 KiB of workgroup memory, and
-        // each is at least 16 wide (256 elements, one per thread: SwiftShader
-        // lost its device on a narrower tile staged by some threads only).
+        // each is at least `NARROWEST_TILE` wide (256 elements, one per
+        // thread).
         let fits = |(rows, cols): (usize, usize), r: usize| {
-            (rows + cols) * r * TILE_K * 4 <= 16384 && rows * r >= 16 && cols * r >= 16
+            (rows + cols) * r * TILE_K * 4 <= 16384
+                && rows * r >= NARROWEST_TILE
+                && cols * r >= NARROWEST_TILE
         };
         [4, 2]
             .iter()

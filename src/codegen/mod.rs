@@ -20,7 +20,7 @@ mod pool;
 mod reduce;
 mod scan;
 
-pub use conv::{conv, depthwise};
+pub use conv::conv;
 pub use elementwise::{copy, elementwise, finite_scan, flag_value, int_bounds};
 pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
 pub use matmul::matmul;

@@ -190,13 +190,8 @@ impl Lowering<'_> {
             OpKind::Conv {
                 pass,
                 geometry,
-                depthwise: false,
-            } => codegen::conv(pass, geometry, a, b, &ops[i].shape, group),
-            OpKind::Conv {
-                pass,
-                geometry,
-                depthwise: true,
-            } => codegen::depthwise(pass, geometry, a, b, &ops[i].shape, group),
+                depthwise,
+            } => codegen::conv(pass, geometry, depthwise, a, b, &ops[i].shape, group),
             _ => codegen::matmul(a, b, &ops[i].shape, group),
         };
         refuse_broken(&kernel)?;

@@ -313,13 +313,19 @@ pub async fn conv1d_and_conv2d_transpose_match_the_reference() {
 
 pub async fn conv2d_gradients_for_images_and_filter_match_finite_differences() {
     let gpu = kernels_only().await;
-    let cases: [(Case, Padding); 3] = [
+    // The first three run every pass directly, the last (16 channels
+    // each way) on the matmul's tiles.
+    let cases: [(Case, Padding); 4] = [
         (([2, 5, 6, 2], [3, 2, 2, 3], [1, 1], [1, 1]), Padding::Same),
         (
             ([1, 7, 7, 3], [3, 3, 3, 2], [2, 2], [1, 1]),
             Padding::Explicit([[1, 0], [2, 1]]),
         ),
         (([2, 7, 6, 1], [2, 2, 1, 2], [1, 1], [2, 3]), Padding::Valid),
+        (
+            ([1, 4, 5, 16], [2, 2, 16, 16], [1, 1], [1, 1]),
+            Padding::Same,
+        ),
     ];
     for (seed, ((xs, fs, stride, dilation), pad)) in cases.into_iter().enumerate() {
         let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);

@@ -29,13 +29,25 @@ node_modules/.bin/wasm-opt -O3 \
   pkg/webfusion_bg.wasm -o pkg/webfusion_bg.wasm
 after=$(stat -c %s pkg/webfusion_bg.wasm)
 echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after"
-# What a page downloads, as servers compress it (the README keeps these).
+# What a page downloads, as servers compress it (the README keeps these),
+# and the budget it must stay within: the build fails past it. The budget
+# is today's size with a little room (issue 23 aims at 150 KB gzip; see
+# its notes for where the bytes go): it keeps the module from growing
+# unnoticed while it is made smaller, and comes down as it does.
 node -e '
+const BUDGET_GZIP = 350000;
 const zlib = require("zlib");
 const fs = require("fs");
+let total = 0;
 for (const file of ["pkg/webfusion_bg.wasm", "pkg/webfusion.js"]) {
   const bytes = fs.readFileSync(file);
   const gzip = zlib.gzipSync(bytes, { level: 9 }).length;
   const brotli = zlib.brotliCompressSync(bytes).length;
+  total += gzip;
   console.log(`[build] ${file}: ${bytes.length} bytes, gzip ${gzip}, brotli ${brotli}`);
+}
+console.log(`[build] wasm + glue: gzip ${total} of the budget ${BUDGET_GZIP}`);
+if (total > BUDGET_GZIP) {
+  console.error(`[build] wasm + glue are ${total} bytes gzip, past the budget of ${BUDGET_GZIP}: find what grew (twiggy top) before raising it`);
+  process.exit(1);
 }'

@@ -8,7 +8,7 @@ pub mod host;
 pub mod lower;
 
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -212,54 +212,175 @@ struct Family {
     /// step compiles one pipeline per text, as a text that writes in only
     /// its scalars does, and a shape launched once never costs a second.
     seen: Vec<Vec<u32>>,
+    /// Sized word sets whose specialised text is compiling off the launch
+    /// path (`Compiler::background`), each with its flag, set once the
+    /// compiled pipeline is there to take: until then their launches run
+    /// `general`, so a second step never waits for what only speeds up
+    /// the third.
+    compiling: Vec<(Vec<u32>, Rc<Cell<bool>>)>,
 }
 
 /// The most size sets a text that writes in its sizes is specialised for.
 const MAX_SIZED: usize = 4;
 
+/// How a family gets a pipeline for a text.
+trait Compiler {
+    /// Compiles `text` now: the pipeline is ready to launch.
+    fn now(&mut self, text: &str) -> wgpu::ComputePipeline;
+    /// Starts compiling `text` without waiting, and returns a flag set
+    /// once `now` of the same text would find it compiled; `None` where
+    /// the platform compiles only `now`.
+    fn background(&mut self, text: &str) -> Option<Rc<Cell<bool>>>;
+}
+
 impl Family {
-    /// The pipeline `kernel` launches on, compiled with `compile` where
-    /// none fits yet, and whether one did (a cache hit).
+    /// The pipeline `kernel` launches on, and whether a compile was asked
+    /// for (now or in the background) to answer it.
     fn pipeline(
         &mut self,
         kernel: &Kernel,
-        compile: &mut dyn FnMut(&str) -> wgpu::ComputePipeline,
+        compiler: &mut dyn Compiler,
     ) -> (wgpu::ComputePipeline, bool) {
         let words = kernel.written_words();
         if let Some((_, pipeline)) = self.specialized.iter().find(|(w, _)| *w == words) {
-            return (pipeline.clone(), true);
+            return (pipeline.clone(), false);
+        }
+        if let Some(at) = self.compiling.iter().position(|(w, _)| *w == words)
+            && self.compiling[at].1.get()
+        {
+            // Compiled in the background: taking it compiles nothing.
+            self.compiling.remove(at);
+            let pipeline = compiler.now(&kernel.specialized());
+            self.specialized.push((words, pipeline.clone()));
+            return (pipeline, false);
         }
         let room = match kernel.sizes {
             true => MAX_SIZED,
             false => 1,
         };
-        let roomy = self.specialized.len() < room;
+        let roomy = self.specialized.len() + self.compiling.len() < room;
         match &self.general {
             // Sized, and launched before on the general text: now worth
-            // its own.
-            Some(_) if kernel.sizes && roomy && self.seen.contains(&words) => {
+            // its own, compiled in the background where the platform can.
+            Some(general) if kernel.sizes && roomy && self.seen.contains(&words) => {
                 self.seen.retain(|w| *w != words);
-                let pipeline = compile(&kernel.specialized());
-                self.specialized.push((words, pipeline.clone()));
-                (pipeline, false)
+                let text = kernel.specialized();
+                match compiler.background(&text) {
+                    Some(ready) => {
+                        self.compiling.push((words, ready));
+                        (general.clone(), true)
+                    }
+                    None => {
+                        let pipeline = compiler.now(&text);
+                        self.specialized.push((words, pipeline.clone()));
+                        (pipeline, true)
+                    }
+                }
             }
             Some(general) => {
                 let general = general.clone();
-                if kernel.sizes && roomy && self.seen.len() < 2 * MAX_SIZED {
+                let waiting = self.compiling.iter().any(|(w, _)| *w == words);
+                if kernel.sizes && roomy && !waiting && self.seen.len() < 2 * MAX_SIZED {
                     self.seen.push(words);
                 }
-                (general, true)
+                (general, false)
             }
             None if kernel.sizes => {
                 self.seen.push(words);
-                (self.general.insert(compile(&kernel.wgsl)).clone(), false)
+                (
+                    self.general.insert(compiler.now(&kernel.wgsl)).clone(),
+                    true,
+                )
             }
             None if roomy => {
-                let pipeline = compile(&kernel.specialized());
+                let pipeline = compiler.now(&kernel.specialized());
                 self.specialized.push((words, pipeline.clone()));
-                (pipeline, false)
+                (pipeline, true)
             }
-            None => (self.general.insert(compile(&kernel.wgsl)).clone(), false),
+            None => (
+                self.general.insert(compiler.now(&kernel.wgsl)).clone(),
+                true,
+            ),
+        }
+    }
+}
+
+/// Compiles on `device`, noting each text compiled now in `compiled` (the
+/// texts of the current error scope, named if it reports a compile error).
+struct DeviceCompiler<'a> {
+    device: &'a wgpu::Device,
+    compiled: &'a mut Vec<String>,
+    kernel: &'a str,
+}
+
+impl Compiler for DeviceCompiler<'_> {
+    fn now(&mut self, text: &str) -> wgpu::ComputePipeline {
+        self.compiled.push(self.kernel.to_string());
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(text.into()),
+            });
+        self.device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+    }
+
+    /// On the web, `createComputePipelineAsync` of the same descriptor
+    /// `now` makes: the browser compiles it off the page's thread and off
+    /// the queue, and keeps it, so `now` of the same text once it resolved
+    /// takes the compiled one (Dawn keeps pipelines by content). A
+    /// rejection sets the flag too: `now` then reports the error in its
+    /// error scope, as any compile's.
+    fn background(&mut self, text: &str) -> Option<Rc<Cell<bool>>> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            use js_sys::{Function, Object, Promise, Reflect};
+            use wasm_bindgen::{JsCast, JsValue};
+            let device: &JsValue = self.device.as_webgpu()?.as_ref();
+            let call = |target: &JsValue, method: &str, arg: &JsValue| -> Option<JsValue> {
+                let f = Reflect::get(target, &method.into())
+                    .ok()?
+                    .dyn_into::<Function>()
+                    .ok()?;
+                f.call1(target, arg).ok()
+            };
+            let object = |fields: &[(&str, &JsValue)]| -> Option<JsValue> {
+                let o = Object::new();
+                for (k, v) in fields {
+                    Reflect::set(&o, &(*k).into(), v).ok()?;
+                }
+                Some(o.into())
+            };
+            let module = call(
+                device,
+                "createShaderModule",
+                &object(&[("code", &text.into())])?,
+            )?;
+            let stage = object(&[("module", &module), ("entryPoint", &"main".into())])?;
+            let descriptor = object(&[("layout", &"auto".into()), ("compute", &stage)])?;
+            let promise = call(device, "createComputePipelineAsync", &descriptor)?
+                .dyn_into::<Promise>()
+                .ok()?;
+            let ready = Rc::new(Cell::new(false));
+            let flag = ready.clone();
+            wasm_bindgen_futures::spawn_local(async move {
+                let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+                flag.set(true);
+            });
+            Some(ready)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let _ = text;
+            None
         }
     }
 }
@@ -436,36 +557,24 @@ impl Gpu {
         if let Some(traced) = &mut self.traced {
             traced.push(kernel.wgsl.clone());
         }
-        let device = &self.device;
-        let compiled = &mut self.compiled_in_scope;
-        let mut compile = |text: &str| {
-            stats.pipelines_compiled += 1;
-            compiled.push(kernel.wgsl.clone());
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: None,
-                source: wgpu::ShaderSource::Wgsl(text.into()),
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+        let mut compiler = DeviceCompiler {
+            device: &self.device,
+            compiled: &mut self.compiled_in_scope,
+            kernel: &kernel.wgsl,
         };
         // Looked up by reference: the text is cloned only for a new family,
         // not on every launch.
-        let (pipeline, hit) = match self.pipelines.get_mut(&kernel.wgsl) {
-            Some(family) => family.pipeline(kernel, &mut compile),
+        let (pipeline, compiled) = match self.pipelines.get_mut(&kernel.wgsl) {
+            Some(family) => family.pipeline(kernel, &mut compiler),
             None => {
                 let mut family = Family::default();
-                let found = family.pipeline(kernel, &mut compile);
+                let found = family.pipeline(kernel, &mut compiler);
                 self.pipelines.insert(kernel.wgsl.clone(), family);
                 found
             }
         };
-        stats.pipeline_cache_hits += u64::from(hit);
+        stats.pipelines_compiled += u64::from(compiled);
+        stats.pipeline_cache_hits += u64::from(!compiled);
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,

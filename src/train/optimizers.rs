@@ -191,7 +191,10 @@ impl Optimizer {
         if let Rule::Adam { beta1, beta2, .. } = self.rule {
             let [p1, p2] = match &self.powers {
                 Some(p) => p.clone(),
-                None => [device.ones(&[])?, device.ones(&[])?],
+                None => [
+                    device.tensor(&[1.0], Some(&[]))?,
+                    device.tensor(&[1.0], Some(&[]))?,
+                ],
             };
             let next = [p1.mul(beta1)?, p2.mul(beta2)?];
             corrections = Some([next[0].neg()?.add(1.0)?, next[1].neg()?.add(1.0)?]);
@@ -323,14 +326,22 @@ impl Optimizer {
     }
 
     /// The state a variable starts with: zeros of its shape, one per
-    /// tensor the rule keeps.
+    /// tensor the rule keeps. Uploaded, as are Adam's first powers: the
+    /// first step's update then reads them from buffers as every later
+    /// step does, so the step's kernels keep their texts and the second
+    /// step compiles nothing new (made by `zeros`, they were fused into the
+    /// first step's kernels as constants, and every later step's texts
+    /// differed).
     fn fresh_state(&self, w: &Tensor) -> Result<Vec<Tensor>> {
         let n = match self.rule {
             Rule::Sgd => 0,
             Rule::Momentum { .. } => 1,
             Rule::Adam { .. } => 2,
         };
-        (0..n).map(|_| w.device().zeros(w.shape())).collect()
+        let zeros = vec![0.0; w.size()];
+        (0..n)
+            .map(|_| w.device().tensor(&zeros, Some(w.shape())))
+            .collect()
     }
 }
 

@@ -37,6 +37,7 @@ macro_rules! all_cases {
         );
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
+        $run!(training, a_training_loop_without_products_compiles_nothing_after_its_first_step);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
         $run!(conv, a_conv2d_with_its_bias_and_relu_is_one_kernel);
         $run!(

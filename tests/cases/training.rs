@@ -725,3 +725,45 @@ pub async fn a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin
         "pipelines compiled after each step, checked {checked:?}, unchecked {unchecked:?}"
     );
 }
+
+/// A loop of product-free steps compiles every pipeline in its first step,
+/// with each optimizer: what a step starts from (Adam's powers of the
+/// betas, the zeros its moments start at) is read from buffers as later
+/// steps read what the step before made, so no later step's kernel has a
+/// text of its own (made by `zeros` and `ones`, they were fused into the
+/// first step's kernels, and the second step compiled every update anew).
+pub async fn a_training_loop_without_products_compiles_nothing_after_its_first_step() {
+    for (name, mut optimizer) in optimizers() {
+        let gpu = super::engine::kernels_only().await;
+        let x = gpu.tensor(&[0.5, -1.0, 2.0, 1.5], None).unwrap();
+        let y = gpu.tensor(&[1.0, 2.0, -1.0, 0.5], None).unwrap();
+        let w = gpu
+            .variable(
+                &gpu.tensor(&[0.1, 0.2, 0.3, 0.4], None).unwrap(),
+                true,
+                None,
+            )
+            .unwrap();
+        let mut compiled = Vec::new();
+        for _ in 0..4 {
+            let cost = optimizer
+                .minimize(
+                    || w.value().mul(&x)?.sub(&y)?.square()?.mean(None, false),
+                    true,
+                    None,
+                )
+                .unwrap()
+                .unwrap();
+            read(&cost).await;
+            compiled.push(gpu.stats().pipelines_compiled);
+        }
+        assert!(
+            compiled[0] > 0,
+            "{name}: the first step compiles its kernels"
+        );
+        assert!(
+            compiled.iter().all(|&c| c == compiled[0]),
+            "{name}: pipelines compiled after each step: {compiled:?}"
+        );
+    }
+}

@@ -1,0 +1,44 @@
+// The first step of a workload as a page meets it: how long it takes, and
+// how long the page's thread is held at once meanwhile (its long tasks,
+// over 50 ms each, as the browser reports them). `scripts/startup.mjs`
+// runs it; each library's first step runs on a device of its own.
+import init, { Device, tidy, train } from 'webfusion';
+import { tfjsWorkload, webfusionWorkload } from './workloads.js';
+
+export async function firstSteps(ids) {
+  await init();
+  const tf = window.tf;
+  await tf.setBackend('webgpu');
+  await tf.ready();
+  const tasks = [];
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) tasks.push({ start: e.startTime, ms: e.duration });
+  }).observe({ type: 'longtask' });
+  // `step`'s time, and the long tasks that overlapped it (reported a
+  // moment after they end, hence the wait; the first began before it).
+  const during = async (step) => {
+    const t0 = performance.now();
+    await step();
+    const t1 = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const inside = tasks.filter((t) => t.start < t1 && t.start + t.ms > t0).map((t) => t.ms);
+    return {
+      ms: t1 - t0,
+      longest: Math.max(0, ...inside),
+      longTasks: inside.length,
+      blockedMs: inside.reduce((a, b) => a + b, 0),
+    };
+  };
+  const rows = [];
+  for (const id of ids) {
+    const gpu = await Device.request();
+    const ours = webfusionWorkload({ tidy, train, asWritten: true }, gpu, id);
+    const first = await during(ours.step);
+    const second = await during(ours.step);
+    const theirs = tfjsWorkload(tf, id);
+    const tfjsFirst = await during(theirs.step);
+    const tfjsSecond = await during(theirs.step);
+    rows.push({ id, webfusion: { first, second }, tfjs: { first: tfjsFirst, second: tfjsSecond } });
+  }
+  return rows;
+}

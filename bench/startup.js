@@ -18,12 +18,17 @@ export async function firstSteps(ids) {
   // moment after they end, hence the wait; the first began before it).
   const during = async (step) => {
     const t0 = performance.now();
-    await step();
+    const done = step();
+    // What the step did before its first wait: building it, and (for
+    // webfusion) the flush its read asked for, up to the submit.
+    const syncMs = performance.now() - t0;
+    await done;
     const t1 = performance.now();
     await new Promise((resolve) => setTimeout(resolve, 200));
     const inside = tasks.filter((t) => t.start < t1 && t.start + t.ms > t0).map((t) => t.ms);
     return {
       ms: t1 - t0,
+      syncMs,
       longest: Math.max(0, ...inside),
       longTasks: inside.length,
       blockedMs: inside.reduce((a, b) => a + b, 0),

@@ -20,13 +20,13 @@ try {
   await page.waitForSelector('body[data-ready]', { state: 'attached', timeout: 60_000 });
   const rows = await page.evaluate(async (ids) => (await import('/startup.js')).firstSteps(ids), ids);
   const fmt = (v) => v.toFixed(0);
-  const head = ['workload', 'library', 'step', 'ms', 'longest task ms', 'long tasks', 'blocked ms'];
+  const head = ['workload', 'library', 'step', 'ms', 'until first wait ms', 'longest task ms', 'long tasks', 'blocked ms'];
   const lines = [];
   for (const r of rows) {
     for (const library of ['webfusion', 'tfjs']) {
       for (const step of ['first', 'second']) {
         const s = r[library][step];
-        lines.push([r.id, library, step, fmt(s.ms), s.longTasks ? fmt(s.longest) : '<50', String(s.longTasks), fmt(s.blockedMs)]);
+        lines.push([r.id, library, step, fmt(s.ms), fmt(s.syncMs), s.longTasks ? fmt(s.longest) : '<50', String(s.longTasks), fmt(s.blockedMs)]);
       }
     }
   }

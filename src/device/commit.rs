@@ -58,7 +58,8 @@ impl DeviceState {
         let failed = op.inputs[1..]
             .iter()
             .any(|&g| !self.failures_of(g, seq).is_empty());
-        if failed {
+        // A warm-up changes no value, whatever its guards are.
+        if failed || self.warming {
             self.keep_old(out, old, Some(seq));
             return;
         }

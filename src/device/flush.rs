@@ -176,6 +176,7 @@ impl DeviceState {
             let open = self.error_scopes.then(|| self.gpu.open_scope());
             let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
             let mut checked = Vec::with_capacity(blocks.len());
+            self.gpu.compile_only = self.warming;
             for block in &blocks {
                 let run = self.prepare(&ops, block, seq);
                 self.profile_start_block();
@@ -190,9 +191,24 @@ impl DeviceState {
                 self.profile_block(&run);
                 runs.push(run);
             }
-            self.submit(encoder, seq);
-            for (run, flagged) in runs.iter_mut().zip(self.read_flags(checked)) {
-                run.flagged = flagged;
+            self.gpu.compile_only = false;
+            if self.warming {
+                // Its kernels' pipelines are compiled; none runs. Failed
+                // only now: a block reading an output failed earlier would
+                // be skipped, its kernels never compiled.
+                for (block, run) in blocks.iter().zip(&runs) {
+                    self.warm(block, run);
+                }
+                drop(encoder);
+                let flags = checked.into_iter().flatten().map(|c| c.flags);
+                self.retired.extend(flags);
+                let empty = self.gpu.device.create_command_encoder(&Default::default());
+                self.submit(empty, seq);
+            } else {
+                self.submit(encoder, seq);
+                for (run, flagged) in runs.iter_mut().zip(self.read_flags(checked)) {
+                    run.flagged = flagged;
+                }
             }
             compiled = self.gpu.take_compiled_in_scope();
             scope = open.map(|open| open.close());
@@ -267,7 +283,9 @@ impl DeviceState {
         if live.is_empty() || self.refuse(ops, block, &run, &live, seq) {
             return run;
         }
-        run.injected = self.assign_faults(&run.steps, &live);
+        if !self.warming {
+            run.injected = self.assign_faults(&run.steps, &live);
+        }
         run.live = live;
         run
     }

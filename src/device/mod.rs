@@ -49,6 +49,7 @@ pub(crate) mod read;
 mod settle;
 mod state;
 mod taints;
+mod warmup;
 
 use crate::runtime::{Allocation, Gpu, Stats};
 pub(crate) use panics::install_panic_hook;
@@ -174,6 +175,8 @@ pub(crate) struct DeviceState {
     pub lost: Option<String>,
     /// The profile being taken, if one is (`profile`).
     pub profile: Option<profile::Taking>,
+    /// Inside `warmup`: flushes compile and run nothing (`warmup`).
+    pub warming: bool,
     pub(super) lost_signal: LostSignal,
 }
 
@@ -215,6 +218,7 @@ impl Device {
                     next_submission: 1,
                     lost: None,
                     profile: None,
+                    warming: false,
                     lost_signal,
                 }),
                 dropped: RefCell::new(Vec::new()),

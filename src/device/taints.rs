@@ -4,13 +4,17 @@
 
 use super::state::{Bytes, State, Taint};
 use super::{DeviceState, MAX_UNREPORTED};
-use crate::failure::{FailureId, FailureSummary, Root, Skip, TensorError};
+use crate::failure::{FailureId, FailureKind, FailureSummary, Root, Skip, TensorError};
 use crate::ir::{DType, TensorId};
 
 impl DeviceState {
     /// A new failure rooted at `root`, reported to the next `sync()`.
     pub fn new_failure(&mut self, root: Root) -> FailureId {
         let failure = self.graph.insert(root.clone());
+        // A warm-up's outputs fail by design: nothing went wrong to report.
+        if root.kind == FailureKind::Warmup {
+            return failure;
+        }
         if self.unreported.len() >= MAX_UNREPORTED {
             // A program that never calls `sync()` must not grow this list.
             self.unreported_omitted += 1;

@@ -77,6 +77,9 @@ pub enum FailureKind {
     Injected,
     /// The device was lost (or destroyed) before the work could finish.
     DeviceLost,
+    /// Made inside `Device::warmup`, which compiles a program's kernels
+    /// and runs none of them.
+    Warmup,
 }
 
 impl FailureKind {
@@ -92,6 +95,7 @@ impl FailureKind {
             FailureKind::Internal => "internal",
             FailureKind::Injected => "injected",
             FailureKind::DeviceLost => "device-lost",
+            FailureKind::Warmup => "warmup",
         }
     }
 }

@@ -167,6 +167,10 @@ pub struct Gpu {
     pub uncaptured: Arc<AtomicU64>,
     /// While a profile is taken: the text of each kernel launched.
     pub traced: Option<Vec<String>>,
+    /// Launches get their pipelines and record nothing (a warm-up's flush,
+    /// `device::warmup`): none counts as launched, nor as a size set's
+    /// first run.
+    pub compile_only: bool,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
     pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
@@ -236,10 +240,12 @@ trait Compiler {
 impl Family {
     /// The pipeline `kernel` launches on, and whether a compile was asked
     /// for (now or in the background) to answer it.
+    /// Only a launch that `runs` makes its size set one seen.
     fn pipeline(
         &mut self,
         kernel: &Kernel,
         compiler: &mut dyn Compiler,
+        runs: bool,
     ) -> (wgpu::ComputePipeline, bool) {
         let words = kernel.written_words();
         if let Some((_, pipeline)) = self.specialized.iter().find(|(w, _)| *w == words) {
@@ -280,13 +286,15 @@ impl Family {
             Some(general) => {
                 let general = general.clone();
                 let waiting = self.compiling.iter().any(|(w, _)| *w == words);
-                if kernel.sizes && roomy && !waiting && self.seen.len() < 2 * MAX_SIZED {
+                if runs && kernel.sizes && roomy && !waiting && self.seen.len() < 2 * MAX_SIZED {
                     self.seen.push(words);
                 }
                 (general, false)
             }
             None if kernel.sizes => {
-                self.seen.push(words);
+                if runs {
+                    self.seen.push(words);
+                }
                 (
                     self.general.insert(compiler.now(&kernel.wgsl)).clone(),
                     true,
@@ -446,6 +454,7 @@ impl Gpu {
             pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
             traced: None,
+            compile_only: false,
             pool: FxHashMap::default(),
             uncaptured,
             uniforms: Uniforms::default(),
@@ -564,17 +573,21 @@ impl Gpu {
         };
         // Looked up by reference: the text is cloned only for a new family,
         // not on every launch.
+        let runs = !self.compile_only;
         let (pipeline, compiled) = match self.pipelines.get_mut(&kernel.wgsl) {
-            Some(family) => family.pipeline(kernel, &mut compiler),
+            Some(family) => family.pipeline(kernel, &mut compiler, runs),
             None => {
                 let mut family = Family::default();
-                let found = family.pipeline(kernel, &mut compiler);
+                let found = family.pipeline(kernel, &mut compiler, runs);
                 self.pipelines.insert(kernel.wgsl.clone(), family);
                 found
             }
         };
         stats.pipelines_compiled += u64::from(compiled);
         stats.pipeline_cache_hits += u64::from(!compiled);
+        if !runs {
+            return;
+        }
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,

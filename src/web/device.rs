@@ -464,6 +464,55 @@ impl JsDevice {
         }))
     }
 
+    /// Compiles every kernel `fn` would launch on this device, running none
+    /// (`Device::warmup`; TF.js's compile-only mode, for a whole step):
+    /// `fn` builds a step as it would, without `await`, and returns what
+    /// the step reads (its cost, its predictions). Everything it made is
+    /// disposed after, its result too, as by a `tidy` that keeps nothing;
+    /// a training step inside changes no variable. What `fn` throws is
+    /// thrown; an async `fn` is refused.
+    pub fn warmup(
+        &self,
+        #[wasm_bindgen(js_name = fn, unchecked_param_type = "() => unknown")] f: JsValue,
+    ) -> Result<(), JsValue> {
+        let op = "warmup";
+        let device = self.device(op)?;
+        let Some(f) = f.dyn_ref::<js_sys::Function>().cloned() else {
+            return Err(errors::op_error(
+                op,
+                ErrorClass::Type,
+                format!("fn must be a function, got {}", args::describe(&f)),
+            ));
+        };
+        registry::open_scope();
+        let mut called = None;
+        let _ = device.warmup(|| {
+            let value = f.call0(&JsValue::UNDEFINED);
+            let read = match &value {
+                Ok(v) if !v.is_instance_of::<Promise>() => registry::tensors_in(v)
+                    .into_iter()
+                    .filter_map(|key| match registry::held(key) {
+                        registry::Found::Tensor(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            called = Some(value);
+            Ok(read)
+        });
+        registry::close_scope(&Default::default());
+        match called {
+            Some(Err(error)) => Err(error),
+            Some(Ok(value)) if value.is_instance_of::<Promise>() => Err(errors::op_error(
+                op,
+                ErrorClass::Type,
+                "fn must not be async (it returned a Promise): a warm-up records a step, it cannot wait in it",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Every counter of `Stats` under its JS name (`Stats::named`), and
     /// `tensorsHeld`: the Tensor objects of this device JS holds undisposed
     /// (TF.js's `numTensors`).

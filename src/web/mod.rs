@@ -203,7 +203,7 @@ export interface Profile {
 
 /** What failed first. */
 export interface FailureRoot {
-    kind: 'allocation' | 'index-range' | 'index' | 'non-finite' | 'validation' | 'out-of-memory' | 'internal' | 'injected' | 'device-lost';
+    kind: 'allocation' | 'index-range' | 'index' | 'non-finite' | 'validation' | 'out-of-memory' | 'internal' | 'injected' | 'device-lost' | 'warmup';
     /** The op (or fused ops, `zeros+add`) whose work failed. */
     op: string;
     message: string;

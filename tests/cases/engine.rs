@@ -1233,3 +1233,50 @@ pub async fn the_new_shape_ops_fail_only_their_dependents_and_refuse_a_second_de
     let _ = gpu.sync().await;
     assert_eq!(gpu.stats().failures_held, 0, "freed with its carriers");
 }
+
+/// A warm-up fails only what its function made: work queued before runs
+/// for real, a held expression it reads is written for real first (its
+/// flush would otherwise have written it, and failed it), a pending
+/// injected fault waits for a kernel that runs, and a function that fails
+/// part way returns its error and leaves nothing to run later.
+pub async fn a_warmup_fails_only_what_its_function_made_and_consumes_no_fault() {
+    let gpu = kernels_only().await;
+    let x = gpu.tensor(&[0.0, 1.0, 2.0], None).unwrap();
+    let expression = x.exp().unwrap();
+    // Computed inline by this read's kernel: left an expression.
+    read(&expression.add(1.0).unwrap()).await;
+    let queued = x.add(5.0).unwrap();
+    gpu.inject_fault("mul", 1, webfusion::FaultKind::Validation)
+        .unwrap();
+    let launched = gpu.stats().kernels_launched;
+    let mut made = None;
+    gpu.warmup(|| {
+        let y = expression.mul(3.0)?.sub(&x)?;
+        made = Some(y.clone());
+        Ok(vec![y])
+    })
+    .unwrap();
+    let ran = gpu.stats().kernels_launched - launched;
+    assert!(ran <= 2, "only the earlier work ran ({ran} kernels)");
+    assert!(gpu.sync().await.is_ok(), "a warm-up reports no failure");
+    close(&read(&queued).await, &[5.0, 6.0, 7.0]);
+    close(&read(&expression).await, &[1.0, 1.0f32.exp(), 2.0f32.exp()]);
+    let error = read_err(&made.unwrap()).await;
+    let root = &error.first().unwrap().root;
+    assert_eq!(root.kind, FailureKind::Warmup);
+    assert!(root.message.contains("runs none"), "{}", root.message);
+    // The fault fires on the first `mul` that runs.
+    let failed = read_err(&x.mul(4.0).unwrap()).await;
+    assert_eq!(failed.first().unwrap().root.kind, FailureKind::Injected);
+    assert!(gpu.sync().await.is_err(), "the fault is reported");
+    // A function that fails part way: its error, and nothing left to run.
+    let launched = gpu.stats().kernels_launched;
+    let refused = gpu.warmup(|| {
+        let _half = x.neg()?;
+        x.reshape(&[4])?;
+        Ok(vec![])
+    });
+    assert!(refused.is_err());
+    gpu.sync().await.unwrap();
+    assert_eq!(gpu.stats().kernels_launched, launched);
+}

@@ -38,6 +38,7 @@ macro_rules! all_cases {
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
         $run!(training, a_training_loop_without_products_compiles_nothing_after_its_first_step);
+        $run!(training, a_warmup_compiles_a_training_step_runs_nothing_and_changes_no_variable);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);
         $run!(conv, a_conv2d_with_its_bias_and_relu_is_one_kernel);
         $run!(
@@ -232,6 +233,7 @@ macro_rules! all_cases {
             engine,
             a_repeated_loop_stops_compiling_pipelines_after_its_second_iteration
         );
+        $run!(engine, a_warmup_fails_only_what_its_function_made_and_consumes_no_fault);
         $run!(
             engine,
             a_loop_whose_scalars_change_compiles_its_kernel_at_most_twice

@@ -767,3 +767,105 @@ pub async fn a_training_loop_without_products_compiles_nothing_after_its_first_s
         );
     }
 }
+
+/// XOR by Adam for three steps on a kernels-only device, `warm` first:
+/// the costs, the stats before and after the warm-up and after the first
+/// step, the variables before and after the warm-up, and what reading a
+/// cost the warm-up made and `sync()` after it gave.
+async fn adam_steps(warm: bool) -> AdamSteps {
+    let gpu = super::engine::kernels_only().await;
+    let x = gpu
+        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
+        .unwrap();
+    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
+    let vars = mlp(&gpu, &[2, 8, 2], 3);
+    let mut adam = Optimizer::adam(0.05, 0.9, 0.999, 1e-7).unwrap();
+    let initial = values(&vars).await;
+    let before = gpu.stats();
+    let mut kept = None;
+    if warm {
+        gpu.warmup(|| {
+            let cost = adam.minimize(
+                || cross_entropy(&logits(&vars, &x)?, &labels),
+                true,
+                Some(&vars),
+            )?;
+            kept = cost.clone();
+            Ok(cost.into_iter().collect())
+        })
+        .unwrap();
+    }
+    let warmed = gpu.stats();
+    let synced = gpu.sync().await.is_ok();
+    let warm_read = match &kept {
+        Some(cost) => read_err(cost).await.first().map(|r| r.root.kind),
+        None => None,
+    };
+    let after_warmup = values(&vars).await;
+    let mut costs = Vec::new();
+    let mut first = None;
+    for _ in 0..3 {
+        let cost = adam
+            .minimize(
+                || cross_entropy(&logits(&vars, &x)?, &labels),
+                true,
+                Some(&vars),
+            )
+            .unwrap()
+            .unwrap();
+        costs.push(read(&cost).await[0]);
+        first.get_or_insert_with(|| gpu.stats());
+    }
+    AdamSteps {
+        costs,
+        stats: [before, warmed, first.unwrap()],
+        initial,
+        after_warmup,
+        synced,
+        warm_read,
+    }
+}
+
+struct AdamSteps {
+    costs: Vec<f32>,
+    stats: [webfusion::Stats; 3],
+    initial: Vec<Vec<f32>>,
+    after_warmup: Vec<Vec<f32>>,
+    synced: bool,
+    warm_read: Option<FailureKind>,
+}
+
+pub async fn a_warmup_compiles_a_training_step_runs_nothing_and_changes_no_variable() {
+    let cold = adam_steps(false).await;
+    let warm = adam_steps(true).await;
+    let [before, warmed, first] = &warm.stats;
+    assert!(
+        warmed.pipelines_compiled > before.pipelines_compiled,
+        "the warm-up compiles"
+    );
+    assert_eq!(
+        warmed.kernels_launched, before.kernels_launched,
+        "the warm-up runs no kernel"
+    );
+    assert_eq!(
+        first.pipelines_compiled, warmed.pipelines_compiled,
+        "the first step after a warm-up compiles nothing"
+    );
+    let cold_first = cold.stats[2].pipelines_compiled - cold.stats[1].pipelines_compiled;
+    assert_eq!(
+        warmed.pipelines_compiled - before.pipelines_compiled,
+        cold_first,
+        "the warm-up compiles what a first step compiles"
+    );
+    assert_eq!(warm.after_warmup, warm.initial, "no variable changed");
+    assert!(warm.synced, "sync() reports no failure for a warm-up");
+    assert_eq!(
+        warm.warm_read,
+        Some(FailureKind::Warmup),
+        "a cost the warm-up made says nothing ran"
+    );
+    assert_eq!(
+        warm.costs, cold.costs,
+        "the steps after a warm-up train as steps without one (Adam's state untouched)"
+    );
+}

@@ -287,3 +287,48 @@ test('minimize and variableGrads without a varList train the variables the loss 
   assert.deepEqual(r.a, [1, 2], 'the other device\'s model is untouched');
   assert.deepEqual(r.idle, [7]);
 });
+
+test('warmup compiles a training step from JS and runs nothing: no launch, no variable changed, nothing left held, and the first step compiles nothing more', async () => {
+  const r = await run(async ({ Device, train }) => {
+    const gpu = await Device.request();
+    const error = (f) => { try { f(); return null; } catch (e) { return `${e.name}: ${e.message}`; } };
+    const x = gpu.tensor([[0, 0], [0, 1], [1, 0], [1, 1]]);
+    const y = gpu.tensor([[0], [1], [1], [0]]);
+    const w = gpu.variable(gpu.tensor([[0.5], [-0.5]]), { name: 'w' });
+    const optimizer = train.adam(0.1);
+    const loss = () => x.matmul(w).sub(y).square().mean();
+    const initial = Array.from(await w.data());
+    const before = gpu.stats();
+    const returned = gpu.warmup(() => optimizer.minimize(loss, true));
+    const warmed = gpu.stats();
+    const afterWarmup = Array.from(await w.data());
+    const cost = optimizer.minimize(loss, true);
+    const firstLoss = (await cost.data())[0];
+    const first = gpu.stats();
+    return {
+      returned: returned === undefined,
+      compiled: warmed.pipelinesCompiled - before.pipelinesCompiled,
+      launched: warmed.kernelsLaunched - before.kernelsLaunched,
+      held: [before.tensorsHeld, warmed.tensorsHeld],
+      initial,
+      afterWarmup,
+      firstLoss,
+      firstCompiled: first.pipelinesCompiled - warmed.pipelinesCompiled,
+      notFunction: error(() => gpu.warmup(3)),
+      async: error(() => gpu.warmup(async () => x.add(1))),
+      thrown: error(() => gpu.warmup(() => x.reshape([5]))),
+      synced: await gpu.sync().then(() => 'resolved', (e) => e.name),
+    };
+  });
+  assert.equal(r.returned, true);
+  assert.ok(r.compiled > 0, 'the warm-up compiles');
+  assert.equal(r.launched, 0, 'and launches nothing');
+  assert.deepEqual(r.held, [r.held[0], r.held[0]], 'everything it made was disposed');
+  assert.deepEqual(r.afterWarmup, r.initial, 'no variable changed');
+  assert.ok(Math.abs(r.firstLoss - 0.5) < 1e-6, `the first real step starts from the initial weights: ${r.firstLoss}`);
+  assert.equal(r.firstCompiled, 0, 'the first real step compiles nothing');
+  assert.match(r.notFunction, /^TypeError: warmup: fn must be a function/);
+  assert.match(r.async, /^TypeError: warmup: fn must not be async/);
+  assert.match(r.thrown, /reshape/);
+  assert.equal(r.synced, 'resolved', 'a warm-up reports no failure');
+});

@@ -14,14 +14,21 @@
 //!   changes no variable and no optimizer state (a step whose guards
 //!   failed keeps them as well, `device::commit`);
 //! - uploads and the small blocks the host runs are real values, as
-//!   cheap as recording them, and run as they always do;
+//!   cheap as recording them, and run as they always do (a kernel would
+//!   read a host value otherwise than a first step does, so its text
+//!   would not be the step's);
 //! - work queued before the warm-up runs for real first, and held
 //!   expressions are written (so its flush makes only what `f` made), and
 //!   an injected fault waits for a kernel that runs.
 //!
-//! The warm-up's launches are the first of their size sets, so a product
-//! launched again by the first real step compiles its sized text then (in
-//! the background on the web, `runtime::Family`).
+//! So the first real step compiles nothing new, with one exception: a
+//! block the host ran in the warm-up (and would in a first step) that the
+//! next step runs as a kernel, its inputs then on the GPU (Adam's powers
+//! of the betas: uploads at first, committed values after), compiles then,
+//! as it would in a second step without a warm-up. The warm-up's launches
+//! do not count as a size set's first run, so a product's sized text comes
+//! after its second real launch, in the background on the web, as without
+//! a warm-up (`runtime::Family`).
 
 use super::flush::BlockRun;
 use super::{Device, DeviceState, State};

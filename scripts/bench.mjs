@@ -4,23 +4,14 @@
 // noisy, so absolute times vary run to run.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { launch, repo, serveFixture, urlOf } from '../tests/page/browser.mjs';
+import { repo } from '../tests/page/browser.mjs';
+import { openBenchPage } from './bench-page.mjs';
 
 const only = process.argv.slice(2);
-const server = await serveFixture({
-  '/pkg/': join(repo, 'pkg'),
-  '/node_modules/': join(repo, 'node_modules'),
-  '/www/': join(repo, 'www'),
-  '/': join(repo, 'bench'),
-});
-const browser = await launch();
+const { page, close } = await openBenchPage();
 try {
-  const page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') console.error(`[page] ${m.text()}`); });
   // The rows the page logs (JSON); not TF.js's own log of each kernel in its DEBUG mode.
   page.on('console', (m) => { if (m.type() === 'log' && m.text().startsWith('{')) console.log(`[bench] ${m.text()}`); });
-  await page.goto(urlOf(server));
-  await page.waitForSelector('body[data-ready]', { state: 'attached', timeout: 60_000 });
   const { results, registration } = await page.evaluate((ids) => window.runBench(ids.length ? ids : null), only);
 
   const fmt = (v) => (v == null ? '-' : v >= 100 ? v.toFixed(0) : v.toFixed(2));
@@ -63,6 +54,5 @@ try {
   writeFileSync(join(repo, 'bench-results.json'), `${JSON.stringify({ date: new Date().toISOString(), results, registration }, null, 2)}\n`);
   console.log('wrote bench-results.json');
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }

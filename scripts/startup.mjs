@@ -2,22 +2,11 @@
 // on the command line) in headless Chromium, webfusion's as written beside
 // TF.js's WebGPU backend: each step's time, and the longest task it held
 // the page's thread for (the browser reports tasks over 50 ms).
-import { join } from 'node:path';
-import { launch, repo, serveFixture, urlOf } from '../tests/page/browser.mjs';
+import { openBenchPage } from './bench-page.mjs';
 
 const ids = process.argv.slice(2).length ? process.argv.slice(2) : ['W4', 'W8'];
-const server = await serveFixture({
-  '/pkg/': join(repo, 'pkg'),
-  '/node_modules/': join(repo, 'node_modules'),
-  '/www/': join(repo, 'www'),
-  '/': join(repo, 'bench'),
-});
-const browser = await launch();
+const { page, close } = await openBenchPage();
 try {
-  const page = await browser.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') console.error(`[page] ${m.text()}`); });
-  await page.goto(urlOf(server));
-  await page.waitForSelector('body[data-ready]', { state: 'attached', timeout: 60_000 });
   const rows = await page.evaluate(async (ids) => (await import('/startup.js')).firstSteps(ids), ids);
   const fmt = (v) => v.toFixed(0);
   const head = ['workload', 'library', 'step', 'ms', 'until first wait ms', 'longest task ms', 'long tasks', 'blocked ms'];
@@ -35,6 +24,5 @@ try {
   console.log([line(head), ...lines.map(line)].join('\n'));
   console.log('webfusion as written, each library on a device of its own; long tasks: over 50 ms on the page\'s thread.');
 } finally {
-  await browser.close();
-  server.close();
+  await close();
 }

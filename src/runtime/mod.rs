@@ -227,24 +227,14 @@ struct Family {
 /// The most size sets a text that writes in its sizes is specialised for.
 const MAX_SIZED: usize = 4;
 
-/// How a family gets a pipeline for a text.
-trait Compiler {
-    /// Compiles `text` now: the pipeline is ready to launch.
-    fn now(&mut self, text: &str) -> wgpu::ComputePipeline;
-    /// Starts compiling `text` without waiting, and returns a flag set
-    /// once `now` of the same text would find it compiled; `None` where
-    /// the platform compiles only `now`.
-    fn background(&mut self, text: &str) -> Option<Rc<Cell<bool>>>;
-}
-
 impl Family {
     /// The pipeline `kernel` launches on, and whether a compile was asked
-    /// for (now or in the background) to answer it.
-    /// Only a launch that `runs` makes its size set one seen.
+    /// for (now or in the background) to answer it. Only a launch that
+    /// `runs` makes its size set one seen.
     fn pipeline(
         &mut self,
         kernel: &Kernel,
-        compiler: &mut dyn Compiler,
+        compiler: &mut Compiler<'_>,
         runs: bool,
     ) -> (wgpu::ComputePipeline, bool) {
         let words = kernel.written_words();
@@ -313,15 +303,17 @@ impl Family {
     }
 }
 
-/// Compiles on `device`, noting each text compiled now in `compiled` (the
-/// texts of the current error scope, named if it reports a compile error).
-struct DeviceCompiler<'a> {
+/// How a family gets a pipeline for a text: compiles on `device`, noting
+/// each text compiled now in `compiled` (the texts of the current error
+/// scope, named if it reports a compile error).
+struct Compiler<'a> {
     device: &'a wgpu::Device,
     compiled: &'a mut Vec<String>,
     kernel: &'a str,
 }
 
-impl Compiler for DeviceCompiler<'_> {
+impl Compiler<'_> {
+    /// Compiles `text` now: the pipeline is ready to launch.
     fn now(&mut self, text: &str) -> wgpu::ComputePipeline {
         self.compiled.push(self.kernel.to_string());
         let module = self
@@ -341,7 +333,10 @@ impl Compiler for DeviceCompiler<'_> {
             })
     }
 
-    /// On the web, `createComputePipelineAsync` of the same descriptor
+    /// Starts compiling `text` without waiting, and returns a flag set
+    /// once `now` of the same text would find it compiled; `None` where
+    /// the platform compiles only `now`. On the web,
+    /// `createComputePipelineAsync` of the same descriptor
     /// `now` makes: the browser compiles it off the page's thread and off
     /// the queue, and keeps it, so `now` of the same text once it resolved
     /// takes the compiled one (Dawn keeps pipelines by content). A
@@ -566,7 +561,7 @@ impl Gpu {
         if let Some(traced) = &mut self.traced {
             traced.push(kernel.wgsl.clone());
         }
-        let mut compiler = DeviceCompiler {
+        let mut compiler = Compiler {
             device: &self.device,
             compiled: &mut self.compiled_in_scope,
             kernel: &kernel.wgsl,

@@ -14,6 +14,22 @@ use crate::{DataFormat, Device, ErrorClass, Operand, Padding, Tensor};
 use super::errors::op_error;
 use super::registry::{self, Found};
 
+/// Argument `name` of `op`, which must be a function: a `TypeError`
+/// naming what came instead.
+pub fn function(
+    op: &'static str,
+    name: &str,
+    value: &JsValue,
+) -> Result<js_sys::Function, JsValue> {
+    value.dyn_ref::<js_sys::Function>().cloned().ok_or_else(|| {
+        op_error(
+            op,
+            ErrorClass::Type,
+            format!("{name} must be a function, got {}", describe(value)),
+        )
+    })
+}
+
 /// What a caller passed, as an error names it: `undefined`, `5`,
 /// `the string "oops"`, `an object of class Tensor`.
 pub fn describe(value: &JsValue) -> String {

@@ -43,7 +43,7 @@ pub fn value_and_grads(f: JsValue) -> Result<JsValue, JsValue> {
 #[wasm_bindgen(js_name = variableGrads, skip_typescript)]
 pub fn variable_grads(f: JsValue, var_list: JsValue) -> Result<JsValue, JsValue> {
     let op = "variableGrads";
-    let f = function(op, &f)?;
+    let f = args::function(op, "f", &f)?;
     let vars = var_list_arg(op, &var_list)?;
     let device = vars
         .as_deref()
@@ -79,7 +79,7 @@ enum Form {
 /// Freed with the JS function when the garbage collector takes it (the
 /// package is built with weak references).
 fn gradient_fn(op: &'static str, f: JsValue, form: Form) -> Result<JsValue, JsValue> {
-    let f = function(op, &f)?;
+    let f = args::function(op, "f", &f)?;
     let single = matches!(form, Form::Single | Form::SingleWithValue);
     let call = move |xs: JsValue, dy: JsValue| -> Result<JsValue, JsValue> {
         let (tensors, arguments) = match single {
@@ -121,17 +121,6 @@ fn gradient_fn(op: &'static str, f: JsValue, form: Form) -> Result<JsValue, JsVa
     };
     let closure = Closure::<dyn Fn(JsValue, JsValue) -> Result<JsValue, JsValue>>::new(call);
     Ok(closure.into_js_value())
-}
-
-/// `f`, which must be a function.
-pub(super) fn function(op: &'static str, f: &JsValue) -> Result<Function, JsValue> {
-    f.dyn_ref::<Function>().cloned().ok_or_else(|| {
-        errors::op_error(
-            op,
-            ErrorClass::Type,
-            format!("f must be a function, got {}", args::describe(f)),
-        )
-    })
 }
 
 /// `varList`: absent, or an array of variables.

@@ -442,13 +442,7 @@ impl JsDevice {
     ) -> Result<Promise, JsValue> {
         let op = "profile";
         let device = self.device(op)?;
-        let Some(f) = f.dyn_ref::<js_sys::Function>().cloned() else {
-            return Err(errors::op_error(
-                op,
-                ErrorClass::Type,
-                format!("fn must be a function, got {}", args::describe(&f)),
-            ));
-        };
+        let f = args::function(op, "fn", &f)?;
         device.start_profile();
         let called = f.call0(&JsValue::UNDEFINED);
         Ok(wasm_bindgen_futures::future_to_promise(async move {
@@ -477,13 +471,7 @@ impl JsDevice {
     ) -> Result<(), JsValue> {
         let op = "warmup";
         let device = self.device(op)?;
-        let Some(f) = f.dyn_ref::<js_sys::Function>().cloned() else {
-            return Err(errors::op_error(
-                op,
-                ErrorClass::Type,
-                format!("fn must be a function, got {}", args::describe(&f)),
-            ));
-        };
+        let f = args::function(op, "fn", &f)?;
         registry::open_scope();
         let mut called = None;
         let _ = device.warmup(|| {

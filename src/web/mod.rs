@@ -267,17 +267,9 @@ export class ExecutionError extends Error {
 #[wasm_bindgen(skip_typescript)]
 pub fn tidy(#[wasm_bindgen(js_name = fn)] f: JsValue) -> Result<JsValue, JsValue> {
     let op = "tidy";
-    if !f.is_function() {
-        return Err(errors::op_error(
-            op,
-            ErrorClass::Type,
-            format!("fn must be a function, got {}", args::describe(&f)),
-        ));
-    }
+    let f = args::function(op, "fn", &f)?;
     registry::open_scope();
-    let result = f
-        .unchecked_ref::<js_sys::Function>()
-        .call0(&JsValue::UNDEFINED);
+    let result = f.call0(&JsValue::UNDEFINED);
     // An async fn's tensors are made after tidy returns, outside its scope:
     // refused, rather than leaving them to the enclosing scope unseen.
     let promise = result

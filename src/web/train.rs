@@ -10,7 +10,7 @@ use js_sys::{Array, Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
 use super::args::{self, Options};
-use super::autograd::{function, run_user, var_list_arg};
+use super::autograd::{run_user, var_list_arg};
 use super::{errors, registry};
 use crate::{ErrorClass, Optimizer, Tensor, Variable};
 
@@ -191,7 +191,7 @@ fn minimize(
     third: &JsValue,
 ) -> Result<JsValue, JsValue> {
     let op = "minimize";
-    let f: Function = function(op, f)?;
+    let f: Function = args::function(op, "f", f)?;
     let (return_cost, var_list) = if second.is_object() {
         let options = Options::read(op, "options", second, &["returnCost", "varList"])?;
         let (list, _) = options.get("varList")?;

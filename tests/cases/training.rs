@@ -229,7 +229,11 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let gpu = device().await;
+    setup_on(device().await)
+}
+
+/// `setup`'s model and data on `gpu`.
+fn setup_on(gpu: Device) -> Setup {
     let x = gpu
         .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
         .unwrap();
@@ -687,24 +691,12 @@ async fn pipelines_per_step(check_numerics: bool) -> Vec<u64> {
         ..webfusion::DeviceOptions::default()
     })
     .await;
-    let x = gpu
-        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
-        .unwrap();
-    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
-    let vars = mlp(&gpu, &[2, 8, 2], 3);
+    let s = setup_on(gpu);
     let mut sgd = Optimizer::sgd(0.5).unwrap();
     let mut compiled = Vec::new();
     for _ in 0..STEPS {
-        let cost = sgd
-            .minimize(
-                || cross_entropy(&logits(&vars, &x)?, &labels),
-                true,
-                Some(&vars),
-            )
-            .unwrap()
-            .unwrap();
-        read(&cost).await;
-        compiled.push(gpu.stats().pipelines_compiled);
+        read(&s.step(&mut sgd, |c| Ok(c.clone()))).await;
+        compiled.push(s.gpu.stats().pipelines_compiled);
     }
     compiled
 }
@@ -773,25 +765,17 @@ pub async fn a_training_loop_without_products_compiles_nothing_after_its_first_s
 /// step, the variables before and after the warm-up, and what reading a
 /// cost the warm-up made and `sync()` after it gave.
 async fn adam_steps(warm: bool) -> AdamSteps {
-    let gpu = super::engine::kernels_only().await;
-    let x = gpu
-        .tensor(&[0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0], Some(&[4, 2]))
-        .unwrap();
-    let labels = one_hot(&gpu, &[0, 1, 1, 0], 2);
-    let vars = mlp(&gpu, &[2, 8, 2], 3);
+    let s = setup_on(super::engine::kernels_only().await);
+    let (gpu, vars) = (&s.gpu, &s.vars);
     let mut adam = Optimizer::adam(0.05, 0.9, 0.999, 1e-7).unwrap();
-    let initial = values(&vars).await;
+    let initial = values(vars).await;
     let before = gpu.stats();
     let mut kept = None;
     if warm {
         gpu.warmup(|| {
-            let cost = adam.minimize(
-                || cross_entropy(&logits(&vars, &x)?, &labels),
-                true,
-                Some(&vars),
-            )?;
-            kept = cost.clone();
-            Ok(cost.into_iter().collect())
+            let cost = s.step(&mut adam, |c| Ok(c.clone()));
+            kept = Some(cost.clone());
+            Ok(vec![cost])
         })
         .unwrap();
     }
@@ -801,19 +785,11 @@ async fn adam_steps(warm: bool) -> AdamSteps {
         Some(cost) => read_err(cost).await.first().map(|r| r.root.kind),
         None => None,
     };
-    let after_warmup = values(&vars).await;
+    let after_warmup = values(vars).await;
     let mut costs = Vec::new();
     let mut first = None;
     for _ in 0..3 {
-        let cost = adam
-            .minimize(
-                || cross_entropy(&logits(&vars, &x)?, &labels),
-                true,
-                Some(&vars),
-            )
-            .unwrap()
-            .unwrap();
-        costs.push(read(&cost).await[0]);
+        costs.push(read(&s.step(&mut adam, |c| Ok(c.clone()))).await[0]);
         first.get_or_insert_with(|| gpu.stats());
     }
     AdamSteps {

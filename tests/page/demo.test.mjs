@@ -16,17 +16,56 @@ let reported;
 
 /**
  * Runs in the page before its scripts: counts the GPUDevices requested and
- * those lost (destroyed), on `window.gpuDevices`, from WebGPU itself.
+ * those lost (destroyed), from WebGPU itself, on `window.gpuDevices`. The
+ * demo trains in a Worker, so the count runs there: every Worker the page
+ * starts runs the page's script and `inWorker`, which reports each change
+ * of the count in a message the demo does not answer to.
  */
 function countDevices() {
+  function inWorker() {
+    const devices = { requested: 0, lost: 0 };
+    const report = () => self.postMessage({ gpuDevices: { ...devices } });
+    const request = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = async function requestDevice(...args) {
+      const device = await request.apply(this, args);
+      devices.requested += 1;
+      report();
+      device.lost.then(() => { devices.lost += 1; report(); });
+      return device;
+    };
+  }
   const devices = { requested: 0, lost: 0 };
   window.gpuDevices = devices;
-  const request = GPUAdapter.prototype.requestDevice;
-  GPUAdapter.prototype.requestDevice = async function requestDevice(...args) {
-    const device = await request.apply(this, args);
-    devices.requested += 1;
-    device.lost.then(() => { devices.lost += 1; });
-    return device;
+  // The page's own requests, which should be none.
+  window.pageGpuDevices = 0;
+  if (typeof GPUAdapter !== 'undefined') {
+    const request = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = function requestDevice(...args) {
+      window.pageGpuDevices += 1;
+      return request.apply(this, args);
+    };
+  }
+  // The wasm modules the page compiles, which should be none.
+  window.pageWasmModules = 0;
+  for (const name of ['compile', 'compileStreaming', 'instantiate', 'instantiateStreaming']) {
+    const native = WebAssembly[name];
+    WebAssembly[name] = function counted(...args) {
+      window.pageWasmModules += 1;
+      return native.apply(this, args);
+    };
+  }
+  const NativeWorker = window.Worker;
+  window.Worker = class extends NativeWorker {
+    constructor(url, options) {
+      const script = String(new URL(url, location.href));
+      // A static import: the page's script and this count are both in
+      // place before the worker takes its first message.
+      const prelude = `import ${JSON.stringify(script)};\n(${inWorker})();`;
+      super(URL.createObjectURL(new Blob([prelude], { type: 'text/javascript' })), options);
+      this.addEventListener('message', ({ data }) => {
+        if (data?.gpuDevices) Object.assign(devices, data.gpuDevices);
+      });
+    }
   };
 }
 
@@ -62,9 +101,9 @@ const shownError = () => page.evaluate(() => {
   return shown.hidden ? null : shown.textContent;
 });
 
-/** The counters memory shows in, read between two jobs of the page. */
-const counters = () => page.evaluate(() => window.demo.exclusive(() => {
-  const s = window.demo.state.trainer.gpu.stats();
+/** The counters memory shows in, read from the worker between two jobs of the page. */
+const counters = () => page.evaluate(() => window.demo.exclusive(async () => {
+  const s = await window.demo.call('stats');
   return { bytesInUse: s.bytesInUse, failuresHeld: s.failuresHeld, tensorsHeld: s.tensorsHeld };
 }));
 
@@ -99,6 +138,18 @@ test('the page trains the 3-arm spiral to 95% accuracy within 1500 steps and dra
   assert.equal(stats['stat-failures'], '0');
   assert.match(stats['stat-kernels'], /^\d+\.\d$/);
   assert.match(stats['stat-pipelines'], /^\d+$/);
+});
+
+test('the training runs in a Worker: the page requests no GPU device and compiles no wasm', async () => {
+  await page.evaluate(() => window.demo.train(10));
+  const seen = await page.evaluate(() => ({
+    worker: window.gpuDevices.requested,
+    page: window.pageGpuDevices,
+    wasm: window.pageWasmModules,
+  }));
+  assert.ok(seen.worker >= 1, 'the worker requested the device it trains on');
+  assert.equal(seen.page, 0, 'GPU devices the page requested');
+  assert.equal(seen.wasm, 0, 'wasm modules the page compiled');
 });
 
 // How long the page holds its thread is a speed target: measured by
@@ -162,7 +213,7 @@ test('each reset destroys the device it replaces, so the page holds one GPU devi
 
 test('a failing click or batch shows its error with no unhandled rejection, and the next action that succeeds clears it', async () => {
   // A click that fails: Step on a device that is gone.
-  await page.evaluate(() => window.demo.exclusive(() => window.demo.state.trainer.gpu.destroy()));
+  await page.evaluate(() => window.demo.exclusive(() => window.demo.call('destroyDevice')));
   await page.click('#step');
   await settled();
   assert.match(await shownError(), /^Error: .*was lost/);
@@ -171,25 +222,23 @@ test('a failing click or batch shows its error with no unhandled rejection, and 
   await settled();
   assert.equal(await shownError(), null, 'the reset that worked cleared it');
   // A batch that fails while playing: the loop stops and shows why.
-  await page.evaluate(() => {
-    window.demo.state.trainer.step = () => { throw new Error('a broken step'); };
+  await page.evaluate(async () => {
+    await window.demo.exclusive(() => window.demo.call('breakSteps', 'a broken step'));
     window.demo.setPlaying(true);
   });
   await page.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: 60_000 });
   assert.equal(await shownError(), 'Error: a broken step');
   assert.equal(await page.textContent('#play'), 'Play', 'the failed loop stopped playing');
   assert.deepEqual(await reported.take(), [], 'no unhandled rejection');
-  await page.evaluate(() => { delete window.demo.state.trainer.step; });
+  await page.evaluate(() => window.demo.exclusive(() => window.demo.call('breakSteps', null)));
   await page.click('#step');
   await settled();
   assert.equal(await shownError(), null, 'the step that worked cleared it');
 });
 
 test('a learning rate or a width outside its field\'s range is refused with a message naming the field, and the model trains on unchanged', async () => {
-  const model = () => page.evaluate(() => {
-    const { trainer } = window.demo.state;
-    return { lr: trainer.optimizer.learningRate, shapes: trainer.vars.map((v) => v.shape.join('x')).join() };
-  });
+  /** The worker's model: `{ id, lr, shapes }` (a new model has a new id). */
+  const model = () => page.evaluate(() => window.demo.exclusive(() => window.demo.call('model')));
   /**
    * Types `value` into `field` and leaves it, which commits it (a `change`
    * event). Left focused, the field would commit on the next click, of
@@ -200,7 +249,6 @@ test('a learning rate or a width outside its field\'s range is refused with a me
     await page.locator(field).blur();
     await settled();
   };
-  await page.evaluate(() => { window.modelBefore = window.demo.state.trainer; });
   const before = await model();
   for (const value of ['', '0', '-0.5', '11']) {
     await enter('#lr', value);
@@ -211,9 +259,7 @@ test('a learning rate or a width outside its field\'s range is refused with a me
     await enter('#width', value);
     assert.match(await shownError(), /^RangeError: Width must be an integer from 2 to 256/, `width '${value}'`);
   }
-  assert.deepEqual(await model(), before, 'the learning rate and the layers are as they were');
-  assert.ok(await page.evaluate(() => window.demo.state.trainer === window.modelBefore), 'no model was built');
-  await page.evaluate(() => { delete window.modelBefore; });
+  assert.deepEqual(await model(), before, 'no model was built: the learning rate and the layers are as they were');
   await page.evaluate(() => window.demo.train(20));
   assert.ok(Number.isFinite(await page.evaluate(() => window.demo.state.loss)), 'it trains on');
   // Good values are taken, and clear the error.
@@ -224,7 +270,8 @@ test('a learning rate or a width outside its field\'s range is refused with a me
   await enter('#width', '16');
   assert.equal(await shownError(), null);
   assert.equal(await page.getAttribute('#width', 'aria-invalid'), 'false');
-  assert.deepEqual(await model(), { lr: Math.fround(0.05), shapes: '2x16,16,16x16,16,16x3,3' });
+  const { lr, shapes } = await model();
+  assert.deepEqual({ lr, shapes }, { lr: Math.fround(0.05), shapes: '2x16,16,16x16,16,16x3,3' });
   // As the other tests expect it.
   await enter('#lr', '0.02');
   await enter('#width', '32');

@@ -167,6 +167,21 @@ mod native {
                 bench.iter(|| read(&a.matmul(&b).unwrap().slice(&[0, 0], &[1, 1]).unwrap()))
             });
         }
+        // Ten products between two reads (each a kernel, each kept until
+        // the read): the kernels' throughput with the read's round trip
+        // spread over ten, as PyTorch's figure (bench/torch_matmul.py) is
+        // timed over launches back to back.
+        for n in std::iter::once(1024).chain(large.filter(|&n: &usize| n > 1024)) {
+            let a = gpu.random_uniform(&[n, n], -1.0, 1.0, 12).unwrap();
+            let b = gpu.random_uniform(&[n, n], -1.0, 1.0, 13).unwrap();
+            group.throughput(Throughput::Elements(10 * 2 * (n as u64).pow(3)));
+            group.bench_function(format!("W2 matmul {n} resident x10"), |bench| {
+                bench.iter(|| {
+                    let products: Vec<Tensor> = (0..10).map(|_| a.matmul(&b).unwrap()).collect();
+                    read(&products[9].slice(&[0, 0], &[1, 1]).unwrap())
+                })
+            });
+        }
         group.finish();
 
         if std::env::var_os("WF_BENCH_RESNET").is_some() {

@@ -1,4 +1,32 @@
 //! The register-tiled matrix product, with its epilogue fused.
+//!
+//! Why the kernel is shaped as it is (figures: native wgpu on Vulkan on an
+//! H200, `W2 matmul N resident x10` of `benches/workloads.rs`):
+//! - **256 threads, each an r x r block of outputs** (r = 8 on 128x128
+//!   tiles for products at least 2048 each way, else 4 on 64x64, or a
+//!   narrow tile for a narrow product: `Threads::for_product`). Each value
+//!   staged in workgroup memory is used r times from registers; 8x8 took
+//!   4096 from 15 to 22 TFLOP/s.
+//! - **A thread's rows and columns come in runs of four** (`Layout4`), so
+//!   one depth of the staged tiles is r / 4 vector loads per operand, not r
+//!   scalar ones: at r = 8, 4 workgroup loads feed 64 multiply-adds
+//!   instead of 16. 4096: 25.6 -> 28.0 TFLOP/s.
+//! - **The next slice is fetched into registers while this one
+//!   multiplies** (`Staging`): the global loads are in flight during the
+//!   arithmetic, and the two barriers of a step only cover the stores to
+//!   workgroup memory and the reads of it.
+//! - **Operands four floats at a time** from global memory where their rows
+//!   are contiguous and 16-byte aligned (`loads_by_four`), one by one
+//!   through their layouts otherwise: a transposed operand is read in
+//!   place, never copied.
+//! - **16 deep slices**: two 128x16 slices fill WebGPU's guaranteed 16 KiB
+//!   of workgroup memory exactly; deeper ones would need a limit not every
+//!   adapter grants.
+//! - **The epilogue is fused**: each output goes through the elementwise
+//!   ops that follow the product before it is written.
+//!
+//! Left for later (issue 24): subgroup and cooperative-matrix operations,
+//! and split-K for products with few tiles.
 
 use std::fmt::Write;
 
@@ -29,8 +57,8 @@ pub(super) fn loads_by_four(operand: &Access, inner: usize) -> bool {
 }
 
 /// Batched `a @ b` with broadcast batch dims, and its epilogue: output tiles
-/// staged through shared memory, each of the 16x16 threads holding an r x r
-/// block of outputs in registers (rows `ty + 16i`, columns `tx + 16j`), each
+/// staged through shared memory, each of the 256 threads holding an r x r
+/// block of outputs in registers (in runs of four, `Layout4`), each
 /// output then passed through the elementwise ops that follow the product
 /// (`epilogue`: the anchored block, the ops, how to read its inputs). Operands
 /// are read through their layouts, so a transposed operand is never copied.
@@ -166,52 +194,74 @@ pub(super) fn product(
             let _ = writeln!(body, "    var acc{i}_{j} = 0.0;");
         }
     }
-    let _ = writeln!(
-        body,
-        "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
-    );
+    let layout = Layout4::of(r);
     let looped = [a, b].map(|o| matches!(o, Operand::Loaded { .. }));
-    stage_tiles(
-        &mut body,
+    let staging = Staging::new(
         [tile_m, tile_n],
         [(wide_a, &a_elem), (wide_b, &b_elem)],
         looped,
         [&p_m, &p_n, &p_k],
+        layout,
     );
+    body += &staging.before;
+    let _ = writeln!(
+        body,
+        "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
+    );
+    body += &staging.top;
     body += "        workgroupBarrier();\n";
+    body += &staging.next;
     let _ = writeln!(
         body,
         "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{"
     );
-    for i in 0..r {
+    // A thread's values of this depth: r scalars of each operand, or r / 4
+    // vectors (one workgroup load each, not four).
+    let groups = if layout == Layout4::Vectors { r / 4 } else { r };
+    for g in 0..groups {
         let _ = writeln!(
             body,
-            "            let a{i} = ta[kk][ty + {}u];",
-            threads.rows * i
+            "            let a{g} = ta[kk][ty + {}u];",
+            threads.rows * g
         );
     }
-    for j in 0..r {
+    for g in 0..groups {
         let _ = writeln!(
             body,
-            "            let b{j} = tb[kk][tx + {}u];",
-            threads.cols * j
+            "            let b{g} = tb[kk][tx + {}u];",
+            threads.cols * g
         );
     }
+    let value = |name: &str, i: usize| match layout {
+        Layout4::Vectors => format!("{name}{}.{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+        Layout4::Scalars => format!("{name}{i}"),
+    };
     for i in 0..r {
         for j in 0..r {
-            let _ = writeln!(body, "            acc{i}_{j} = acc{i}_{j} + a{i} * b{j};");
+            let _ = writeln!(
+                body,
+                "            acc{i}_{j} = acc{i}_{j} + {} * {};",
+                value("a", i),
+                value("b", j)
+            );
         }
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
-    write_outputs(&mut body, r, threads, &p_m, &p_n);
+    write_outputs(&mut body, r, threads, layout, &p_m, &p_n);
     let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
+    let (staged, per_row) = match layout {
+        Layout4::Vectors => ("vec4<f32>", 4),
+        Layout4::Scalars => ("f32", 1),
+    };
     let mut decls = format!(
         "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
          @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
-         var<workgroup> ta: array<array<f32, {tile_m}>, {TILE_K}>;\n\
-         var<workgroup> tb: array<array<f32, {tile_n}>, {TILE_K}>;\n",
+         var<workgroup> ta: array<array<{staged}, {}>, {TILE_K}>;\n\
+         var<workgroup> tb: array<array<{staged}, {}>, {TILE_K}>;\n",
         element(wide_a),
         element(wide_b),
+        tile_m / per_row,
+        tile_n / per_row,
     );
     decls += &functions;
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
@@ -219,6 +269,206 @@ pub(super) fn product(
     decls += &function;
     params.sizes = true;
     params.kernel(&decls, 256, &body, (batches * tiles_m * tiles_n) as u64)
+}
+
+/// How a thread's r x r outputs sit in the tile, and so how the staged
+/// tiles are laid out in workgroup memory.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Layout4 {
+    /// r a multiple of 4: a thread's rows (and columns) come in runs of
+    /// four, `4 * (ty + rows * g) + q`, so each depth of the staged tiles
+    /// is read as r / 4 vectors per operand. Scalar workgroup loads were
+    /// the H200's bound: 16 of them fed 64 multiply-adds at r = 8.
+    Vectors,
+    /// r = 2 (the narrow tiles): rows `ty + rows * i`, read one by one.
+    Scalars,
+}
+
+impl Layout4 {
+    fn of(r: usize) -> Self {
+        match r % 4 {
+            0 => Layout4::Vectors,
+            _ => Layout4::Scalars,
+        }
+    }
+
+    /// The workgroup-memory place of element `index` of depth `depth` in
+    /// tile `array` (`ta` or `tb`).
+    fn slot(self, array: &str, depth: &str, index: &str) -> String {
+        match self {
+            Layout4::Vectors => format!("{array}[{depth}][({index}) / 4u][({index}) % 4u]"),
+            Layout4::Scalars => format!("{array}[{depth}][{index}]"),
+        }
+    }
+
+    /// Thread `lane`'s (`ty` or `tx`) position of its output `i`, across
+    /// `threads` lanes: the expression and its constant part.
+    fn position(self, lane: &str, threads: usize, i: usize) -> (String, usize) {
+        match self {
+            Layout4::Vectors => (format!("4u * {lane}"), 4 * threads * (i / 4) + i % 4),
+            Layout4::Scalars => (lane.to_string(), threads * i),
+        }
+    }
+}
+
+/// The statements that stage one `TILE_K`-deep slice of each operand's
+/// tile (`tile_m` by `TILE_K`, `TILE_K` by `tile_n`) into workgroup memory
+/// (`ta` transposed, `tb` as is), zero past the edges. The 256 threads
+/// stage a tile's elements one at a time, or four at a time from an
+/// operand whose tile rows are contiguous and 16-byte aligned.
+///
+/// A matrix operand's slice is fetched into registers one step ahead
+/// (`before` fetches the first, `next` the one after the slice being
+/// multiplied), and `top` stores the fetched values: the global loads of
+/// step t + 1 are in flight while step t multiplies, instead of every
+/// thread waiting for them between two barriers. An operand read by a
+/// function (a convolution's windows) is fetched and stored in `top`, by
+/// a loop, the function written once: unrolled eight times it made a
+/// shader SwiftShader lost its device on.
+struct Staging {
+    before: String,
+    top: String,
+    next: String,
+}
+
+impl Staging {
+    fn new(
+        [tile_m, tile_n]: [usize; 2],
+        [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
+        [looped_a, looped_b]: [bool; 2],
+        [p_m, p_n, p_k]: [&str; 3],
+        layout: Layout4,
+    ) -> Staging {
+        // Each thread's share of a slice: a tile is at least 16 wide, so a
+        // slice is a whole number of 256s.
+        let (loads_a, loads_b) = (tile_m * TILE_K / 256, tile_n * TILE_K / 256);
+        // Where element e of a slice sits (its indices in the slice, `ar`,
+        // `ac` or `br`, `bc` in the operand, for the slice at depth `tt`).
+        let place_a = format!(
+            "let am = e / {TILE_K}u; let ak = e % {TILE_K}u; let ar = row0 + am; let ac = tt + ak;"
+        );
+        let place_b = format!(
+            "let bk = e / {tile_n}u; let bn = e % {tile_n}u; let br = tt + bk; let bc = col0 + bn;"
+        );
+        let in_a = format!("ar < {p_m} && ac < {p_k}");
+        let in_b = format!("br < {p_k} && bc < {p_n}");
+        let store_a = layout.slot("ta", "ak", "am");
+        let store_b = layout.slot("tb", "bk", "bn");
+        let mut staging = Staging {
+            before: String::new(),
+            top: String::new(),
+            next: String::new(),
+        };
+        let mut fetches = String::new();
+        if looped_a {
+            let _ = writeln!(
+                staging.top,
+                "        for (var q = 0u; q < {loads_a}u; q = q + 1u) {{\n\
+                 \x20           let e = lid + q * 256u; let tt = t;\n\
+                 \x20           {place_a}\n\
+                 \x20           {store_a} = select(0.0, {a_elem}, {in_a});\n\
+                 \x20       }}"
+            );
+        } else if wide_a {
+            // Four consecutive depths of one row, to four rows of `ta`.
+            let per_row = TILE_K / 4;
+            for q in 0..loads_a / 4 {
+                let place = format!(
+                    "let e = lid + {}u; let am = e / {per_row}u; let ak = (e % {per_row}u) * 4u; let ar = row0 + am; let ac = tt + ak;",
+                    q * 256
+                );
+                let _ = writeln!(staging.before, "    var fa{q} = vec4<f32>(0.0);");
+                let _ = writeln!(
+                    fetches,
+                    "            {{ {place} fa{q} = select(vec4<f32>(0.0), in0[(a_base + ar * a_rows + ac) / 4u], {in_a}); }}"
+                );
+                let stores: String = ["x", "y", "z", "w"]
+                    .iter()
+                    .enumerate()
+                    .map(|(c, lane)| {
+                        format!(
+                            " {} = fa{q}.{lane};",
+                            layout.slot("ta", &format!("ak + {c}u"), "am")
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(staging.top, "        {{ let tt = t; {place}{stores} }}");
+            }
+        } else {
+            for q in 0..loads_a {
+                let _ = writeln!(staging.before, "    var fa{q} = 0.0;");
+                let _ = writeln!(
+                    fetches,
+                    "            {{ let e = lid + {}u; {place_a} fa{q} = select(0.0, {a_elem}, {in_a}); }}",
+                    q * 256
+                );
+                let _ = writeln!(
+                    staging.top,
+                    "        {{ let e = lid + {}u; let tt = t; {place_a} {store_a} = fa{q}; }}",
+                    q * 256
+                );
+            }
+        }
+        if looped_b {
+            let _ = writeln!(
+                staging.top,
+                "        for (var q = 0u; q < {loads_b}u; q = q + 1u) {{\n\
+                 \x20           let e = lid + q * 256u; let tt = t;\n\
+                 \x20           {place_b}\n\
+                 \x20           {store_b} = select(0.0, {b_elem}, {in_b});\n\
+                 \x20       }}"
+            );
+        } else if wide_b {
+            // Four consecutive columns of one depth.
+            let per_row = tile_n / 4;
+            for q in 0..loads_b / 4 {
+                let place = format!(
+                    "let e = lid + {}u; let bk = e / {per_row}u; let bn = (e % {per_row}u) * 4u; let br = tt + bk; let bc = col0 + bn;",
+                    q * 256
+                );
+                let _ = writeln!(staging.before, "    var fb{q} = vec4<f32>(0.0);");
+                let _ = writeln!(
+                    fetches,
+                    "            {{ {place} fb{q} = select(vec4<f32>(0.0), in1[(b_base + br * b_rows + bc) / 4u], {in_b}); }}"
+                );
+                let stores = match layout {
+                    Layout4::Vectors => format!(" tb[bk][bn / 4u] = fb{q};"),
+                    Layout4::Scalars => ["x", "y", "z", "w"]
+                        .iter()
+                        .enumerate()
+                        .map(|(c, lane)| format!(" tb[bk][bn + {c}u] = fb{q}.{lane};"))
+                        .collect(),
+                };
+                let _ = writeln!(staging.top, "        {{ let tt = t; {place}{stores} }}");
+            }
+        } else {
+            for q in 0..loads_b {
+                let _ = writeln!(staging.before, "    var fb{q} = 0.0;");
+                let _ = writeln!(
+                    fetches,
+                    "            {{ let e = lid + {}u; {place_b} fb{q} = select(0.0, {b_elem}, {in_b}); }}",
+                    q * 256
+                );
+                let _ = writeln!(
+                    staging.top,
+                    "        {{ let e = lid + {}u; let tt = t; {place_b} {store_b} = fb{q}; }}",
+                    q * 256
+                );
+            }
+        }
+        if !fetches.is_empty() {
+            let _ = write!(
+                staging.before,
+                "    {{\n        let tt = 0u;\n{fetches}    }}\n"
+            );
+            // The condition is the same for every thread: uniform.
+            let _ = write!(
+                staging.next,
+                "        if (t + {TILE_K}u < {p_k}) {{\n            let tt = t + {TILE_K}u;\n{fetches}        }}\n"
+            );
+        }
+        staging
+    }
 }
 
 /// How a product's 256 threads cover its output tile: `rows` by `cols`,
@@ -271,110 +521,24 @@ impl Threads {
     }
 }
 
-/// Stages one `TILE_K`-deep slice of each operand's tile (`tile_m` by
-/// `TILE_K`, `TILE_K` by `tile_n`) into workgroup memory (`ta` transposed,
-/// `tb` as is), zero past the edges; an element is read by its expression
-/// (of `ar`, `ac` for the first operand, `br`, `bc` for the second) unless
-/// the operand loads four at a time. The 256 threads stage a tile's
-/// elements one at a time, or four at a time from an operand whose tile
-/// rows are contiguous and 16-byte aligned.
-fn stage_tiles(
-    body: &mut String,
-    [tile_m, tile_n]: [usize; 2],
-    [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
-    [looped_a, looped_b]: [bool; 2],
-    [p_m, p_n, p_k]: [&str; 3],
-) {
-    // Each thread's share of a slice: a tile is at least 16 wide, so a
-    // slice is a whole number of 256s.
-    let (loads_a, loads_b) = (tile_m * TILE_K / 256, tile_n * TILE_K / 256);
-    // An operand read by a function (a convolution's windows) is staged
-    // by a loop, the function written once: unrolled eight times it made a
-    // shader SwiftShader lost its device on.
-    if looped_a {
-        let _ = writeln!(
-            body,
-            "        for (var q = 0u; q < {loads_a}u; q = q + 1u) {{\n\
-             \x20           let e = lid + q * 256u;\n\
-             \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
-             \x20           let ar = row0 + am; let ac = t + ak;\n\
-             \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
-             \x20       }}"
-        );
-    }
-    if looped_b {
-        let _ = writeln!(
-            body,
-            "        for (var q = 0u; q < {loads_b}u; q = q + 1u) {{\n\
-             \x20           let e = lid + q * 256u;\n\
-             \x20           let bk = e / {tile_n}u; let bn = e % {tile_n}u;\n\
-             \x20           let br = t + bk; let bc = col0 + bn;\n\
-             \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
-             \x20       }}"
-        );
-    }
-    let (loads_a, loads_b) = (
-        if looped_a { 0 } else { loads_a },
-        if looped_b { 0 } else { loads_b },
-    );
-    for q in 0..loads_a.max(loads_b) {
-        let off = q * 256;
-        if q < loads_a && !wide_a {
-            let _ = writeln!(
-                body,
-                "        {{\n            let e = lid + {off}u;\n\
-                 \x20           let am = e / {TILE_K}u; let ak = e % {TILE_K}u;\n\
-                 \x20           let ar = row0 + am; let ac = t + ak;\n\
-                 \x20           ta[ak][am] = select(0.0, {a_elem}, ar < {p_m} && ac < {p_k});\n\
-                 \x20       }}"
-            );
-        } else if q < loads_a / 4 {
-            let _ = writeln!(
-                body,
-                "        {{\n            let e = lid + {off}u;\n\
-                 \x20           let am = e / {per_row}u; let ak = (e % {per_row}u) * 4u;\n\
-                 \x20           let ar = row0 + am; let ac = t + ak;\n\
-                 \x20           let v = select(vec4<f32>(0.0), in0[(a_base + ar * a_rows + ac) / 4u], ar < {p_m} && ac < {p_k});\n\
-                 \x20           ta[ak][am] = v.x; ta[ak + 1u][am] = v.y; ta[ak + 2u][am] = v.z; ta[ak + 3u][am] = v.w;\n\
-                 \x20       }}",
-                per_row = TILE_K / 4,
-            );
-        }
-        if q < loads_b && !wide_b {
-            let _ = writeln!(
-                body,
-                "        {{\n            let e = lid + {off}u;\n\
-                 \x20           let bk = e / {tile_n}u; let bn = e % {tile_n}u;\n\
-                 \x20           let br = t + bk; let bc = col0 + bn;\n\
-                 \x20           tb[bk][bn] = select(0.0, {b_elem}, br < {p_k} && bc < {p_n});\n\
-                 \x20       }}"
-            );
-        } else if q < loads_b / 4 {
-            let _ = writeln!(
-                body,
-                "        {{\n            let e = lid + {off}u;\n\
-                 \x20           let bk = e / {per_row}u; let bn = (e % {per_row}u) * 4u;\n\
-                 \x20           let br = t + bk; let bc = col0 + bn;\n\
-                 \x20           let v = select(vec4<f32>(0.0), in1[(b_base + br * b_rows + bc) / 4u], br < {p_k} && bc < {p_n});\n\
-                 \x20           tb[bk][bn] = v.x; tb[bk][bn + 1u] = v.y; tb[bk][bn + 2u] = v.z; tb[bk][bn + 3u] = v.w;\n\
-                 \x20       }}",
-                per_row = tile_n / 4,
-            );
-        }
-    }
-}
-
 /// Each output goes through the epilogue, which writes what the block
 /// writes (the product itself only when it is an output).
-fn write_outputs(body: &mut String, r: usize, threads: Threads, p_m: &str, p_n: &str) {
+fn write_outputs(
+    body: &mut String,
+    r: usize,
+    threads: Threads,
+    layout: Layout4,
+    p_m: &str,
+    p_n: &str,
+) {
     for i in 0..r {
+        let (row_lane, ri) = layout.position("ty", threads.rows, i);
         for j in 0..r {
+            let (col_lane, cj) = layout.position("tx", threads.cols, j);
             let _ = writeln!(
                 body,
-                "    {{\n        let row = row0 + ty + {ri}u; let col = col0 + tx + {cj}u;\n\
+                "    {{\n        let row = row0 + {row_lane} + {ri}u; let col = col0 + {col_lane} + {cj}u;\n\
                  \x20       if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, acc{i}_{j}); }}\n    }}",
-                ri = threads.rows * i,
-                cj = threads.cols * j,
             );
         }
     }

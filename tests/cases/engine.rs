@@ -714,6 +714,61 @@ pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
     }
 }
 
+/// The products large enough for 8x8 outputs a thread (128x128 tiles),
+/// with operands loaded four at a time, one by one, and transposed, and an
+/// epilogue: every element against the CPU, ragged edges included.
+pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everywhere() {
+    let gpu = device().await;
+    // Rows and columns past a whole number of tiles; k a multiple of four
+    // over several 16-deep steps.
+    let (m, k, n) = (2051, 36, 2056);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+        .collect();
+    let bias: Vec<f32> = (0..n).map(|i| (i % 9) as f32 - 4.0).collect();
+    let want: Vec<f32> = (0..m * n)
+        .map(|e| {
+            let (row, col) = (e / n, e % n);
+            let dot: f32 = (0..k).map(|p| a[row * k + p] * b[p * n + col]).sum();
+            (dot + bias[col]).max(0.0)
+        })
+        .collect();
+    let left = gpu.tensor(&a, Some(&[m, k])).unwrap();
+    let right = gpu.tensor(&b, Some(&[k, n])).unwrap();
+    let bias = gpu.tensor(&bias, Some(&[n])).unwrap();
+    // The right operand stored transposed: read column by column.
+    let b_t: Vec<f32> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
+    let right_t = gpu
+        .tensor(&b_t, Some(&[n, k]))
+        .unwrap()
+        .transpose(None)
+        .unwrap();
+    for (what, right) in [("as stored", &right), ("transposed", &right_t)] {
+        let got = read(
+            &left
+                .matmul(right)
+                .unwrap()
+                .add(&bias)
+                .unwrap()
+                .relu()
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(got.len(), want.len());
+        for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "{what}: ({}, {}): {g} vs {w}",
+                e / n,
+                e % n
+            );
+        }
+    }
+}
+
 pub async fn an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue() {
     let gpu = kernels_only().await;
     let x = gpu.random_uniform(&[32, 24], -1.0, 1.0, 1).unwrap();

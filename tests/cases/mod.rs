@@ -320,6 +320,7 @@ macro_rules! all_cases {
             matmul_reads_aligned_operands_four_floats_at_a_time_and_any_others_one_by_one
         );
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);
+        $run!(engine, a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everywhere);
         $run!(
             engine,
             an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue

@@ -10,8 +10,6 @@
 //! them, with the arithmetic of the kernels' WGSL (`codegen`): the same
 //! clamped `tanh`, NumPy's `pow` for a negative base, comparisons as 0 or 1.
 
-use std::rc::Rc;
-
 use crate::fusion::ElementwiseBlock;
 use crate::ir::dtype::non_finite_bits;
 use crate::ir::layout::Layout;
@@ -77,11 +75,11 @@ pub fn elementwise(
         }
         let loaded = match in_shape == *out {
             true => data,
-            false => Values {
-                dtype: data.dtype,
-                words: broadcast(&data.words, &in_shape, out)
+            false => Values::new(
+                data.dtype,
+                broadcast(&data.words, &in_shape, out)
                     .ok_or_else(|| format!("{t} does not broadcast to the block's shape"))?,
-            },
+            ),
         };
         values.insert(t, loaded);
     }
@@ -167,7 +165,7 @@ pub fn elementwise(
 
 /// `data` (row-major, of `shape`) read at each position of `out`, which
 /// `shape` broadcasts to.
-fn broadcast(data: &[u32], shape: &[usize], out: &[usize]) -> Option<Rc<[u32]>> {
+fn broadcast(data: &[u32], shape: &[usize], out: &[usize]) -> Option<Vec<u32>> {
     if shape::broadcast("", shape, out).ok()? != out {
         return None;
     }
@@ -191,15 +189,12 @@ pub fn view(
         .ok_or_else(|| format!("`{}` does not apply to a row-major tensor", view.name()))?;
     let words = gather(&data.words, &layout, out)
         .ok_or_else(|| format!("`{}` reads past its input", view.name()))?;
-    Ok(Values {
-        dtype: data.dtype,
-        words,
-    })
+    Ok(Values::new(data.dtype, words))
 }
 
 /// The words at each position of `out` of `data` read through `layout`;
 /// `None` if a position falls outside `data`.
-fn gather(data: &[u32], layout: &Layout, out: &[usize]) -> Option<Rc<[u32]>> {
+fn gather(data: &[u32], layout: &Layout, out: &[usize]) -> Option<Vec<u32>> {
     if layout.strides.len() != out.len() {
         return None;
     }
@@ -240,18 +235,17 @@ fn compute<'a>(
 ) -> Result<Values, String> {
     let dtype = op.dtype;
     let int = dtype != DType::Float32;
-    // Each collected straight into its `Rc`: one allocation per op.
-    let map = |x: &Values, g: &dyn Fn(u32) -> u32| -> Rc<[u32]> {
+    let map = |x: &Values, g: &dyn Fn(u32) -> u32| -> Vec<u32> {
         x.words.iter().map(|&w| g(w)).collect()
     };
-    let map2 = |x: &Values, y: &Values, g: &dyn Fn(u32, u32) -> u32| -> Rc<[u32]> {
+    let map2 = |x: &Values, y: &Values, g: &dyn Fn(u32, u32) -> u32| -> Vec<u32> {
         x.words
             .iter()
             .zip(y.words.iter())
             .map(|(&a, &b)| g(a, b))
             .collect()
     };
-    let words: Rc<[u32]> = match &op.kind {
+    let words: Vec<u32> = match &op.kind {
         OpKind::Fill(v) => {
             let w = if int { *v as i32 as u32 } else { f(*v as f32) };
             (0..numel).map(|_| w).collect()
@@ -323,7 +317,7 @@ fn compute<'a>(
         }
         other => return Err(format!("`{}` is not elementwise", other.name())),
     };
-    Ok(Values { dtype, words })
+    Ok(Values::new(dtype, words))
 }
 
 /// The kernels' conversion of word `w` from `from` to `to` (`OpKind::Cast`):

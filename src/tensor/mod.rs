@@ -315,7 +315,7 @@ impl Tensor {
     ) -> impl std::future::Future<Output = Result<Vec<f32>, TensorError>> + 'static {
         let asked_at = Location::caller().to_string();
         let tensor = self.clone();
-        async move { Ok(tensor.read(Some(asked_at)).await?.to_f32()) }
+        async move { Ok(tensor.read(Some(asked_at)).await?.into_f32()) }
     }
 
     /// The tensor's values, row-major, in its dtype: `to_vec` without the
@@ -361,10 +361,7 @@ impl Tensor {
                     let words = pending.await;
                     drop(copy);
                     return match words {
-                        Ok(words) => Ok(Values {
-                            dtype: self.dtype(),
-                            words: words.into(),
-                        }),
+                        Ok(words) => Ok(Values::new(self.dtype(), words)),
                         Err(why) => {
                             let report = self
                                 .device()

@@ -521,12 +521,22 @@ pub fn values(
     value: &JsValue,
     dtype: Option<DType>,
 ) -> Result<(Values, Vec<usize>), JsValue> {
+    // A typed array of the dtype's own words arrives as they lie: one copy
+    // into wasm memory, none after it.
+    let bits = |buffer: js_sys::ArrayBuffer, offset: u32, length: u32| {
+        js_sys::Uint32Array::new_with_byte_offset_and_length(&buffer, offset, length).to_vec()
+    };
     if let Some(typed) = value.dyn_ref::<js_sys::Int32Array>() {
-        let ints = typed.to_vec();
-        let shape = vec![ints.len()];
+        let shape = vec![typed.length() as usize];
         return match dtype.unwrap_or(DType::Int32) {
-            DType::Int32 => Ok((Values::int32(&ints), shape)),
-            other => convert(op, ints.iter().map(|&v| f64::from(v)), other).map(|v| (v, shape)),
+            DType::Int32 => {
+                let words = bits(typed.buffer(), typed.byte_offset(), typed.length());
+                Ok((Values::new(DType::Int32, words), shape))
+            }
+            other => {
+                let numbers = typed.to_vec().into_iter().map(f64::from);
+                convert(op, numbers, other).map(|v| (v, shape))
+            }
         };
     }
     if let Some(typed) = value.dyn_ref::<js_sys::Uint8Array>() {
@@ -536,11 +546,16 @@ pub fn values(
         return convert(op, numbers, dtype.unwrap_or(DType::Int32)).map(|v| (v, shape));
     }
     if let Some(typed) = value.dyn_ref::<js_sys::Float32Array>() {
-        let floats = typed.to_vec();
-        let shape = vec![floats.len()];
+        let shape = vec![typed.length() as usize];
         return match dtype.unwrap_or(DType::Float32) {
-            DType::Float32 => Ok((Values::float32(&floats), shape)),
-            other => convert(op, floats.iter().map(|&v| f64::from(v)), other).map(|v| (v, shape)),
+            DType::Float32 => {
+                let words = bits(typed.buffer(), typed.byte_offset(), typed.length());
+                Ok((Values::new(DType::Float32, words), shape))
+            }
+            other => {
+                let numbers = typed.to_vec().into_iter().map(f64::from);
+                convert(op, numbers, other).map(|v| (v, shape))
+            }
         };
     }
     let (leaves, shape, all_booleans) = leaves(op, value)?;

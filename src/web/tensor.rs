@@ -1,6 +1,6 @@
 //! The `Tensor` class.
 
-use js_sys::{Array, Float32Array, Int32Array, Promise, Uint8Array};
+use js_sys::{Array, Float32Array, Int32Array, Promise, Uint8Array, Uint32Array};
 use wasm_bindgen::prelude::*;
 
 use crate::ir::{DType, Values};
@@ -634,11 +634,14 @@ impl JsTensor {
     }
 }
 
-/// `values` as the typed array TF.js's `data()` gives for its dtype.
+/// `values` as the typed array TF.js's `data()` gives for its dtype. A
+/// float32's or int32's words are copied out of wasm memory once, as they
+/// lie, and the array views their bits: no conversion in between.
 fn typed(values: &Values) -> JsValue {
+    let bits = || Uint32Array::from(values.words.as_slice()).buffer();
     match values.dtype {
-        DType::Float32 => Float32Array::from(values.to_f32().as_slice()).into(),
-        DType::Int32 => Int32Array::from(values.to_i32().as_slice()).into(),
+        DType::Float32 => Float32Array::new(&bits()).into(),
+        DType::Int32 => Int32Array::new(&bits()).into(),
         DType::Bool => {
             let bytes: Vec<u8> = values.to_bool().into_iter().map(u8::from).collect();
             Uint8Array::from(bytes.as_slice()).into()

@@ -367,6 +367,51 @@ test('an explicit shape must be the shape nested arrays give, and must fit the c
   });
 });
 
+test('typed arrays arrive and leave as their bits: a subarray uploads its own elements, and data() gives an array of its own', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const run = async (gpu) => {
+      const floats = new Float32Array(2050).map((_, i) => i - 0.5);
+      floats[3] = -0;
+      floats[4] = NaN;
+      const ints = new Int32Array(2050).map((_, i) => (i % 2 ? -1 : 1) * (i + 16777216));
+      // Views starting past their buffer's first byte, as a slice of a
+      // larger array is.
+      const f = gpu.tensor(floats.subarray(2, 2050));
+      const n = gpu.tensor(ints.subarray(1, 2049));
+      const [fd, nd] = [await f.data(), await n.data()];
+      const firstRead = fd[0];
+      fd[0] = 99;
+      return {
+        kinds: [fd.constructor.name, nd.constructor.name],
+        lengths: [fd.length, nd.length, fd.buffer.byteLength, nd.buffer.byteLength],
+        negativeZero: Object.is(fd[1], -0),
+        nan: Number.isNaN(fd[2]),
+        floatsMatch: Array.from(fd.subarray(3)).every((v, i) => v === floats[i + 5]),
+        intsMatch: Array.from(nd).every((v, i) => v === ints[i + 1]),
+        firstRead,
+        // The array handed out is the caller's: writing it changes no tensor.
+        rereadAfterWrite: (await f.data())[0],
+      };
+    };
+    return {
+      gpu: await run(await Device.request({ hostMaxElements: 0 })),
+      host: await run(await Device.request({ hostMaxElements: 1 << 20 })),
+    };
+  });
+  for (const world of ['gpu', 'host']) {
+    assert.deepEqual(result[world], {
+      kinds: ['Float32Array', 'Int32Array'],
+      lengths: [2048, 2048, 8192, 8192],
+      negativeZero: true,
+      nan: true,
+      floatsMatch: true,
+      intsMatch: true,
+      firstRead: 1.5,
+      rereadAfterWrite: 1.5,
+    }, world);
+  }
+});
+
 test('size counts elements exactly past 32 bits', async () => {
   const { result } = await inPage(browser, server, async ({ Device }) => {
     const gpu = await Device.request();

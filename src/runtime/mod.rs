@@ -739,7 +739,22 @@ impl Gpu {
                 let view = staging
                     .get_mapped_range(..bytes)
                     .map_err(|e| format!("mapping the result failed: {e}"))?;
-                bytemuck::pod_collect_to_vec::<u8, u32>(&view)
+                // In the browser the mapped range is a JS array: its words
+                // are copied into wasm memory once, where reading `view` as
+                // a slice would first copy it into a temporary of wgpu's.
+                #[cfg(target_arch = "wasm32")]
+                let words = {
+                    let bytes = view.as_uint8array();
+                    js_sys::Uint32Array::new_with_byte_offset_and_length(
+                        &bytes.buffer(),
+                        bytes.byte_offset(),
+                        bytes.length() / 4,
+                    )
+                    .to_vec()
+                };
+                #[cfg(not(target_arch = "wasm32"))]
+                let words = bytemuck::pod_collect_to_vec::<u8, u32>(&view);
+                words
             };
             staging.unmap();
             // Unmapped, it serves the next read of this size.

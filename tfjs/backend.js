@@ -1,0 +1,155 @@
+// The TF.js backend's storage: which webfusion tensor stands behind each of
+// TF.js's data ids, how many TF.js tensors share it, and how its values are
+// read. Kernels (./kernels.js) only translate calls; every rule about owning
+// and reading a tensor lives here.
+import { KernelBackend, engine } from '@tensorflow/tfjs-core';
+import init, { Device } from '../pkg/webfusion.js';
+
+/** The dtypes webfusion has; TF.js's others (string, complex64) are refused by name. */
+const DTYPES = new Set(['float32', 'int32', 'bool']);
+
+/**
+ * A TF.js `KernelBackend` whose every tensor is a webfusion tensor. Nothing
+ * runs when a kernel is called: the kernel records a webfusion op, so a chain
+ * of TF.js calls fuses as our own ops do, and a tensor TF.js disposes early
+ * (as `tf.tidy` does with intermediates) costs nothing. A read is webfusion's
+ * `data()`, so a tensor whose work failed rejects with our `TensorError` and
+ * its chain.
+ */
+export class WebfusionBackend extends KernelBackend {
+  /** @param {Device} device the device every tensor of this backend lives on. */
+  constructor(device) {
+    super();
+    this.device = device;
+    // dataId -> { tensor, refCount, host }. A Map, not a WeakMap: TF.js's
+    // memory accounting asks how many there are (`numDataIds`).
+    this.entries = new Map();
+  }
+
+  /** Checks `dtype` is one webfusion has, naming it otherwise. */
+  static dtype(dtype, op) {
+    if (!DTYPES.has(dtype)) {
+      throw new Error(`${op}: webfusion has no ${dtype} tensors (it has float32, int32 and bool)`);
+    }
+    return dtype;
+  }
+
+  /**
+   * The webfusion tensor behind a TF.js tensor (a `TensorInfo`). A data id
+   * another backend holds is moved here first, as TF.js's own backends do.
+   */
+  tensorOf(info) {
+    let entry = this.entries.get(info.dataId);
+    if (entry === undefined) {
+      engine().moveData(this, info.dataId);
+      entry = this.entries.get(info.dataId);
+    }
+    if (entry === undefined) {
+      throw new Error(`webfusion: a tensor of shape [${info.shape}] has no data on this backend (was it disposed?)`);
+    }
+    return entry.tensor;
+  }
+
+  /** A TF.js `TensorInfo` for `tensor`, which this backend now owns. */
+  adopt(tensor) {
+    const dataId = {};
+    this.entries.set(dataId, { tensor, refCount: 1, host: null });
+    return { dataId, shape: tensor.shape, dtype: tensor.dtype };
+  }
+
+  write(values, shape, dtype) {
+    const dataId = {};
+    this.move(dataId, values, shape, dtype, 1);
+    return dataId;
+  }
+
+  move(dataId, values, shape, dtype, refCount) {
+    WebfusionBackend.dtype(dtype, 'tensor');
+    const tensor = values == null
+      ? this.device.zeros(shape, dtype)
+      : this.device.tensor(values, shape, dtype);
+    // The values the page gave stay beside the tensor: `dataSync()` of a
+    // tensor made from them can answer without a GPU read.
+    this.entries.set(dataId, { tensor, refCount, host: values ?? null });
+  }
+
+  async read(dataId) {
+    const entry = this.entries.get(dataId);
+    if (entry === undefined) throw new Error('webfusion: read of a disposed tensor');
+    return entry.host ?? entry.tensor.data();
+  }
+
+  readSync(dataId) {
+    const entry = this.entries.get(dataId);
+    if (entry === undefined) throw new Error('webfusion: read of a disposed tensor');
+    if (entry.host !== null) return entry.host;
+    throw new Error(
+      `webfusion reads are asynchronous: tensor [${entry.tensor.shape}] is computed on the GPU, ` +
+        'and WebGPU cannot be read synchronously. Use `await tensor.data()` or ' +
+        '`await tensor.array()` instead of dataSync() or arraySync().');
+  }
+
+  disposeData(dataId, force = false) {
+    const entry = this.entries.get(dataId);
+    if (entry === undefined) return true;
+    entry.refCount -= 1;
+    if (!force && entry.refCount > 0) return false;
+    entry.tensor.dispose();
+    this.entries.delete(dataId);
+    return true;
+  }
+
+  refCount(dataId) {
+    return this.entries.get(dataId)?.refCount ?? 0;
+  }
+
+  incRef(dataId) {
+    const entry = this.entries.get(dataId);
+    if (entry !== undefined) entry.refCount += 1;
+  }
+
+  numDataIds() {
+    return this.entries.size;
+  }
+
+  memory() {
+    const stats = this.device.stats();
+    return { unreliable: false, numBytesInGPU: stats.bytesInUse, numBytesAllocatedInGPU: stats.bytesAllocated };
+  }
+
+  timerAvailable() {
+    return false;
+  }
+
+  /**
+   * Runs `f` and everything it recorded. webfusion does not time kernels on
+   * the GPU, so `kernelMs` says so (as TF.js's WebGL backend does without
+   * its timer extension) and `wallMs` is the whole run.
+   */
+  async time(f) {
+    const start = performance.now();
+    f();
+    await this.device.sync();
+    const wallMs = performance.now() - start;
+    return { kernelMs: { error: 'webfusion does not time kernels on the GPU; wallMs is the time to run them' }, wallMs };
+  }
+
+  floatPrecision() {
+    return 32;
+  }
+
+  dispose() {
+    for (const { tensor } of this.entries.values()) tensor.dispose();
+    this.entries.clear();
+    this.device.destroy();
+  }
+}
+
+/**
+ * A backend on a new device; `options` are `Device.request`'s (a test of
+ * kernels asks for `{ hostMaxElements: 0 }`, so no op runs in wasm).
+ */
+export async function createBackend(options) {
+  await init();
+  return new WebfusionBackend(await Device.request(options));
+}

@@ -1,0 +1,304 @@
+// TF.js's kernels, each translated to the webfusion ops that compute it.
+//
+// A kernel here only records: it reads its inputs' webfusion tensors from
+// the backend, calls our ops with TF.js's attributes, and hands the result
+// back to the backend to own. No kernel reads values or runs anything, so a
+// chain of kernels fuses as a chain of our own ops does.
+//
+// A kernel TF.js has and this table lacks is not registered: TF.js then
+// throws its own "Kernel 'X' not registered for backend 'webfusion'" when it
+// is called, rather than something close being computed. A kernel whose
+// attribute asks for what our op does not do (a `dimRoundingMode`, an
+// activation we lack) throws naming the kernel and the attribute.
+import { grads, tidy } from '../pkg/webfusion.js';
+
+/** Float32 tensors of one value, shaped [] so they broadcast anywhere. */
+const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(value, [], dtype);
+
+/**
+ * Runs `f` on the inputs' tensors and adopts what it returns (a tensor or an
+ * array of them). `f` runs in our `tidy`: a composite's intermediates and
+ * constants are disposed as soon as it returns, so they fuse into its result
+ * instead of being kept (and written) for JS objects nobody reads.
+ */
+function kernel(f) {
+  return ({ inputs, backend, attrs }) => {
+    const t = (info) => (info == null ? null : backend.tensorOf(info));
+    const out = tidy(() => f({ inputs, attrs, t, backend }));
+    return Array.isArray(out) ? out.map((o) => backend.adopt(o)) : backend.adopt(out);
+  };
+}
+
+const unary = (f) => kernel(({ inputs: { x }, t, backend, attrs }) => f(t(x), backend, attrs));
+const binary = (f) => kernel(({ inputs: { a, b }, t, backend }) => f(t(a), t(b), backend));
+const method = (name) => unary((x) => x[name]());
+const binaryMethod = (name) => binary((a, b) => a[name](b));
+
+/** `where` over one condition with scalar branches: what several composites below need. */
+const select = (backend, cond, a, b) => backend.device.where(cond, a, b);
+
+const isNaN = (x) => x.equal(x).logicalNot();
+
+function step(x, backend, alpha) {
+  return select(backend, isNaN(x), x,
+    select(backend, x.greater(0), scalar(backend, 1), scalar(backend, alpha)));
+}
+
+function elu(x, backend) {
+  return select(backend, x.greater(0), x, x.exp().sub(1));
+}
+
+function leakyRelu(x, backend, alpha) {
+  return select(backend, x.less(0), x.mul(alpha), x);
+}
+
+function prelu(x, alpha, backend) {
+  return select(backend, x.less(0), x.mul(alpha), x);
+}
+
+/** TF.js's `round`: half to even, as its CPU and WebGPU backends do. */
+function round(x, backend) {
+  if (x.dtype !== 'float32') return x.reshape(x.shape);
+  const floor = x.floorDiv(1);
+  const fraction = x.sub(floor);
+  const even = floor.mod(2).equal(0);
+  const up = floor.add(1);
+  return select(backend, fraction.greater(0.5), up,
+    select(backend, fraction.less(0.5), floor, select(backend, even, floor, up)));
+}
+
+/** TF.js's `softplus`, with its thresholds (the log1p form loses precision at the ends). */
+function softplus(x, backend) {
+  const threshold = Math.log(1.1920928955078125e-7) + 2;
+  const exp = x.exp();
+  return select(backend, x.greater(-threshold), x,
+    select(backend, x.less(threshold), exp, exp.add(1).log()));
+}
+
+const SELU_SCALE = 1.0507009873554804934193349852946;
+const SELU_ALPHA = 1.6732632423543772848170429916717;
+
+/** The fused kernels' `activation` attribute, applied to `x`. */
+function activate(x, backend, activation, preluWeights, leakyreluAlpha, kernelName) {
+  switch (activation ?? 'linear') {
+    case 'linear': return x;
+    case 'relu': return x.relu();
+    case 'relu6': return x.clamp(0, 6);
+    case 'elu': return elu(x, backend);
+    case 'sigmoid': return x.sigmoid();
+    case 'prelu': return prelu(x, preluWeights, backend);
+    case 'leakyrelu': return leakyRelu(x, backend, leakyreluAlpha ?? 0.2);
+    default: throw new Error(`${kernelName}: webfusion has no activation '${activation}'`);
+  }
+}
+
+/** Refuses an attribute our op does not implement, rather than ignoring it. */
+function refuseRounding(kernelName, dimRoundingMode) {
+  if (dimRoundingMode != null) {
+    throw new Error(`${kernelName}: webfusion does not implement dimRoundingMode '${dimRoundingMode}'`);
+  }
+}
+
+function conv2d(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
+  refuseRounding(kernelName, dimRoundingMode);
+  return x.conv2d(filter, strides, pad, dataFormat, dilations);
+}
+
+function depthwise(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
+  refuseRounding(kernelName, dimRoundingMode);
+  return x.depthwiseConv2d(filter, strides, pad, dataFormat, dilations);
+}
+
+/**
+ * The gradient of `f` at `at` toward `dy`: how the backprop kernels are
+ * computed, by our autograd's own backward kernels. A convolution is linear
+ * in each operand, so its gradient toward one does not depend on the value
+ * of that operand: a zero stand-in of its shape serves.
+ */
+function backprop(f, at, dy) {
+  const [grad] = grads(f)([at], dy);
+  return grad;
+}
+
+const reduce = (name, axisAttr = 'axis') =>
+  unary((x, _b, attrs) => x[name](attrs[axisAttr], attrs.keepDims));
+
+/** Kernel name -> kernel function, as `registerKernel` takes them. */
+export const kernels = {
+  // Elementwise, one input.
+  Abs: method('abs'),
+  Neg: method('neg'),
+  Exp: method('exp'),
+  Log: method('log'),
+  Sqrt: method('sqrt'),
+  Rsqrt: method('rsqrt'),
+  Square: method('square'),
+  Relu: method('relu'),
+  Sigmoid: method('sigmoid'),
+  Tanh: method('tanh'),
+  Sin: method('sin'),
+  Cos: method('cos'),
+  LogicalNot: method('logicalNot'),
+  Identity: unary((x) => x.reshape(x.shape)),
+  Relu6: unary((x) => x.clamp(0, 6)),
+  Elu: unary(elu),
+  EluGrad: kernel(({ inputs: { dy, y }, t, backend }) =>
+    select(backend, t(y).greater(0), t(dy), t(dy).mul(t(y).add(1)))),
+  Selu: unary((x, backend) =>
+    select(backend, x.greater(0), x.mul(SELU_SCALE), x.exp().sub(1).mul(SELU_SCALE * SELU_ALPHA))),
+  LeakyRelu: unary((x, backend, { alpha }) => leakyRelu(x, backend, alpha)),
+  Prelu: kernel(({ inputs: { x, alpha }, t, backend }) => prelu(t(x), t(alpha), backend)),
+  Step: unary((x, backend, { alpha }) => step(x, backend, alpha)),
+  Softplus: unary(softplus),
+  Reciprocal: unary((x, backend) => scalar(backend, 1).div(x)),
+  Expm1: unary((x) => x.exp().sub(1)),
+  Log1p: unary((x) => x.add(1).log()),
+  Floor: unary((x) => (x.dtype === 'float32' ? x.floorDiv(1) : x.reshape(x.shape))),
+  Ceil: unary((x) => (x.dtype === 'float32' ? x.neg().floorDiv(1).neg() : x.reshape(x.shape))),
+  Round: unary(round),
+  Sign: unary((x) => x.greater(0).cast(x.dtype).sub(x.less(0).cast(x.dtype))),
+  IsNan: unary(isNaN),
+  IsInf: unary((x) => x.abs().equal(Infinity)),
+  IsFinite: unary((x) => x.sub(x).equal(0)),
+  Cast: unary((x, _b, { dtype }) => x.cast(dtype)),
+  ClipByValue: unary((x, _b, { clipValueMin, clipValueMax }) => x.clamp(clipValueMin, clipValueMax)),
+
+  // Elementwise, two inputs (TF.js's ops have made their dtypes agree).
+  Add: binaryMethod('add'),
+  Sub: binaryMethod('sub'),
+  Multiply: binaryMethod('mul'),
+  RealDiv: binaryMethod('div'),
+  Pow: binaryMethod('pow'),
+  Maximum: binaryMethod('maximum'),
+  Minimum: binaryMethod('minimum'),
+  Mod: binaryMethod('mod'),
+  FloorDiv: binaryMethod('floorDiv'),
+  Equal: binaryMethod('equal'),
+  NotEqual: binary((a, b) => a.equal(b).logicalNot()),
+  Greater: binaryMethod('greater'),
+  GreaterEqual: binaryMethod('greaterEqual'),
+  Less: binaryMethod('less'),
+  LessEqual: binaryMethod('lessEqual'),
+  LogicalAnd: binaryMethod('logicalAnd'),
+  LogicalOr: binaryMethod('logicalOr'),
+  LogicalXor: binaryMethod('logicalXor'),
+  SquaredDifference: binary((a, b) => a.sub(b).square()),
+  AddN: kernel(({ inputs, t }) => inputs.map(t).reduce((sum, x) => sum.add(x))),
+  Select: kernel(({ inputs: { condition, t: a, e }, t, backend }) => select(backend, t(condition), t(a), t(e))),
+
+  // Reductions and their kin.
+  Sum: reduce('sum'),
+  Mean: reduce('mean'),
+  Prod: reduce('prod'),
+  Max: reduce('max', 'reductionIndices'),
+  Min: reduce('min'),
+  All: unary((x, _b, { axis, keepDims }) => x.cast('int32').min(axis, keepDims).cast('bool')),
+  Any: unary((x, _b, { axis, keepDims }) => x.cast('int32').max(axis, keepDims).cast('bool')),
+  ArgMax: unary((x, _b, { axis }) => x.argMax(axis)),
+  ArgMin: unary((x, _b, { axis }) => x.argMin(axis)),
+  Softmax: kernel(({ inputs: { logits }, t, attrs: { dim } }) => t(logits).softmax(dim)),
+  LogSoftmax: kernel(({ inputs: { logits }, t, attrs: { axis } }) => t(logits).logSoftmax(axis)),
+  Cumsum: unary((x, _b, { axis, exclusive, reverse }) => x.cumsum(axis, exclusive, reverse)),
+  Cumprod: unary((x, _b, { axis, exclusive, reverse }) => x.cumprod(axis, exclusive, reverse)),
+  TopK: unary((x, _b, { k, sorted }) => {
+    const { values, indices } = x.topk(k, sorted);
+    return [values, indices];
+  }),
+  UnsortedSegmentSum: kernel(({ inputs: { x, segmentIds }, t, attrs: { numSegments } }) =>
+    t(x).unsortedSegmentSum(t(segmentIds), numSegments)),
+
+  // Products.
+  BatchMatMul: kernel(({ inputs: { a, b }, t, attrs: { transposeA, transposeB } }) =>
+    t(a).matmul(t(b), transposeA, transposeB)),
+  _FusedMatMul: kernel(({ inputs: { a, b, bias, preluActivationWeights }, t, backend, attrs }) => {
+    let y = t(a).matmul(t(b), attrs.transposeA, attrs.transposeB);
+    if (bias != null) y = y.add(t(bias));
+    return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, '_FusedMatMul');
+  }),
+
+  // Convolutions and pools.
+  Conv2D: kernel(({ inputs: { x, filter }, t, attrs }) => conv2d(t(x), t(filter), attrs, 'Conv2D')),
+  FusedConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
+    let y = conv2d(t(x), t(filter), attrs, 'FusedConv2D');
+    if (bias != null) y = y.add(t(bias));
+    return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedConv2D');
+  }),
+  DepthwiseConv2dNative: kernel(({ inputs: { x, filter }, t, attrs }) =>
+    depthwise(t(x), t(filter), attrs, 'DepthwiseConv2dNative')),
+  FusedDepthwiseConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
+    let y = depthwise(t(x), t(filter), attrs, 'FusedDepthwiseConv2D');
+    if (bias != null) y = y.add(t(bias));
+    return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedDepthwiseConv2D');
+  }),
+  Conv2DBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
+    refuseRounding('Conv2DBackpropInput', attrs.dimRoundingMode);
+    const at = backend.device.zeros(attrs.inputShape, 'float32');
+    const f = (x) => x.conv2d(t(filter), attrs.strides, attrs.pad, attrs.dataFormat);
+    return backprop(f, at, t(dy));
+  }),
+  Conv2DBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
+    refuseRounding('Conv2DBackpropFilter', attrs.dimRoundingMode);
+    const at = backend.device.zeros(attrs.filterShape, 'float32');
+    return backprop((w) => t(x).conv2d(w, attrs.strides, attrs.pad, attrs.dataFormat), at, t(dy));
+  }),
+  DepthwiseConv2dNativeBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
+    refuseRounding('DepthwiseConv2dNativeBackpropInput', attrs.dimRoundingMode);
+    const at = backend.device.zeros(attrs.inputShape, 'float32');
+    const f = (x) => x.depthwiseConv2d(t(filter), attrs.strides, attrs.pad, attrs.dataFormat, attrs.dilations);
+    return backprop(f, at, t(dy));
+  }),
+  DepthwiseConv2dNativeBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
+    refuseRounding('DepthwiseConv2dNativeBackpropFilter', attrs.dimRoundingMode);
+    const at = backend.device.zeros(attrs.filterShape, 'float32');
+    const f = (w) => t(x).depthwiseConv2d(w, attrs.strides, attrs.pad, attrs.dataFormat, attrs.dilations);
+    return backprop(f, at, t(dy));
+  }),
+  MaxPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
+    refuseRounding('MaxPool', dimRoundingMode);
+    return x.maxPool(filterSize, strides, pad);
+  }),
+  AvgPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
+    refuseRounding('AvgPool', dimRoundingMode);
+    return x.avgPool(filterSize, strides, pad);
+  }),
+  MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad, dimRoundingMode } }) => {
+    refuseRounding('MaxPoolGrad', dimRoundingMode);
+    return backprop((x) => x.maxPool(filterSize, strides, pad), t(input), t(dy));
+  }),
+  AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad } }) =>
+    backprop((x) => x.avgPool(filterSize, strides, pad), t(input), t(dy))),
+  FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>
+    t(x).batchNorm(t(mean), t(variance), t(offset), t(scale), varianceEpsilon)),
+  ResizeBilinear: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>
+    t(images).resizeBilinear(size, alignCorners, halfPixelCenters)),
+  ResizeNearestNeighbor: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>
+    t(images).resizeNearestNeighbor(size, alignCorners, halfPixelCenters)),
+
+  // Shapes and views.
+  Reshape: unary((x, _b, { shape }) => x.reshape(shape)),
+  Transpose: unary((x, _b, { perm }) => x.transpose(perm)),
+  Slice: unary((x, _b, { begin, size }) => x.slice(begin, size)),
+  ExpandDims: kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim)),
+  BroadcastTo: unary((x, _b, { shape }) => x.broadcastTo(shape)),
+  Tile: unary((x, _b, { reps }) => x.tile(reps)),
+  PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, constantValue)),
+  Concat: kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis)),
+  Pack: kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.stack(inputs.map(t), axis)),
+  Unpack: kernel(({ inputs: { value }, t, attrs: { axis } }) => {
+    const x = t(value);
+    return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
+  }),
+  SplitV: unary((x, _b, { numOrSizeSplits, axis }) => x.split(numOrSizeSplits, axis)),
+  GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) =>
+    t(x).gather(t(indices), axis, batchDims)),
+  OneHot: kernel(({ inputs: { indices }, t, attrs: { depth, onValue, offValue, dtype } }) =>
+    t(indices).oneHot(depth, onValue, offValue, dtype)),
+
+  // Made from nothing, or from a shape.
+  Fill: kernel(({ backend, attrs: { shape, value, dtype } }) => backend.device.full(shape, value, dtype)),
+  ZerosLike: unary((x, backend) => backend.device.zeros(x.shape, x.dtype)),
+  OnesLike: unary((x, backend) => backend.device.ones(x.shape, x.dtype)),
+  Range: kernel(({ backend, attrs: { start, stop, step: by, dtype } }) => backend.device.arange(start, stop, by, dtype)),
+  Multinomial: kernel(({ inputs: { logits }, t, attrs: { numSamples, seed, normalized } }) =>
+    t(logits).multinomial(numSamples, seed, normalized)),
+};

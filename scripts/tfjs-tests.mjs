@@ -7,7 +7,9 @@
 // per backend, and prints per file how many passed, failed and were excluded.
 // A spec is excluded when it failed only because TF.js found no kernel of
 // that name for the backend (an op the backend does not have: TF.js's own
-// "Kernel 'X' not registered" message); any other failure is a failure.
+// "Kernel 'X' not registered" message), or because the backend refused a
+// dtype it does not have (string, complex64) by name; any other failure is
+// a failure.
 // Exits non-zero when a spec failed on webfusion.
 import { build } from 'rolldown';
 import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
@@ -64,7 +66,11 @@ export function classify({ status, message }) {
   if (status === 'passed') return { kind: 'passed' };
   if (status !== 'failed') return { kind: 'skipped' };
   const missing = /Kernel '([^']+)' not registered for backend/.exec(message ?? '');
-  return missing ? { kind: 'excluded', kernel: missing[1] } : { kind: 'failed' };
+  if (missing) return { kind: 'excluded', kernel: missing[1] };
+  // A dtype webfusion does not have is excluded the same way, by the
+  // backend's own refusal naming it.
+  const dtype = /webfusion has no (\w+) tensors/.exec(message ?? '');
+  return dtype ? { kind: 'excluded', kernel: `${dtype[1]} tensors` } : { kind: 'failed' };
 }
 
 /** Runs the bundle in `dir` against `backend`; resolves to the spec records. */

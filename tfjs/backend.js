@@ -50,6 +50,19 @@ export class WebfusionBackend extends KernelBackend {
     return entry.tensor;
   }
 
+  /**
+   * The value of `info` as a number, when our op may take it in place of
+   * the tensor against `other`: both float32 (a number is a float32 to our
+   * ops), `info` one element whose value the page gave, and of no higher
+   * rank than `other` (so it broadcasts to nothing new). Otherwise null.
+   */
+  scalarOf(info, other) {
+    const entry = this.entries.get(info.dataId);
+    const one = info.shape.every((d) => d === 1) && info.shape.length <= other.shape.length;
+    const floats = info.dtype === 'float32' && other.dtype === 'float32';
+    return entry?.host != null && one && floats ? entry.host[0] : null;
+  }
+
   /** A TF.js `TensorInfo` for `tensor`, which this backend now owns. */
   adopt(tensor) {
     const dataId = {};

@@ -10,7 +10,9 @@
 // is called, rather than something close being computed. A kernel whose
 // attribute asks for what our op does not do (a `dimRoundingMode`, an
 // activation we lack) throws naming the kernel and the attribute.
+import { backend_util, slice_util, upcastType } from '@tensorflow/tfjs-core';
 import { grads, tidy } from '../pkg/webfusion.js';
+import { WebfusionBackend } from './backend.js';
 
 /** Float32 tensors of one value, shaped [] so they broadcast anywhere. */
 const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(value, [], dtype);
@@ -30,9 +32,24 @@ function kernel(f) {
 }
 
 const unary = (f) => kernel(({ inputs: { x }, t, backend, attrs }) => f(t(x), backend, attrs));
-const binary = (f) => kernel(({ inputs: { a, b }, t, backend }) => f(t(a), t(b), backend));
+/**
+ * A two-input kernel. An operand that is a float32 scalar the page gave
+ * (TF.js makes one of every number in `x.mul(2)`) is passed to our op as the
+ * number: it is then a constant of the fused kernel, not a buffer of its
+ * own (sixteen such would exceed a kernel's bindings and split the fusion).
+ * A `commutes` kernel takes a number on either side.
+ */
+function binary(f, commutes = false) {
+  return kernel(({ inputs: { a, b }, t, backend }) => {
+    const right = backend.scalarOf(b, a);
+    if (right !== null) return f(t(a), right, backend);
+    const left = commutes ? backend.scalarOf(a, b) : null;
+    if (left !== null) return f(t(b), left, backend);
+    return f(t(a), t(b), backend);
+  });
+}
 const method = (name) => unary((x) => x[name]());
-const binaryMethod = (name) => binary((a, b) => a[name](b));
+const binaryMethod = (name, commutes = false) => binary((a, b) => a[name](b), commutes);
 
 /** `where` over one condition with scalar branches: what several composites below need. */
 const select = (backend, cond, a, b) => backend.device.where(cond, a, b);
@@ -99,14 +116,25 @@ function refuseRounding(kernelName, dimRoundingMode) {
   }
 }
 
+/**
+ * An explicit `pad` as TF.js reads it: only the height's and width's pairs
+ * count (TF.js's conv_util ignores the batch's and channels'), so those are
+ * what our ops get, the others zero.
+ */
+function explicit(pad, dataFormat) {
+  if (!Array.isArray(pad)) return pad;
+  const zero = [0, 0];
+  return dataFormat === 'NCHW' ? [zero, zero, pad[2], pad[3]] : [zero, pad[1], pad[2], zero];
+}
+
 function conv2d(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
   refuseRounding(kernelName, dimRoundingMode);
-  return x.conv2d(filter, strides, pad, dataFormat, dilations);
+  return x.conv2d(filter, strides, explicit(pad, dataFormat), dataFormat, dilations);
 }
 
 function depthwise(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
   refuseRounding(kernelName, dimRoundingMode);
-  return x.depthwiseConv2d(filter, strides, pad, dataFormat, dilations);
+  return x.depthwiseConv2d(filter, strides, explicit(pad, dataFormat), dataFormat, dilations);
 }
 
 /**
@@ -118,6 +146,44 @@ function depthwise(x, filter, { strides, pad, dataFormat, dilations, dimRounding
 function backprop(f, at, dy) {
   const [grad] = grads(f)([at], dy);
   return grad;
+}
+
+/**
+ * A product of `a` and `b` in TF.js's dtype: our matmul multiplies floats,
+ * and TF.js's backends compute an int32 product in floats too (exact while
+ * the sums stay within 2^24).
+ */
+function matmul(a, b, transposeA, transposeB) {
+  const dtype = upcastType(a.dtype, b.dtype);
+  if (dtype === 'float32') return a.matmul(b, transposeA, transposeB);
+  return a.cast('float32').matmul(b.cast('float32'), transposeA, transposeB).cast(dtype);
+}
+
+/**
+ * TF.js's `range`, quirks included: a decreasing range with the default
+ * step of 1 counts down, with any other positive step it is empty.
+ */
+function range(device, start, stop, step, dtype) {
+  WebfusionBackend.dtype(dtype, 'Range');
+  const empty = start === stop || (start < stop && step < 0) || (stop < start && step > 1);
+  const n = empty ? 0 : Math.abs(Math.ceil((stop - start) / step));
+  const by = stop < start && step === 1 ? -1 : step;
+  if (n === 0) return device.zeros([0], dtype);
+  const direct = device.arange(start, start + n * by, by, dtype);
+  if (direct.shape[0] === n) return direct;
+  // Float steps whose count rounds the other way: count, then scale.
+  return device.arange(0, n, 1).mul(by).add(start).cast(dtype);
+}
+
+/**
+ * A seed for our ops from TF.js's, which may be any number (TF.js hashes its
+ * text): ours are integers, so a fractional or negative one is folded from
+ * its float64 bits, the same seed always giving the same integer.
+ */
+function seedOf(seed) {
+  if (seed == null || (Number.isSafeInteger(seed) && seed >= 0)) return seed ?? undefined;
+  const [lo, hi] = new Uint32Array(new Float64Array([seed]).buffer);
+  return (hi & 0x1fffff) * 2 ** 32 + lo;
 }
 
 const reduce = (name, axisAttr = 'axis') =>
@@ -139,7 +205,12 @@ export const kernels = {
   Sin: method('sin'),
   Cos: method('cos'),
   LogicalNot: method('logicalNot'),
-  Identity: unary((x) => x.reshape(x.shape)),
+  // The same data id, shared (as TF.js's own backends do): TF.js's engine
+  // clones this way, and counts a new data id from a clone as a leak.
+  Identity: ({ inputs: { x }, backend }) => {
+    backend.incRef(x.dataId);
+    return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
+  },
   Relu6: unary((x) => x.clamp(0, 6)),
   Elu: unary(elu),
   EluGrad: kernel(({ inputs: { dy, y }, t, backend }) =>
@@ -148,7 +219,7 @@ export const kernels = {
     select(backend, x.greater(0), x.mul(SELU_SCALE), x.exp().sub(1).mul(SELU_SCALE * SELU_ALPHA))),
   LeakyRelu: unary((x, backend, { alpha }) => leakyRelu(x, backend, alpha)),
   Prelu: kernel(({ inputs: { x, alpha }, t, backend }) => prelu(t(x), t(alpha), backend)),
-  Step: unary((x, backend, { alpha }) => step(x, backend, alpha)),
+  Step: unary((x, backend, { alpha }) => step(x, backend, alpha).cast(x.dtype)),
   Softplus: unary(softplus),
   Reciprocal: unary((x, backend) => scalar(backend, 1).div(x)),
   Expm1: unary((x) => x.exp().sub(1)),
@@ -160,21 +231,21 @@ export const kernels = {
   IsNan: unary(isNaN),
   IsInf: unary((x) => x.abs().equal(Infinity)),
   IsFinite: unary((x) => x.sub(x).equal(0)),
-  Cast: unary((x, _b, { dtype }) => x.cast(dtype)),
+  Cast: unary((x, _b, { dtype }) => x.cast(WebfusionBackend.dtype(dtype, 'Cast'))),
   ClipByValue: unary((x, _b, { clipValueMin, clipValueMax }) => x.clamp(clipValueMin, clipValueMax)),
 
   // Elementwise, two inputs (TF.js's ops have made their dtypes agree).
-  Add: binaryMethod('add'),
+  Add: binaryMethod('add', true),
   Sub: binaryMethod('sub'),
-  Multiply: binaryMethod('mul'),
+  Multiply: binaryMethod('mul', true),
   RealDiv: binaryMethod('div'),
   Pow: binaryMethod('pow'),
-  Maximum: binaryMethod('maximum'),
-  Minimum: binaryMethod('minimum'),
+  Maximum: binaryMethod('maximum', true),
+  Minimum: binaryMethod('minimum', true),
   Mod: binaryMethod('mod'),
   FloorDiv: binaryMethod('floorDiv'),
-  Equal: binaryMethod('equal'),
-  NotEqual: binary((a, b) => a.equal(b).logicalNot()),
+  Equal: binaryMethod('equal', true),
+  NotEqual: binary((a, b) => a.equal(b).logicalNot(), true),
   Greater: binaryMethod('greater'),
   GreaterEqual: binaryMethod('greaterEqual'),
   Less: binaryMethod('less'),
@@ -182,7 +253,7 @@ export const kernels = {
   LogicalAnd: binaryMethod('logicalAnd'),
   LogicalOr: binaryMethod('logicalOr'),
   LogicalXor: binaryMethod('logicalXor'),
-  SquaredDifference: binary((a, b) => a.sub(b).square()),
+  SquaredDifference: binary((a, b) => a.sub(b).square(), true),
   AddN: kernel(({ inputs, t }) => inputs.map(t).reduce((sum, x) => sum.add(x))),
   Select: kernel(({ inputs: { condition, t: a, e }, t, backend }) => select(backend, t(condition), t(a), t(e))),
 
@@ -209,9 +280,9 @@ export const kernels = {
 
   // Products.
   BatchMatMul: kernel(({ inputs: { a, b }, t, attrs: { transposeA, transposeB } }) =>
-    t(a).matmul(t(b), transposeA, transposeB)),
+    matmul(t(a), t(b), transposeA, transposeB)),
   _FusedMatMul: kernel(({ inputs: { a, b, bias, preluActivationWeights }, t, backend, attrs }) => {
-    let y = t(a).matmul(t(b), attrs.transposeA, attrs.transposeB);
+    let y = matmul(t(a), t(b), attrs.transposeA, attrs.transposeB);
     if (bias != null) y = y.add(t(bias));
     return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, '_FusedMatMul');
   }),
@@ -231,42 +302,35 @@ export const kernels = {
     return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedDepthwiseConv2D');
   }),
   Conv2DBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
-    refuseRounding('Conv2DBackpropInput', attrs.dimRoundingMode);
-    const at = backend.device.zeros(attrs.inputShape, 'float32');
-    const f = (x) => x.conv2d(t(filter), attrs.strides, attrs.pad, attrs.dataFormat);
-    return backprop(f, at, t(dy));
+    const f = (x) => conv2d(x, t(filter), attrs, 'Conv2DBackpropInput');
+    return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), t(dy));
   }),
   Conv2DBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
-    refuseRounding('Conv2DBackpropFilter', attrs.dimRoundingMode);
-    const at = backend.device.zeros(attrs.filterShape, 'float32');
-    return backprop((w) => t(x).conv2d(w, attrs.strides, attrs.pad, attrs.dataFormat), at, t(dy));
+    const f = (w) => conv2d(t(x), w, attrs, 'Conv2DBackpropFilter');
+    return backprop(f, backend.device.zeros(attrs.filterShape, 'float32'), t(dy));
   }),
   DepthwiseConv2dNativeBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
-    refuseRounding('DepthwiseConv2dNativeBackpropInput', attrs.dimRoundingMode);
-    const at = backend.device.zeros(attrs.inputShape, 'float32');
-    const f = (x) => x.depthwiseConv2d(t(filter), attrs.strides, attrs.pad, attrs.dataFormat, attrs.dilations);
-    return backprop(f, at, t(dy));
+    const f = (x) => depthwise(x, t(filter), attrs, 'DepthwiseConv2dNativeBackpropInput');
+    return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), t(dy));
   }),
   DepthwiseConv2dNativeBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
-    refuseRounding('DepthwiseConv2dNativeBackpropFilter', attrs.dimRoundingMode);
-    const at = backend.device.zeros(attrs.filterShape, 'float32');
-    const f = (w) => t(x).depthwiseConv2d(w, attrs.strides, attrs.pad, attrs.dataFormat, attrs.dilations);
-    return backprop(f, at, t(dy));
+    const f = (w) => depthwise(t(x), w, attrs, 'DepthwiseConv2dNativeBackpropFilter');
+    return backprop(f, backend.device.zeros(attrs.filterShape, 'float32'), t(dy));
   }),
   MaxPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
     refuseRounding('MaxPool', dimRoundingMode);
-    return x.maxPool(filterSize, strides, pad);
+    return x.maxPool(filterSize, strides, explicit(pad));
   }),
   AvgPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
     refuseRounding('AvgPool', dimRoundingMode);
-    return x.avgPool(filterSize, strides, pad);
+    return x.avgPool(filterSize, strides, explicit(pad));
   }),
   MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad, dimRoundingMode } }) => {
     refuseRounding('MaxPoolGrad', dimRoundingMode);
-    return backprop((x) => x.maxPool(filterSize, strides, pad), t(input), t(dy));
+    return backprop((x) => x.maxPool(filterSize, strides, explicit(pad)), t(input), t(dy));
   }),
   AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad } }) =>
-    backprop((x) => x.avgPool(filterSize, strides, pad), t(input), t(dy))),
+    backprop((x) => x.avgPool(filterSize, strides, explicit(pad)), t(input), t(dy))),
   FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>
     t(x).batchNorm(t(mean), t(variance), t(offset), t(scale), varianceEpsilon)),
   ResizeBilinear: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>
@@ -277,28 +341,40 @@ export const kernels = {
   // Shapes and views.
   Reshape: unary((x, _b, { shape }) => x.reshape(shape)),
   Transpose: unary((x, _b, { perm }) => x.transpose(perm)),
-  Slice: unary((x, _b, { begin, size }) => x.slice(begin, size)),
+  Slice: unary((x, _b, { begin, size }) => {
+    const [start, length] = slice_util.parseSliceParams(x, begin, size);
+    return x.slice(start, length);
+  }),
   ExpandDims: kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim)),
   BroadcastTo: unary((x, _b, { shape }) => x.broadcastTo(shape)),
   Tile: unary((x, _b, { reps }) => x.tile(reps)),
   PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, constantValue)),
   Concat: kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis)),
-  Pack: kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.stack(inputs.map(t), axis)),
+  Pack: kernel(({ inputs, t, backend, attrs: { axis } }) => {
+    if (inputs.some((x) => x.dtype !== inputs[0].dtype)) {
+      throw new Error('All tensors passed to stack must have matching dtypes');
+    }
+    return backend.device.stack(inputs.map(t), axis);
+  }),
   Unpack: kernel(({ inputs: { value }, t, attrs: { axis } }) => {
     const x = t(value);
     return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
   }),
   SplitV: unary((x, _b, { numOrSizeSplits, axis }) => x.split(numOrSizeSplits, axis)),
-  GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) =>
-    t(x).gather(t(indices), axis, batchDims)),
+  GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) => {
+    // TF.js's checks, for its messages; ours stand behind them.
+    backend_util.segment_util.collectGatherOpShapeInfo(x, indices, axis, batchDims);
+    return t(x).gather(t(indices), axis, batchDims);
+  }),
   OneHot: kernel(({ inputs: { indices }, t, attrs: { depth, onValue, offValue, dtype } }) =>
-    t(indices).oneHot(depth, onValue, offValue, dtype)),
+    t(indices).oneHot(depth, onValue, offValue, WebfusionBackend.dtype(dtype, 'OneHot'))),
 
   // Made from nothing, or from a shape.
-  Fill: kernel(({ backend, attrs: { shape, value, dtype } }) => backend.device.full(shape, value, dtype)),
+  Fill: kernel(({ backend, attrs: { shape, value, dtype } }) =>
+    backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))),
   ZerosLike: unary((x, backend) => backend.device.zeros(x.shape, x.dtype)),
   OnesLike: unary((x, backend) => backend.device.ones(x.shape, x.dtype)),
-  Range: kernel(({ backend, attrs: { start, stop, step: by, dtype } }) => backend.device.arange(start, stop, by, dtype)),
+  Range: kernel(({ backend, attrs: { start, stop, step: by, dtype } }) => range(backend.device, start, stop, by, dtype)),
   Multinomial: kernel(({ inputs: { logits }, t, attrs: { numSamples, seed, normalized } }) =>
-    t(logits).multinomial(numSamples, seed, normalized)),
+    t(logits).multinomial(numSamples, seedOf(seed), normalized)),
 };

@@ -210,7 +210,7 @@ fn gather_grad(
         .slice(&vec![0; out.len()], &size)?
         .reshape(&signed(&[batches, n]))?;
     let rows = shape[axis];
-    let hot = indices.one_hot(rows, 1.0, 0.0, crate::ir::DType::Float32)?;
+    let hot = indices.hot(rows, 1.0, 0.0, crate::ir::DType::Float32)?;
     let g = g.reshape(&signed(&[before, n, after]))?;
     // Without batch dims: [1, n, rows] x [before, n, after], the one
     // encoding shared by every `before`; with them (then `before` is the

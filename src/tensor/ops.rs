@@ -804,7 +804,7 @@ impl Tensor {
         out.extend_from_slice(&rest);
         shape::check_size(op, &out)?;
         shape::check_size(op, &[n, num_segments])?;
-        let hot = segment_ids.reshape(&signed(op, &[n])?)?.one_hot(
+        let hot = segment_ids.reshape(&signed(op, &[n])?)?.hot(
             num_segments,
             1.0,
             0.0,
@@ -856,7 +856,7 @@ impl Tensor {
             let mut left = self.clone();
             for _ in 0..k {
                 let index = left.arg_max(-1)?;
-                let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
+                let picked = index.hot(n, 1.0, 0.0, DType::Bool)?;
                 values.push(device.where_(&picked, self, &low)?.max(Some(&[-1]), true)?);
                 indices.push(index.expand_dims(-1)?);
                 left = device.where_(&picked, &nan, &left)?;
@@ -870,7 +870,7 @@ impl Tensor {
                 let top = left.max(Some(&[-1]), false)?;
                 let first_free = taken.logical_not()?.cast(DType::Int32)?.arg_max(-1)?;
                 let index = device.where_(&top.equal(&low)?, &first_free, &left.arg_max(-1)?)?;
-                let picked = index.one_hot(n, 1.0, 0.0, DType::Bool)?;
+                let picked = index.hot(n, 1.0, 0.0, DType::Bool)?;
                 values.push(top.expand_dims(-1)?.as_dtype(self.dtype())?);
                 indices.push(index.expand_dims(-1)?);
                 taken = taken.logical_or(&picked)?;
@@ -1031,14 +1031,29 @@ impl Tensor {
     /// indices broadcast along the new dim: it fuses with what reads it.
     #[track_caller]
     pub fn one_hot(&self, depth: usize, on: f64, off: f64, dtype: DType) -> Result<Tensor> {
+        // TF.js's rule for its op: a one-hot of one class says nothing.
+        if !(2..=i32::MAX as usize).contains(&depth) {
+            return Err(range(
+                "oneHot",
+                format!("depth must be at least 2 and at most 2^31 - 1, got {depth}"),
+            ));
+        }
+        self.hot(depth, on, off, dtype)
+    }
+
+    /// `one_hot` for the ops built on it (segment sums, `topk`, `gather`'s
+    /// gradient), where one class is a real case: a gather from an axis of
+    /// length 1 has a gradient, and a segment sum may have one segment.
+    #[track_caller]
+    pub(crate) fn hot(&self, depth: usize, on: f64, off: f64, dtype: DType) -> Result<Tensor> {
         let op = "oneHot";
         self.device().admit(op, &[self])?;
         int32_only(op, "the indices", self)?;
         // An int32 index can name no position past 2^31 - 1.
-        if !(2..=i32::MAX as usize).contains(&depth) {
+        if !(1..=i32::MAX as usize).contains(&depth) {
             return Err(range(
                 op,
-                format!("depth must be at least 2 and at most 2^31 - 1, got {depth}"),
+                format!("depth must be at least 1 and at most 2^31 - 1, got {depth}"),
             ));
         }
         let value = |v: f64| match dtype {

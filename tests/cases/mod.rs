@@ -75,6 +75,10 @@ macro_rules! all_cases {
         $run!(indexing, an_index_outside_the_table_fails_its_gather_and_what_reads_it_naming_the_index);
         $run!(indexing, a_gather_and_the_elementwise_ops_reading_it_are_one_kernel);
         $run!(indexing, the_gradient_of_gather_sums_into_the_rows_it_read);
+        $run!(
+            indexing,
+            a_gather_from_an_axis_of_length_one_has_a_gradient_and_one_segment_or_one_value_works
+        );
         $run!(indexing, unsorted_segment_sum_adds_slices_by_segment_and_drops_ids_outside);
         $run!(indexing, gather_and_segment_sums_refuse_bad_calls_and_queue_nothing);
         $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);

@@ -45,7 +45,7 @@ after(async () => {
   if (checkout) rmSync(checkout, { recursive: true, force: true });
 });
 
-test('the packed package ships the module, its glue, its JS snippets, its types and its license, and nothing else', () => {
+test('the packed package ships the module, its glue, its JS snippets, its types, the TF.js backend and its license, and nothing else', () => {
   const files = packed.files
     .map((f) => f.path.replace(/^pkg\/snippets\/webfusion-[0-9a-f]+\//, 'pkg/snippets/webfusion-HASH/'))
     .sort();
@@ -59,6 +59,10 @@ test('the packed package ships the module, its glue, its JS snippets, its types 
     'pkg/webfusion.js',
     'pkg/webfusion_bg.wasm',
     'pkg/webfusion_bg.wasm.d.ts',
+    'tfjs/backend.js',
+    'tfjs/index.d.ts',
+    'tfjs/index.js',
+    'tfjs/kernels.js',
   ]);
 });
 

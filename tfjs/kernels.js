@@ -10,7 +10,7 @@
 // is called, rather than something close being computed. A kernel whose
 // attribute asks for what our op does not do (a `dimRoundingMode`, an
 // activation we lack) throws naming the kernel and the attribute.
-import { backend_util, slice_util, upcastType } from '@tensorflow/tfjs-core';
+import { backend_util, gather_util, scatter_util, slice_util, upcastType, util } from '@tensorflow/tfjs-core';
 import { grads, tidy } from '../pkg/webfusion.js';
 import { WebfusionBackend } from './backend.js';
 
@@ -186,6 +186,85 @@ function seedOf(seed) {
   return (hi & 0x1fffff) * 2 ** 32 + lo;
 }
 
+/** Int32 indices the kernel computed from shapes and attributes (never from values). */
+const positions = (backend, list) => backend.device.tensor(Int32Array.from(list), [list.length], 'int32');
+
+/** `x` at `list` along `axis`: how the kernels that reorder or skip along an axis do it. */
+const take = (backend, x, axis, list) => x.gather(positions(backend, list), axis);
+
+const count = (n, f) => Array.from({ length: n }, (_, i) => f(i));
+
+/** TF.js's `stridedSlice`: its own `sliceInfo` reads the masks; a gather per axis that is not whole. */
+function stridedSlice(backend, x, attrs) {
+  const info = slice_util.sliceInfo(x.shape, attrs.begin, attrs.end, attrs.strides, attrs.beginMask,
+    attrs.endMask, attrs.ellipsisMask, attrs.newAxisMask, attrs.shrinkAxisMask);
+  const sizes = x.shape.map((_, axis) =>
+    Math.max(0, Math.ceil((info.end[axis] - info.begin[axis]) / info.strides[axis])));
+  if (sizes.some((n) => n === 0)) return backend.device.zeros(info.finalShape, x.dtype);
+  let y = x;
+  sizes.forEach((n, axis) => {
+    const [begin, stride] = [info.begin[axis], info.strides[axis]];
+    if (begin !== 0 || stride !== 1 || n !== x.shape[axis]) y = take(backend, y, axis, count(n, (i) => begin + i * stride));
+  });
+  return y.reshape(info.finalShape);
+}
+
+/** TF.js's `mirrorPad`: each padded axis gathered at its mirrored positions. */
+function mirrorPad(backend, x, paddings, mode) {
+  const edge = mode === 'reflect' ? 0 : 1;
+  return paddings.reduce((y, [before, after], axis) => {
+    if (before === 0 && after === 0) return y;
+    const n = x.shape[axis];
+    const at = (j) => (j < 0 ? -j - edge : j >= n ? 2 * n - 2 + edge - j : j);
+    return take(backend, y, axis, count(before + n + after, (i) => at(i - before)));
+  }, x);
+}
+
+const ERF = [backend_util.ERF_P, backend_util.ERF_A1, backend_util.ERF_A2, backend_util.ERF_A3,
+  backend_util.ERF_A4, backend_util.ERF_A5];
+
+/** TF.js's `erf`: the same Abramowitz-Stegun approximation its backends compute. */
+function erf(x, backend) {
+  const [p, a1, a2, a3, a4, a5] = ERF;
+  const v = x.abs();
+  const t = scalar(backend, 1).div(v.mul(p).add(1));
+  const poly = t.mul(a5).add(a4).mul(t).add(a3).mul(t).add(a2).mul(t).add(a1).mul(t);
+  const r = scalar(backend, 1).sub(poly.mul(v.square().neg().exp()));
+  return select(backend, x.less(0), r.neg(), r);
+}
+
+/**
+ * atan of `x`, from our ops (WGSL's atan is not one of them): the argument
+ * is folded into [0, tan(pi/8)] (by |x| and 1/|x| about pi/2, and by
+ * (z - 1)/(z + 1) about pi/4), where six terms of the series are within
+ * 1e-6, and the folds are undone.
+ */
+function atan(x, backend) {
+  const a = x.abs();
+  const big = a.greater(1);
+  const z = select(backend, big, scalar(backend, 1).div(a), a);
+  const mid = z.greater(Math.SQRT2 - 1);
+  const u = select(backend, mid, z.sub(1).div(z.add(1)), z);
+  const u2 = u.square();
+  const series = u.mul(scalar(backend, 1).sub(u2.mul(scalar(backend, 1 / 3)
+    .sub(u2.mul(scalar(backend, 1 / 5).sub(u2.mul(scalar(backend, 1 / 7)
+      .sub(u2.mul(scalar(backend, 1 / 9).sub(u2.mul(1 / 11)))))))))));
+  const core = select(backend, mid, series.add(Math.PI / 4), series);
+  const folded = select(backend, big, scalar(backend, Math.PI / 2).sub(core), core);
+  return select(backend, x.less(0), folded.neg(), folded);
+}
+
+/** atan2(y, x) by quadrant, as TF.js's backends give it (atan2(0, 0) = 0). */
+function atan2(y, x, backend) {
+  const base = atan(y.div(x), backend);
+  const pi = select(backend, y.less(0), scalar(backend, -Math.PI), scalar(backend, Math.PI));
+  const left = x.less(0);
+  const onAxis = x.equal(0);
+  const vertical = select(backend, y.greater(0), scalar(backend, Math.PI / 2),
+    select(backend, y.less(0), scalar(backend, -Math.PI / 2), scalar(backend, 0)));
+  return select(backend, onAxis, vertical, select(backend, left, base.add(pi), base));
+}
+
 const reduce = (name, axisAttr = 'axis') =>
   unary((x, _b, attrs) => x[name](attrs[axisAttr], attrs.keepDims));
 
@@ -231,6 +310,17 @@ export const kernels = {
   IsNan: unary(isNaN),
   IsInf: unary((x) => x.abs().equal(Infinity)),
   IsFinite: unary((x) => x.sub(x).equal(0)),
+  Tan: unary((x) => x.sin().div(x.cos())),
+  Sinh: unary((x) => x.exp().sub(x.neg().exp()).mul(0.5)),
+  Cosh: unary((x) => x.exp().add(x.neg().exp()).mul(0.5)),
+  Asinh: unary((x) => x.add(x.square().add(1).sqrt()).log()),
+  Acosh: unary((x) => x.add(x.square().sub(1).sqrt()).log()),
+  Atanh: unary((x, backend) => scalar(backend, 1).add(x).div(scalar(backend, 1).sub(x)).log().mul(0.5)),
+  Erf: unary(erf),
+  Atan: unary(atan),
+  Asin: unary((x, backend) => atan2(x, scalar(backend, 1).sub(x.square()).sqrt(), backend)),
+  Acos: unary((x, backend) => atan2(scalar(backend, 1).sub(x.square()).sqrt(), x, backend)),
+  Atan2: kernel(({ inputs: { a, b }, t, backend }) => atan2(t(a), t(b), backend)),
   Cast: unary((x, _b, { dtype }) => x.cast(WebfusionBackend.dtype(dtype, 'Cast'))),
   ClipByValue: unary((x, _b, { clipValueMin, clipValueMax }) => x.clamp(clipValueMin, clipValueMax)),
 
@@ -361,6 +451,62 @@ export const kernels = {
     return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
   }),
   SplitV: unary((x, _b, { numOrSizeSplits, axis }) => x.split(numOrSizeSplits, axis)),
+  StridedSlice: unary((x, backend, attrs) => stridedSlice(backend, x, attrs)),
+  Reverse: unary((x, backend, { dims }) => util.parseAxisParam(dims, x.shape).reduce((y, axis) => {
+    const n = x.shape[axis];
+    return take(backend, y, axis, count(n, (i) => n - 1 - i));
+  }, x)),
+  MirrorPad: unary((x, backend, { paddings, mode }) => mirrorPad(backend, x, paddings, mode)),
+  SpaceToBatchND: unary((x, _b, { blockShape, paddings }) => {
+    const prod = blockShape.reduce((a, b) => a * b, 1);
+    const complete = [[0, 0], ...paddings, ...count(x.shape.length - 1 - blockShape.length, () => [0, 0])];
+    const padded = x.pad(complete, 0);
+    const reshaped = backend_util.getReshaped(padded.shape, blockShape, prod, false);
+    const perm = backend_util.getPermuted(reshaped.length, blockShape.length, false);
+    const flat = backend_util.getReshapedPermuted(padded.shape, blockShape, prod, false);
+    return padded.reshape(reshaped).transpose(perm).reshape(flat);
+  }),
+  BatchToSpaceND: unary((x, _b, { blockShape, crops }) => {
+    const prod = blockShape.reduce((a, b) => a * b, 1);
+    const reshaped = backend_util.getReshaped(x.shape, blockShape, prod);
+    const perm = backend_util.getPermuted(reshaped.length, blockShape.length);
+    const reshapedPermuted = backend_util.getReshapedPermuted(x.shape, blockShape, prod);
+    const begin = backend_util.getSliceBeginCoords(crops, blockShape.length);
+    const size = backend_util.getSliceSize(reshapedPermuted, crops, blockShape.length);
+    const y = x.reshape(reshaped).transpose(perm).reshape(reshapedPermuted);
+    return y.slice(...slice_util.parseSliceParams(y, begin, size));
+  }),
+  DepthToSpace: unary((x, _b, { blockSize: bs, dataFormat }) => {
+    if (dataFormat !== 'NHWC') throw new Error(`DepthToSpace: webfusion computes NHWC only, got ${dataFormat}`);
+    const [b, h, w, c] = x.shape;
+    return x.reshape([b, h, w, bs, bs, c / (bs * bs)]).transpose([0, 1, 3, 2, 4, 5])
+      .reshape([b, h * bs, w * bs, c / (bs * bs)]);
+  }),
+  Diag: unary((x, backend) => {
+    const n = x.size;
+    const rows = backend.device.arange(0, n, 1, 'int32');
+    const eye = rows.reshape([n, 1]).equal(rows.reshape([1, n]));
+    const diagonal = select(backend, eye, x.reshape([n, 1]).broadcastTo([n, n]), backend.device.zeros([n, n], x.dtype));
+    return diagonal.reshape([...x.shape, ...x.shape]);
+  }),
+  // Each index row becomes a flat row number (by TF.js's own strides), and
+  // the rows are gathered from the table seen as rows of one slice each.
+  GatherNd: kernel(({ inputs: { params, indices }, t, backend }) => {
+    const [shape, slices, sliceSize, strides] = gather_util.prepareAndValidate(params, indices);
+    const k = indices.shape.at(-1);
+    const rows = params.shape.slice(0, k).reduce((a, b) => a * b, 1);
+    const flat = t(indices).reshape([slices, k]).mul(positions(backend, strides)).sum(1);
+    return t(params).reshape([rows, sliceSize]).gather(flat, 0).reshape(shape);
+  }),
+  ScatterNd: kernel(({ inputs: { indices, updates }, t, backend, attrs: { shape } }) => {
+    const { sliceRank, numUpdates, sliceSize, strides, outputSize } =
+      scatter_util.calculateShapes(updates, indices, shape);
+    const flat = t(indices).reshape([numUpdates, sliceRank]).mul(positions(backend, strides)).sum(1);
+    const dtype = updates.dtype;
+    // Duplicate indices add up, as TF.js's ScatterNd does.
+    return t(updates).reshape([numUpdates, sliceSize]).cast('float32')
+      .unsortedSegmentSum(flat, outputSize / sliceSize).cast(dtype).reshape(shape);
+  }),
   GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) => {
     // TF.js's checks, for its messages; ours stand behind them.
     backend_util.segment_util.collectGatherOpShapeInfo(x, indices, axis, batchDims);
@@ -374,6 +520,8 @@ export const kernels = {
     backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))),
   ZerosLike: unary((x, backend) => backend.device.zeros(x.shape, x.dtype)),
   OnesLike: unary((x, backend) => backend.device.ones(x.shape, x.dtype)),
+  LinSpace: kernel(({ backend, attrs: { start, stop, num } }) =>
+    backend.device.arange(0, num, 1).mul(num > 1 ? (stop - start) / (num - 1) : 0).add(start)),
   Range: kernel(({ backend, attrs: { start, stop, step: by, dtype } }) => range(backend.device, start, stop, by, dtype)),
   Multinomial: kernel(({ inputs: { logits }, t, attrs: { numSamples, seed, normalized } }) =>
     t(logits).multinomial(numSamples, seedOf(seed), normalized)),

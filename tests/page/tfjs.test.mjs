@@ -201,8 +201,8 @@ const KNOWN_FAILURES = [
     "avgPool's gradient with an explicit pad counts the padding (open defect)"],
   [/^conv2dTranspose webfusion .*input=8x8x8,output=4x4x8,f=8,s=1,inDepth=8,p=same vec4/,
     'an input whose shape the output shape cannot give: TF.js computes something, ours refuses'],
-  [/^(cos webfusion .*gradient|exp webfusion .*int32)/,
-    "SwiftShader's exp and sin are a few ULP off at large arguments (TF.js's WebGPU excludes exp int32 too)"],
+  [/^(cos webfusion .*gradient|exp webfusion .*int32|tan webfusion .*(numbers exceed float32 precision|gradients: Tensor2D))/,
+    "SwiftShader's exp, sin and cos are a few ULP off at large arguments (TF.js's WebGPU excludes exp int32 and tan too)"],
   [/^gather webfusion .*throws when index is out of bound/,
     'an index outside the table fails the tensor, found in the kernel, so the read rejects; TF.js on the CPU throws at the call'],
 ];
@@ -216,5 +216,5 @@ test('TF.js\'s own op tests pass on webfusion but for the known failures, each w
     assert.ok(failed.some((r) => pattern.test(r.name)), `a known failure passes now (${reason}): remove it`);
   }
   const counts = [...tally(results).values()].reduce((sum, c) => sum + c.passed, 0);
-  assert.ok(counts >= 2360, `at least the 2360 specs that passed when this was written pass: ${counts}`);
+  assert.ok(counts >= 2605, `at least the 2605 specs that passed when this was written pass: ${counts}`);
 });

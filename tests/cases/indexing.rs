@@ -704,14 +704,19 @@ pub async fn gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes
 /// Found by TF.js's own op tests: the ops built on a one-hot (a gather's
 /// gradient, a segment sum, `topk`) refused an axis of one class, because
 /// they went through `oneHot`'s public rule (depth at least 2).
-pub async fn a_gather_from_an_axis_of_length_one_has_a_gradient_and_one_segment_or_one_value_works() {
+pub async fn a_gather_from_an_axis_of_length_one_has_a_gradient_and_one_segment_or_one_value_works()
+{
     for (name, gpu) in both().await {
         let t = gpu.tensor(&[1.0, 2.0, 3.0], Some(&[3, 1])).unwrap();
         let idx = ints(&gpu, &[0, 0], &[2]);
         let g = gpu
             .grad(|t| t.gather(&idx, 1, 0)?.sum(None, false), &t, None)
             .unwrap();
-        assert_eq!(floats(&g).await, [2.0, 2.0, 2.0], "{name}: gather along a dim of 1");
+        assert_eq!(
+            floats(&g).await,
+            [2.0, 2.0, 2.0],
+            "{name}: gather along a dim of 1"
+        );
         let x = gpu.tensor(&[1.0, 2.0, 4.0], Some(&[3])).unwrap();
         let ids = ints(&gpu, &[0, 0, 0], &[3]);
         let s = x.unsorted_segment_sum(&ids, 1).unwrap();

@@ -8,7 +8,7 @@
 // A kernel TF.js has and this table lacks is not registered: TF.js then
 // throws its own "Kernel 'X' not registered for backend 'webfusion'" when it
 // is called, rather than something close being computed. A kernel whose
-// attribute asks for what our op does not do (a `dimRoundingMode`, an
+// attribute asks for what our op does not do (an
 // activation we lack) throws naming the kernel and the attribute.
 import { backend_util, gather_util, scatter_util, slice_util, upcastType, util } from '@tensorflow/tfjs-core';
 import { grads, tidy } from '../pkg/webfusion.js';
@@ -110,13 +110,6 @@ function activate(x, backend, activation, preluWeights, leakyreluAlpha, kernelNa
   }
 }
 
-/** Refuses an attribute our op does not implement, rather than ignoring it. */
-function refuseRounding(kernelName, dimRoundingMode) {
-  if (dimRoundingMode != null) {
-    throw new Error(`${kernelName}: webfusion does not implement dimRoundingMode '${dimRoundingMode}'`);
-  }
-}
-
 /**
  * An explicit `pad` as TF.js reads it: only the height's and width's pairs
  * count (TF.js's conv_util ignores the batch's and channels'), so those are
@@ -128,14 +121,67 @@ function explicit(pad, dataFormat) {
   return dataFormat === 'NCHW' ? [zero, zero, pad[2], pad[3]] : [zero, pad[1], pad[2], zero];
 }
 
-function conv2d(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
-  refuseRounding(kernelName, dimRoundingMode);
-  return x.conv2d(filter, strides, explicit(pad, dataFormat), dataFormat, dilations);
+const pair = (v) => (Array.isArray(v) ? v : [v, v]);
+
+/**
+ * TF.js's `pad` as our ops take it, for an input of `shape` and a window of
+ * `filter` (height, width). With a `dimRoundingMode`, TF.js's output size is
+ * `round((in - reach + before + after) / stride + 1)` in that mode, the
+ * windows past the input clipped: our ops floor, so the pad after each
+ * spatial dim widens until they give that size (a floor needs no widening).
+ */
+function padsOf(shape, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }) {
+  const pads = explicit(pad, dataFormat);
+  if (dimRoundingMode == null || typeof pad === 'string') return pads;
+  const round = { floor: Math.floor, ceil: Math.ceil, round: Math.round }[dimRoundingMode];
+  if (round == null) throw new Error(`webfusion: unknown dimRoundingMode '${dimRoundingMode}'`);
+  const [s, d] = [pair(strides), pair(dilations ?? 1)];
+  const axes = dataFormat === 'NCHW' ? [2, 3] : [1, 2];
+  const sides = axes.map((axis, i) => {
+    const [before, after] = typeof pads === 'number' ? [pads, pads] : pads[axis];
+    const reach = (filter[i] - 1) * d[i] + 1;
+    const out = round((shape[axis] - reach + before + after) / s[i] + 1);
+    return [before, Math.max(after, (out - 1) * s[i] + reach - shape[axis] - before)];
+  });
+  const zero = [0, 0];
+  return dataFormat === 'NCHW' ? [zero, zero, ...sides] : [zero, ...sides, zero];
 }
 
-function depthwise(x, filter, { strides, pad, dataFormat, dilations, dimRoundingMode }, kernelName) {
-  refuseRounding(kernelName, dimRoundingMode);
-  return x.depthwiseConv2d(filter, strides, explicit(pad, dataFormat), dataFormat, dilations);
+/**
+ * TF.js's `AvgPoolGrad`, which divides each window's gradient by the whole
+ * window's size even where the forward `avgPool` divided by the taps
+ * inside the input (a padded edge's). It is the gradient of an average over
+ * the zero-padded input, every window whole, so that is how it is taken.
+ */
+function avgPoolGrad(x, dy, attrs) {
+  const { filterSize, strides, pad, dimRoundingMode } = attrs;
+  const { padInfo: p } = backend_util.computePool2DInfo(x.shape, filterSize, strides, 1, pad, dimRoundingMode);
+  const sides = [[0, 0], [p.top, p.bottom], [p.left, p.right], [0, 0]];
+  return backprop((v) => v.pad(sides, 0).avgPool(filterSize, strides, 'valid'), x, dy);
+}
+
+function conv2d(x, filter, attrs) {
+  const { strides, dataFormat, dilations } = attrs;
+  return x.conv2d(filter, strides, padsOf(x.shape, filter.shape, attrs), dataFormat, dilations);
+}
+
+function depthwise(x, filter, attrs) {
+  const { strides, dataFormat, dilations } = attrs;
+  return x.depthwiseConv2d(filter, strides, padsOf(x.shape, filter.shape, attrs), dataFormat, dilations);
+}
+
+/**
+ * `maxPool` or `avgPool` as TF.js's backends compute them, including their
+ * shortcut: a 1x1 window whose output has the input's shape is the input,
+ * whatever the pad (a strided 1x1 window over a padded input would
+ * otherwise start in the padding).
+ */
+function pool(x, attrs, max) {
+  const { filterSize, strides } = attrs;
+  const { outShape } = backend_util.computePool2DInfo(x.shape, filterSize, strides, 1, attrs.pad, attrs.dimRoundingMode);
+  if (pair(filterSize).every((f) => f === 1) && util.arraysEqual(outShape, x.shape)) return x.reshape(x.shape);
+  const pads = padsOf(x.shape, pair(filterSize), { ...attrs, dilations: 1 });
+  return max ? x.maxPool(filterSize, strides, pads) : x.avgPool(filterSize, strides, pads);
 }
 
 /**
@@ -379,49 +425,39 @@ export const kernels = {
   }),
 
   // Convolutions and pools.
-  Conv2D: kernel(({ inputs: { x, filter }, t, attrs }) => conv2d(t(x), t(filter), attrs, 'Conv2D')),
+  Conv2D: kernel(({ inputs: { x, filter }, t, attrs }) => conv2d(t(x), t(filter), attrs)),
   FusedConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
-    let y = conv2d(t(x), t(filter), attrs, 'FusedConv2D');
+    let y = conv2d(t(x), t(filter), attrs);
     if (bias != null) y = y.add(t(bias));
     return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedConv2D');
   }),
   DepthwiseConv2dNative: kernel(({ inputs: { x, filter }, t, attrs }) =>
-    depthwise(t(x), t(filter), attrs, 'DepthwiseConv2dNative')),
+    depthwise(t(x), t(filter), attrs)),
   FusedDepthwiseConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
-    let y = depthwise(t(x), t(filter), attrs, 'FusedDepthwiseConv2D');
+    let y = depthwise(t(x), t(filter), attrs);
     if (bias != null) y = y.add(t(bias));
     return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedDepthwiseConv2D');
   }),
   Conv2DBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
-    const f = (x) => conv2d(x, t(filter), attrs, 'Conv2DBackpropInput');
+    const f = (x) => conv2d(x, t(filter), attrs);
     return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), t(dy));
   }),
   Conv2DBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
-    const f = (w) => conv2d(t(x), w, attrs, 'Conv2DBackpropFilter');
+    const f = (w) => conv2d(t(x), w, attrs);
     return backprop(f, backend.device.zeros(attrs.filterShape, 'float32'), t(dy));
   }),
   DepthwiseConv2dNativeBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
-    const f = (x) => depthwise(x, t(filter), attrs, 'DepthwiseConv2dNativeBackpropInput');
+    const f = (x) => depthwise(x, t(filter), attrs);
     return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), t(dy));
   }),
   DepthwiseConv2dNativeBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
-    const f = (w) => depthwise(t(x), w, attrs, 'DepthwiseConv2dNativeBackpropFilter');
+    const f = (w) => depthwise(t(x), w, attrs);
     return backprop(f, backend.device.zeros(attrs.filterShape, 'float32'), t(dy));
   }),
-  MaxPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
-    refuseRounding('MaxPool', dimRoundingMode);
-    return x.maxPool(filterSize, strides, explicit(pad));
-  }),
-  AvgPool: unary((x, _b, { filterSize, strides, pad, dimRoundingMode }) => {
-    refuseRounding('AvgPool', dimRoundingMode);
-    return x.avgPool(filterSize, strides, explicit(pad));
-  }),
-  MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad, dimRoundingMode } }) => {
-    refuseRounding('MaxPoolGrad', dimRoundingMode);
-    return backprop((x) => x.maxPool(filterSize, strides, explicit(pad)), t(input), t(dy));
-  }),
-  AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs: { filterSize, strides, pad } }) =>
-    backprop((x) => x.avgPool(filterSize, strides, explicit(pad)), t(input), t(dy))),
+  MaxPool: unary((x, _b, attrs) => pool(x, attrs, true)),
+  AvgPool: unary((x, _b, attrs) => pool(x, attrs, false)),
+  MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => backprop((x) => pool(x, attrs, true), t(input), t(dy))),
+  AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => avgPoolGrad(t(input), t(dy), attrs)),
   FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>
     t(x).batchNorm(t(mean), t(variance), t(offset), t(scale), varianceEpsilon)),
   ResizeBilinear: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>

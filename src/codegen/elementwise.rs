@@ -435,7 +435,7 @@ fn expression(
         }
         OpKind::Clamp { min, max } => {
             let (lo, hi) = (scalar(params, *min), scalar(params, *max));
-            write!(body, "min(max({}, {lo}), {hi})", arg(0))
+            write!(body, "wf_clamp({}, {lo}, {hi})", arg(0))
         }
         OpKind::Where => write!(body, "select({}, {}, {} != 0)", arg(2), arg(1), arg(0)),
         // `idx` is the flat position: along the last dim, `idx % depth`.

@@ -425,7 +425,41 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 10] = [
+const HELPERS: [(&str, &str); 14] = [
+    // WGSL's `max`, `min` and `clamp` may return the other operand for a
+    // NaN (IEEE maxNum; SwiftShader does): a NaN would vanish into a
+    // number. TF.js propagates it, and a NaN that vanished is a silent
+    // wrong value, so the float forms test the bits.
+    (
+        "wf_max(",
+        r"fn wf_max(a: f32, b: f32) -> f32 {
+    let nan = (bitcast<u32>(a) & 0x7fffffffu) > wf_inf_bits || (bitcast<u32>(b) & 0x7fffffffu) > wf_inf_bits;
+    return select(max(a, b), bitcast<f32>(wf_nan_bits), nan);
+}
+",
+    ),
+    (
+        "wf_min(",
+        r"fn wf_min(a: f32, b: f32) -> f32 {
+    let nan = (bitcast<u32>(a) & 0x7fffffffu) > wf_inf_bits || (bitcast<u32>(b) & 0x7fffffffu) > wf_inf_bits;
+    return select(min(a, b), bitcast<f32>(wf_nan_bits), nan);
+}
+",
+    ),
+    (
+        "wf_clamp(",
+        r"fn wf_clamp(x: f32, lo: f32, hi: f32) -> f32 {
+    return select(min(max(x, lo), hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
+    (
+        "wf_sigmoid(",
+        r"fn wf_sigmoid(x: f32) -> f32 {
+    return select(1.0 / (1.0 + exp(-x)), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
     (
         "wf_log(",
         r"fn wf_log(x: f32) -> f32 {
@@ -555,7 +589,7 @@ pub(super) const PRELUDE: &str = "\
 var<private> wf_nan_bits: u32 = 0x7fc00000u;
 var<private> wf_inf_bits: u32 = 0x7f800000u;
 fn ninf() -> f32 { return -bitcast<f32>(wf_inf_bits); }
-fn wf_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
+fn wf_tanh(x: f32) -> f32 { return select(tanh(clamp(x, -15.0, 15.0)), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits); }
 fn wf_pow(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
     if (a == 0.0) {
@@ -575,7 +609,6 @@ fn wf_pow(a: f32, b: f32) -> f32 {
 /// are those TF.js keeps ints for: neg, abs, square, relu, and `!` of a
 /// bool; registration casts or refuses the rest).
 pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> std::fmt::Result {
-    let zero = if dtype == DType::Float32 { "0.0" } else { "0" };
     match op {
         UnaryOp::Neg => write!(out, "-({x})"),
         UnaryOp::Abs => write!(out, "abs({x})"),
@@ -584,12 +617,13 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         UnaryOp::Sqrt => write!(out, "wf_sqrt({x})"),
         UnaryOp::Rsqrt => write!(out, "wf_rsqrt({x})"),
         UnaryOp::Square => write!(out, "({x} * {x})"),
-        UnaryOp::Relu => write!(out, "max({x}, {zero})"),
+        UnaryOp::Relu if dtype == DType::Float32 => write!(out, "wf_max({x}, 0.0)"),
+        UnaryOp::Relu => write!(out, "max({x}, 0)"),
         UnaryOp::Gelu => write!(
             out,
             "(0.5 * {x} * (1.0 + wf_tanh(0.7978845608 * ({x} + 0.044715 * {x} * {x} * {x}))))"
         ),
-        UnaryOp::Sigmoid => write!(out, "(1.0 / (1.0 + exp(-({x}))))"),
+        UnaryOp::Sigmoid => write!(out, "wf_sigmoid({x})"),
         UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
         UnaryOp::Sin => write!(out, "sin({x})"),
         UnaryOp::Cos => write!(out, "cos({x})"),
@@ -617,8 +651,10 @@ pub(super) fn binary(
         BinaryOp::Div => ("wf_div(", ", ", ")"),
         BinaryOp::Pow if int => ("wf_pow_i(", ", ", ")"),
         BinaryOp::Pow => ("wf_pow(", ", ", ")"),
-        BinaryOp::Maximum => ("max(", ", ", ")"),
-        BinaryOp::Minimum => ("min(", ", ", ")"),
+        BinaryOp::Maximum if int => ("max(", ", ", ")"),
+        BinaryOp::Minimum if int => ("min(", ", ", ")"),
+        BinaryOp::Maximum => ("wf_max(", ", ", ")"),
+        BinaryOp::Minimum => ("wf_min(", ", ", ")"),
         BinaryOp::Equal => ("select(0, 1, ", " == ", ")"),
         BinaryOp::Greater => ("select(0, 1, ", " > ", ")"),
         BinaryOp::GreaterEqual => ("select(0, 1, ", " >= ", ")"),

@@ -60,7 +60,9 @@ pub fn pool(
         None => format!("in0[{at}]"),
     };
     let (init, step, finish) = match op {
-        PoolOp::Max => ("ninf()", "acc = max(acc, x);", "acc"),
+        // TF.js's max pool ignores a NaN in its window (its test says so),
+        // unlike `maximum` and `max`: only a larger number replaces `acc`.
+        PoolOp::Max => ("ninf()", "acc = select(acc, x, x > acc);", "acc"),
         PoolOp::Avg => (
             "0.0",
             "acc = acc + x; count = count + 1u;",

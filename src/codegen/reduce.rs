@@ -165,19 +165,21 @@ impl Fold {
             },
             ReduceOp::Max if int => plain(I32_MIN, "acc = max(acc, x);"),
             ReduceOp::Min if int => plain(I32_MAX, "acc = min(acc, x);"),
-            ReduceOp::Max => plain("ninf()", "acc = max(acc, x);"),
-            ReduceOp::Min => plain("-ninf()", "acc = min(acc, x);"),
+            ReduceOp::Max => plain("ninf()", "acc = wf_max(acc, x);"),
+            ReduceOp::Min => plain("-ninf()", "acc = wf_min(acc, x);"),
             // log(sum(exp(x))) in one pass: `acc` is the running max and
             // `aux` the sum of exp(x - acc), rescaled when the max grows. A
             // partial result is itself a logSumExp, so the final stage folds
-            // partials exactly like elements.
+            // partials exactly like elements. A NaN element (or partial)
+            // makes `acc` NaN for good: no later `x > acc` holds, and the
+            // result is NaN, as TF.js's is.
             ReduceOp::LogSumExp => Fold {
                 ty: element,
                 out: element,
                 init: "ninf()",
                 aux: Some(("f32", "0.0")),
-                element: "if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
-                merge: "if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
+                element: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { acc = x; } else if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
+                merge: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { acc = x; } else if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
                 finish: "acc + log(aux)".to_string(),
             },
         }

@@ -332,14 +332,22 @@ fn cast(from: DType, to: DType, w: u32) -> u32 {
     }
 }
 
-/// WGSL's `max`, as the adapters here compute it: NaN in either operand
-/// gives the other (IEEE maxNum, Rust's `f32::max`).
+/// The kernels' `wf_max`: NaN in either operand gives NaN (TF.js's rule;
+/// Rust's `f32::max`, like WGSL's `max`, would give the other operand).
 fn wgsl_max(a: f32, b: f32) -> f32 {
-    a.max(b)
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 fn wgsl_min(a: f32, b: f32) -> f32 {
-    a.min(b)
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else {
+        a.min(b)
+    }
 }
 
 /// The kernels' `wf_tanh`: `tanh` of the input clamped to ±15, where it is

@@ -606,3 +606,73 @@ pub async fn a_checked_op_runs_as_its_reductions_prologue_and_the_reduction_chec
         }
     }
 }
+
+/// Found by TF.js's own op tests: WGSL's `max`, `min` and `clamp` (and
+/// Rust's `f32::max` on the host) give the other operand for a NaN, so a
+/// NaN vanished into a number through `relu`, `maximum`, `clipByValue`, a
+/// max reduction or a softmax: a silent wrong value. Each now gives NaN
+/// where TF.js does, on the host and in kernels, fused or not.
+pub async fn a_nan_propagates_through_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it()
+ {
+    let options = |host_max_elements| DeviceOptions {
+        host_max_elements,
+        ..DeviceOptions::default()
+    };
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(options(max)).await;
+        let x = gpu
+            .tensor(&[f32::NAN, -1.0, 2.0, 0.5], Some(&[2, 2]))
+            .unwrap();
+        let nan_first = |v: &[f32], what: &str| {
+            assert!(v[0].is_nan(), "{name}: {what} of NaN is NaN: {v:?}");
+        };
+        nan_first(&floats(&x.relu().unwrap()).await, "relu");
+        nan_first(&floats(&x.sigmoid().unwrap()).await, "sigmoid");
+        nan_first(&floats(&x.tanh().unwrap()).await, "tanh");
+        nan_first(&floats(&x.clamp(0.0, 1.0).unwrap()).await, "clamp");
+        let m = floats(&x.maximum(0.0).unwrap()).await;
+        nan_first(&m, "maximum");
+        assert_eq!(m[1..], [0.0, 2.0, 0.5], "{name}: the rest are numbers");
+        nan_first(
+            &floats(&x.minimum(&x.neg().unwrap()).unwrap()).await,
+            "minimum",
+        );
+        // Fused: a chain through relu and clamp keeps the NaN to its end.
+        let chain = x
+            .mul(2.0)
+            .unwrap()
+            .relu()
+            .unwrap()
+            .clamp(-5.0, 5.0)
+            .unwrap()
+            .add(1.0)
+            .unwrap();
+        nan_first(&floats(&chain).await, "a fused chain");
+        // Reductions: the row holding the NaN reduces to NaN, the other not.
+        for (what, r) in [
+            ("max", x.max(Some(&[1]), false).unwrap()),
+            ("min", x.min(Some(&[1]), false).unwrap()),
+            ("logSumExp", x.log_sum_exp(Some(&[1]), false).unwrap()),
+        ] {
+            let v = floats(&r).await;
+            assert!(v[0].is_nan() && v[1].is_finite(), "{name}: {what}: {v:?}");
+        }
+        let all = floats(&x.max(None, false).unwrap()).await;
+        nan_first(&all, "a whole max");
+        let s = floats(&x.softmax(1).unwrap()).await;
+        assert!(
+            s[0].is_nan() && s[1].is_nan(),
+            "{name}: softmax's NaN row: {s:?}"
+        );
+        assert!(
+            (s[2] + s[3] - 1.0).abs() < 1e-6,
+            "{name}: the other row: {s:?}"
+        );
+        // A max pool ignores a NaN in its window, as TF.js's does.
+        let image = x.reshape(&[1, 2, 2, 1]).unwrap();
+        let pooled = image
+            .max_pool([2, 2], [1, 1], webfusion::Padding::Valid)
+            .unwrap();
+        assert_eq!(floats(&pooled).await, [2.0], "{name}: maxPool");
+    }
+}

@@ -291,10 +291,10 @@ impl Ref {
         self.zip(o, f64::powf)
     }
     pub fn maximum<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
-        self.zip(o, f64::max)
+        self.zip(o, nan_max)
     }
     pub fn minimum<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
-        self.zip(o, f64::min)
+        self.zip(o, nan_min)
     }
     pub fn equal<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
         self.zip(o, |a, b| truth(a == b))
@@ -334,7 +334,7 @@ impl Ref {
         self.map(|x| x * x)
     }
     pub fn relu(&self) -> Ref {
-        self.map(|x| x.max(0.0))
+        self.map(|x| nan_max(x, 0.0))
     }
     pub fn gelu(&self) -> Ref {
         self.map(gelu)
@@ -352,7 +352,25 @@ impl Ref {
         self.map(f64::cos)
     }
     pub fn clamp(&self, min: f32, max: f32) -> Ref {
-        self.map(|x| x.max(min as f64).min(max as f64))
+        self.map(|x| nan_min(nan_max(x, min as f64), max as f64))
+    }
+}
+
+/// TF.js's `maximum`: NaN in either operand gives NaN (`f64::max` would
+/// give the other operand, and hide it).
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
     }
 }
 
@@ -435,15 +453,13 @@ impl Ref {
 
     pub fn max(&self, axes: Option<&[isize]>, keep_dims: bool) -> Ref {
         self.reduce(axes, keep_dims, |v| {
-            v.iter()
-                .map(|&x| x as f64)
-                .fold(f64::NEG_INFINITY, f64::max)
+            v.iter().map(|&x| x as f64).fold(f64::NEG_INFINITY, nan_max)
         })
     }
 
     pub fn min(&self, axes: Option<&[isize]>, keep_dims: bool) -> Ref {
         self.reduce(axes, keep_dims, |v| {
-            v.iter().map(|&x| x as f64).fold(f64::INFINITY, f64::min)
+            v.iter().map(|&x| x as f64).fold(f64::INFINITY, nan_min)
         })
     }
 
@@ -572,7 +588,7 @@ impl Ref {
 
     pub fn softmax(&self, axis: isize) -> Ref {
         self.along_axis(axis, |line| {
-            let m = line.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let m = line.iter().cloned().fold(f64::NEG_INFINITY, nan_max);
             let total: f64 = line.iter().map(|x| (x - m).exp()).sum();
             line.iter().map(|x| (x - m).exp() / total).collect()
         })
@@ -580,7 +596,7 @@ impl Ref {
 
     pub fn log_softmax(&self, axis: isize) -> Ref {
         self.along_axis(axis, |line| {
-            let m = line.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let m = line.iter().cloned().fold(f64::NEG_INFINITY, nan_max);
             let total: f64 = line.iter().map(|x| (x - m).exp()).sum();
             line.iter().map(|x| x - m - total.ln()).collect()
         })

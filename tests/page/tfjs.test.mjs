@@ -239,14 +239,8 @@ test('TF.js\'s tutorial CNN, a tf.sequential model, trains on webfusion as it do
  * one named here that passes (the list must shrink as they are fixed).
  */
 const KNOWN_FAILURES = [
-  [/^(avgPool|maxPool|pool) webfusion .*dimRoundingMode=(floor|round|ceil)/,
-    'dimRoundingMode: our pools take no rounding mode, and the kernel refuses it by name'],
-  [/^pool webfusion .*fractional outputs default rounding/,
-    'a pad as wide as the filter: our pools refuse a window wholly in the padding'],
-  [/^(maximum|minimum) webfusion .*propagates NaN|^(max|min) webfusion .*return NaNs|^clipByValue webfusion .*(propagates NaNs|basic vec4)|^(relu|sigmoid|tanh) webfusion .*propagates NaNs|^softmax webfusion .*Propagates NaNs/,
-    'NaN through max, min, clamp, relu, sigmoid, tanh and softmax: our kernels give a number (open defect)'],
-  [/^avgPool webfusion .*gradient x=\[3,3,1\] f=\[3,3\] s=1 p=explicit/,
-    "avgPool's gradient with an explicit pad counts the padding (open defect)"],
+  [/^(avgPool|maxPool|pool) webfusion .*dimRoundingMode=(round|ceil)/,
+    'a window wholly in the padding (an output size rounded past the input): our pools refuse it by name'],
   [/^conv2dTranspose webfusion .*input=8x8x8,output=4x4x8,f=8,s=1,inDepth=8,p=same vec4/,
     'an input whose shape the output shape cannot give: TF.js computes something, ours refuses'],
   [/^(cos webfusion .*gradient|exp webfusion .*int32|tan webfusion .*(numbers exceed float32 precision|gradients: Tensor2D))/,

@@ -160,6 +160,60 @@ function avgPoolGrad(x, dy, attrs) {
   return backprop((v) => v.pad(sides, 0).avgPool(filterSize, strides, 'valid'), x, dy);
 }
 
+/**
+ * TF.js's local response normalization: each value over `(bias + alpha *
+ * the sum of squares of its channel's neighbours within depthRadius)` to
+ * the `beta`. The window sums are one product with a band of ones.
+ */
+function lrn(backend, x, { depthRadius, bias, alpha, beta }) {
+  const c = x.shape[3];
+  const channel = backend.device.arange(0, c, 1, 'int32');
+  const band = channel.reshape([c, 1]).sub(channel.reshape([1, c])).abs().lessEqual(depthRadius).cast('float32');
+  const sums = x.square().reshape([x.size / c, c]).matmul(band).reshape(x.shape);
+  return x.mul(sums.mul(alpha).add(bias).pow(-beta));
+}
+
+/**
+ * TF.js's `einsum`, computed as its CPU backend does: each operand
+ * transposed and expanded onto the equation's dims, multiplied in, and the
+ * summed dims reduced in TF.js's own order.
+ */
+function einsum(tensors, equation) {
+  const { allDims, summedDims, idDims } = backend_util.decodeEinsumEquation(equation, tensors.length);
+  backend_util.checkEinsumDimSizes(allDims.length, idDims, tensors);
+  const { path, steps } = backend_util.getEinsumComputePath(summedDims, idDims);
+  let out = null;
+  let remaining = allDims.length;
+  steps.forEach((terms, i) => {
+    for (const term of terms) {
+      const { permutationIndices: perm, expandDims } = backend_util.getEinsumPermutation(remaining, idDims[term]);
+      let x = backend_util.isIdentityPermutation(perm) ? tensors[term] : tensors[term].transpose(perm);
+      const shape = x.shape.slice();
+      for (const d of expandDims) shape.splice(d, 0, 1);
+      x = x.reshape(shape);
+      out = out === null ? x : x.mul(out);
+    }
+    if (i < steps.length - 1) {
+      if (path[i] >= 0) out = out.sum(path[i] - (allDims.length - remaining), false);
+      remaining -= 1;
+    }
+  });
+  return out;
+}
+
+/**
+ * TF.js's `bincount` of int32 `x` (a row, or rows): at each value below
+ * `size` the sum of its weights (or its count, with no weights), or 1 with
+ * `binaryOutput`. Values at or past `size` are left out, as TF.js's are.
+ */
+function bincount(backend, x, weights, size, binaryOutput) {
+  const hot = x.reshape([...x.shape, 1]).equal(backend.device.arange(0, size, 1, 'int32')).cast(weights.dtype);
+  const axis = x.shape.length - 1;
+  if (binaryOutput) return hot.max(axis, false);
+  if (weights.size === 0) return hot.sum(axis, false);
+  return hot.mul(weights.reshape([...weights.shape, 1])).sum(axis, false);
+}
+
 function conv2d(x, filter, attrs) {
   const { strides, dataFormat, dilations } = attrs;
   return x.conv2d(filter, strides, padsOf(x.shape, filter.shape, attrs), dataFormat, dilations);
@@ -254,6 +308,24 @@ function stridedSlice(backend, x, attrs) {
     if (begin !== 0 || stride !== 1 || n !== x.shape[axis]) y = take(backend, y, axis, count(n, (i) => begin + i * stride));
   });
   return y.reshape(info.finalShape);
+}
+
+/**
+ * TF.js's `scatterNd` of `updates` at `indices` into zeros of `shape`, and
+ * where it wrote (bool). Duplicate indices add up, as TF.js's ScatterNd
+ * does. A single update value (SparseToDense's scalar) goes to every index.
+ */
+function scatterNd(backend, indices, updates, shape) {
+  const { sliceRank, numUpdates, sliceSize, strides, outputSize } =
+    scatter_util.calculateShapes(updates, indices, shape);
+  const flat = indices.reshape([numUpdates, sliceRank]).mul(positions(backend, strides)).sum(1);
+  const rows = outputSize / sliceSize;
+  const spread = (v) => v.cast('float32').reshape([v.size]).broadcastTo([numUpdates * sliceSize])
+    .reshape([numUpdates, sliceSize]).unsortedSegmentSum(flat, rows).reshape(shape);
+  return {
+    values: spread(updates).cast(updates.dtype),
+    written: spread(backend.device.ones([1], 'float32')).greater(0),
+  };
 }
 
 /** TF.js's `mirrorPad`: each padded axis gathered at its mirrored positions. */
@@ -458,6 +530,8 @@ export const kernels = {
   AvgPool: unary((x, _b, attrs) => pool(x, attrs, false)),
   MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => backprop((x) => pool(x, attrs, true), t(input), t(dy))),
   AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => avgPoolGrad(t(input), t(dy), attrs)),
+  LRN: unary((x, backend, attrs) => lrn(backend, x, attrs)),
+  LRNGrad: kernel(({ inputs: { x, dy }, t, backend, attrs }) => backprop((v) => lrn(backend, v, attrs), t(x), t(dy))),
   FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>
     t(x).batchNorm(t(mean), t(variance), t(offset), t(scale), varianceEpsilon)),
   ResizeBilinear: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>
@@ -535,14 +609,36 @@ export const kernels = {
     const flat = t(indices).reshape([slices, k]).mul(positions(backend, strides)).sum(1);
     return t(params).reshape([rows, sliceSize]).gather(flat, 0).reshape(shape);
   }),
-  ScatterNd: kernel(({ inputs: { indices, updates }, t, backend, attrs: { shape } }) => {
-    const { sliceRank, numUpdates, sliceSize, strides, outputSize } =
-      scatter_util.calculateShapes(updates, indices, shape);
-    const flat = t(indices).reshape([numUpdates, sliceRank]).mul(positions(backend, strides)).sum(1);
-    const dtype = updates.dtype;
-    // Duplicate indices add up, as TF.js's ScatterNd does.
-    return t(updates).reshape([numUpdates, sliceSize]).cast('float32')
-      .unsortedSegmentSum(flat, outputSize / sliceSize).cast(dtype).reshape(shape);
+  ScatterNd: kernel(({ inputs: { indices, updates }, t, backend, attrs: { shape } }) =>
+    scatterNd(backend, t(indices), t(updates), shape).values),
+  // An update replaces, so where an index wrote, its value; elsewhere the
+  // default or the tensor's own.
+  SparseToDense: kernel(({ inputs: { sparseIndices, sparseValues, defaultValue }, t, backend, attrs: { outputShape } }) => {
+    const { values, written } = scatterNd(backend, t(sparseIndices), t(sparseValues), outputShape);
+    return select(backend, written, values, t(defaultValue));
+  }),
+  TensorScatterUpdate: kernel(({ inputs: { tensor, indices, updates }, t, backend }) => {
+    const { values, written } = scatterNd(backend, t(indices), t(updates), tensor.shape);
+    return select(backend, written, values, t(tensor));
+  }),
+  Einsum: kernel(({ inputs, t, attrs: { equation } }) => einsum(inputs.map(t), equation)),
+  // The count of values before each one: `left` those below it, `right`
+  // those at or below it.
+  SearchSorted: kernel(({ inputs: { sortedSequence, values }, t, attrs: { side } }) => {
+    const [b, n] = sortedSequence.shape;
+    const before = t(sortedSequence).reshape([b, 1, n]);
+    const v = t(values).reshape([b, values.shape[1], 1]);
+    return (side === 'left' ? before.less(v) : before.lessEqual(v)).cast('int32').sum(2, false);
+  }),
+  Bincount: kernel(({ inputs: { x, weights }, t, backend, attrs: { size } }) =>
+    bincount(backend, t(x), t(weights), size, false)),
+  DenseBincount: kernel(({ inputs: { x, weights }, t, backend, attrs: { size, binaryOutput } }) =>
+    bincount(backend, t(x), t(weights), size, binaryOutput)),
+  // Shapes given as values: answered from the values the page gave.
+  BroadcastArgs: kernel(({ inputs: { s0, s1 }, backend }) => {
+    const shape = backend_util.assertAndGetBroadcastShape(
+      Array.from(backend.readSync(s0.dataId)), Array.from(backend.readSync(s1.dataId)));
+    return backend.device.tensor(Int32Array.from(shape), [shape.length], 'int32');
   }),
   GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) => {
     // TF.js's checks, for its messages; ours stand behind them.

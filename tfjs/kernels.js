@@ -214,6 +214,84 @@ function bincount(backend, x, weights, size, binaryOutput) {
   return hot.mul(weights.reshape([...weights.shape, 1])).sum(axis, false);
 }
 
+/**
+ * A 3D window op made of 2D ones. For each depth tap `kd`, the depth slice
+ * each output depth reads (the input padded in depth with `fill`) joins a
+ * batch of images, which `f(images, pads, kd)` windows in height and width
+ * with TF.js's pads (`info` is TF.js's conv3d or pool3d info); `combine`
+ * folds the taps' results.
+ */
+function depthTaps(backend, x, info, fill, f, combine) {
+  const [n, d, h, w, c] = x.shape;
+  const { front, top, bottom, left, right } = info.padInfo;
+  const after = (out, stride, reach, size, before) => Math.max(0, (out - 1) * stride + reach - size - before);
+  const back = after(info.outDepth, info.strideDepth, info.effectiveFilterDepth, d, front);
+  const padded = x.pad([[0, 0], [front, back], [0, 0], [0, 0], [0, 0]], fill);
+  const pads = [[0, 0],
+    [top, Math.max(bottom, after(info.outHeight, info.strideHeight, info.effectiveFilterHeight, h, top))],
+    [left, Math.max(right, after(info.outWidth, info.strideWidth, info.effectiveFilterWidth, w, left))], [0, 0]];
+  let out = null;
+  for (let kd = 0; kd < info.filterDepth; kd += 1) {
+    const rows = Array.from({ length: info.outDepth }, (_, od) => od * info.strideDepth + kd * info.dilationDepth);
+    const images = padded.gather(positions(backend, rows), 1).reshape([n * info.outDepth, h, w, c]);
+    const y = f(images, pads, kd);
+    out = out === null ? y : combine(out, y);
+  }
+  return out.reshape([n, info.outDepth, ...out.shape.slice(1)]);
+}
+
+function conv3d(backend, x, filter, { strides, pad, dilations }) {
+  const info = backend_util.computeConv3DInfo(x.shape, filter.shape, strides, dilations ?? 1, pad);
+  const [, fh, fw, ci, co] = filter.shape;
+  return depthTaps(backend, x, info, 0, (images, pads, kd) =>
+    images.conv2d(filter.slice([kd, 0, 0, 0, 0], [1, fh, fw, ci, co]).reshape([fh, fw, ci, co]),
+      [info.strideHeight, info.strideWidth], pads, 'NHWC', [info.dilationHeight, info.dilationWidth]),
+  (a, b) => a.add(b));
+}
+
+/**
+ * `maxPool3d` or `avgPool3d` as TF.js computes them: an average over the
+ * taps inside the input, so the sum of the depth taps' 2D averages is
+ * divided by how many depth taps each output depth has inside (each depth
+ * tap's 2D average counts the same height and width taps).
+ */
+function pool3d(backend, x, attrs, max) {
+  const info = backend_util.computePool3DInfo(x.shape, attrs.filterSize, attrs.strides, 1, attrs.pad, attrs.dimRoundingMode);
+  // A window wider than the input: TF.js gives an empty output.
+  if (info.outShape.includes(0)) return x.slice([0, 0, 0, 0, 0], info.outShape);
+  const window = [info.filterHeight, info.filterWidth];
+  const strides = [info.strideHeight, info.strideWidth];
+  if (max) {
+    return depthTaps(backend, x, info, -Infinity, (images, pads) => images.maxPool(window, strides, pads),
+      (a, b) => a.maximum(b));
+  }
+  const sum = depthTaps(backend, x, info, 0, (images, pads) => images.avgPool(window, strides, pads), (a, b) => a.add(b));
+  const inside = Array.from({ length: info.outDepth }, (_, od) => {
+    const first = od * info.strideDepth - info.padInfo.front;
+    const count = Array.from({ length: info.filterDepth }, (_, kd) => first + kd).filter((z) => z >= 0 && z < x.shape[1]).length;
+    return Math.max(count, 1); // A window wholly in the padding averages to 0, as TF.js's does.
+  });
+  return sum.div(backend.device.tensor(Float32Array.from(inside), [1, info.outDepth, 1, 1, 1]));
+}
+
+/**
+ * TF.js's `AvgPool3DGrad`, which divides by the whole window as its 2D one
+ * does (see `avgPoolGrad`): the gradient of an average over the
+ * zero-padded input, every window whole.
+ */
+function avgPool3dGrad(backend, x, dy, attrs) {
+  const info = backend_util.computePool3DInfo(x.shape, attrs.filterSize, attrs.strides, 1, attrs.pad, attrs.dimRoundingMode);
+  const { front, top, left } = info.padInfo;
+  const after = (out, stride, reach, size, before) => Math.max(0, (out - 1) * stride + reach - size - before);
+  const [, d, h, w] = x.shape;
+  const sides = [[0, 0],
+    [front, after(info.outDepth, info.strideDepth, info.filterDepth, d, front)],
+    [top, after(info.outHeight, info.strideHeight, info.filterHeight, h, top)],
+    [left, after(info.outWidth, info.strideWidth, info.filterWidth, w, left)], [0, 0]];
+  const whole = { filterSize: attrs.filterSize, strides: attrs.strides, pad: 'valid' };
+  return backprop((v) => pool3d(backend, v.pad(sides, 0), whole, false), x, dy);
+}
+
 function conv2d(x, filter, attrs) {
   const { strides, dataFormat, dilations } = attrs;
   return x.conv2d(filter, strides, padsOf(x.shape, filter.shape, attrs), dataFormat, dilations);
@@ -234,6 +312,8 @@ function pool(x, attrs, max) {
   const { filterSize, strides } = attrs;
   const { outShape } = backend_util.computePool2DInfo(x.shape, filterSize, strides, 1, attrs.pad, attrs.dimRoundingMode);
   if (pair(filterSize).every((f) => f === 1) && util.arraysEqual(outShape, x.shape)) return x.reshape(x.shape);
+  // A window wider than the input: TF.js gives an empty output.
+  if (outShape.includes(0)) return x.slice([0, 0, 0, 0], outShape);
   const pads = padsOf(x.shape, pair(filterSize), { ...attrs, dilations: 1 });
   return max ? x.maxPool(filterSize, strides, pads) : x.avgPool(filterSize, strides, pads);
 }
@@ -530,6 +610,16 @@ export const kernels = {
   AvgPool: unary((x, _b, attrs) => pool(x, attrs, false)),
   MaxPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => backprop((x) => pool(x, attrs, true), t(input), t(dy))),
   AvgPoolGrad: kernel(({ inputs: { dy, input }, t, attrs }) => avgPoolGrad(t(input), t(dy), attrs)),
+  Conv3D: kernel(({ inputs: { x, filter }, t, backend, attrs }) => conv3d(backend, t(x), t(filter), attrs)),
+  Conv3DBackpropInputV2: kernel(({ inputs: { dy, filter }, t, backend, attrs }) =>
+    backprop((x) => conv3d(backend, x, t(filter), attrs), backend.device.zeros(attrs.inputShape, 'float32'), t(dy))),
+  Conv3DBackpropFilterV2: kernel(({ inputs: { x, dy }, t, backend, attrs }) =>
+    backprop((w) => conv3d(backend, t(x), w, attrs), backend.device.zeros(attrs.filterShape, 'float32'), t(dy))),
+  MaxPool3D: unary((x, backend, attrs) => pool3d(backend, x, attrs, true)),
+  AvgPool3D: unary((x, backend, attrs) => pool3d(backend, x, attrs, false)),
+  MaxPool3DGrad: kernel(({ inputs: { dy, input }, t, backend, attrs }) =>
+    backprop((x) => pool3d(backend, x, attrs, true), t(input), t(dy))),
+  AvgPool3DGrad: kernel(({ inputs: { dy, input }, t, backend, attrs }) => avgPool3dGrad(backend, t(input), t(dy), attrs)),
   LRN: unary((x, backend, attrs) => lrn(backend, x, attrs)),
   LRNGrad: kernel(({ inputs: { x, dy }, t, backend, attrs }) => backprop((v) => lrn(backend, v, attrs), t(x), t(dy))),
   FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>

@@ -22,7 +22,8 @@ impl Tensor {
 
     /// TF.js's `avgPool(x, filterSize, strides, pad)`: the mean of each
     /// `size` window's elements inside the images (padding is not counted),
-    /// per channel.
+    /// per channel. A window wholly in a pad as wide as it has no element:
+    /// its mean is 0 and its max -Infinity, as TF.js's are.
     #[track_caller]
     pub fn avg_pool(&self, size: [usize; 2], strides: [usize; 2], pad: Padding) -> Result<Tensor> {
         self.pool(PoolOp::Avg, size, strides, pad)
@@ -47,19 +48,6 @@ impl Tensor {
             return Err(range(
                 name,
                 format!("filterSize {size:?} must each be at least 1"),
-            ));
-        }
-        // A window wholly in the padding would have no element to take
-        // the max or mean of: every pad is smaller than the window.
-        if let Padding::Explicit(p) = pad
-            && (0..2).any(|d| p[d].iter().any(|&side| side >= size[d]))
-        {
-            return Err(range(
-                name,
-                format!(
-                    "each pad ({p:?}) must be smaller than the filter ({size:?}): a window wholly in \
-                     the padding has no element"
-                ),
             ));
         }
         let ([n, h, w, c], single) = image_dims(name, self.shape(), DataFormat::Nhwc)?;

@@ -514,7 +514,7 @@ pub async fn max_pool_and_avg_pool_match_the_reference_for_every_padding_and_str
             }
         }
     }
-    // One image in, one out; a window left of every image element refused.
+    // One image in, one out; a window larger than the image refused.
     let one = gpu.tensor(&values(16, 1), Some(&[4, 4, 1])).unwrap();
     assert_eq!(
         one.max_pool([2, 2], [2, 2], Padding::Valid)
@@ -527,10 +527,26 @@ pub async fn max_pool_and_avg_pool_match_the_reference_for_every_padding_and_str
     };
     assert!(e.reason.contains("larger than the padded input"), "{e}");
     assert!(one.avg_pool([0, 2], [1, 1], Padding::Valid).is_err());
-    let Err(e) = one.avg_pool([2, 2], [1, 1], Padding::Explicit([[2, 0], [0, 0]])) else {
-        panic!("a pad as large as the window was accepted");
-    };
-    assert!(e.reason.contains("must be smaller than the filter"), "{e}");
+    // A pad as wide as the window: its windows have no element, and give
+    // TF.js's values, 0 for a mean and -Infinity for a max.
+    let pad = Padding::Explicit([[2, 0], [0, 0]]);
+    let mean = read(&one.avg_pool([2, 2], [1, 1], pad).unwrap()).await;
+    assert_eq!(
+        mean.len(),
+        5 * 3,
+        "a row of windows wholly in the padding, then four"
+    );
+    assert_eq!(mean[..3], [0.0; 3], "{mean:?}");
+    let x = values(16, 1);
+    for j in 0..3 {
+        let inside = (x[j] + x[j + 1]) / 2.0;
+        assert!(
+            (mean[3 + j] - inside).abs() < 1e-6,
+            "the next row counts only the image's: {mean:?}"
+        );
+    }
+    let max = read(&one.max_pool([2, 2], [1, 1], pad).unwrap()).await;
+    assert!(max[..3].iter().all(|&v| v == f32::NEG_INFINITY), "{max:?}");
 }
 
 pub async fn a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel() {

@@ -3,11 +3,11 @@
 // over 50 ms each, as the browser reports them). `scripts/startup.mjs`
 // runs it; each library's first step runs on a device of its own.
 import init, { Device, tidy, train } from 'webfusion';
+import * as tf from '@tensorflow/tfjs';
 import { tfjsWorkload, webfusionWorkload } from './workloads.js';
 
 export async function firstSteps(ids) {
   await init();
-  const tf = window.tf;
   await tf.setBackend('webgpu');
   await tf.ready();
   const tasks = [];

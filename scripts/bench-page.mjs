@@ -8,6 +8,7 @@ import { launch, repo, serveFixture, urlOf } from '../tests/page/browser.mjs';
 export async function openBenchPage() {
   const server = await serveFixture({
     '/pkg/': join(repo, 'pkg'),
+    '/tfjs/': join(repo, 'tfjs'),
     '/node_modules/': join(repo, 'node_modules'),
     '/www/': join(repo, 'www'),
     '/': join(repo, 'bench'),

@@ -18,13 +18,13 @@ try {
   const ratio = (a, b) => (a == null || b == null ? '-' : `${(b / a).toFixed(2)}x`);
   const pct = (f) => `${(f * 100).toFixed(1)}%`;
   const rows = results.map((r) => [
-    r.id, fmt(r.webfusion.ms), fmt(r.asWritten.ms), pct(r.asWrittenCost), fmt(r.tfjs), fmt(r.ort),
-    ratio(r.webfusion.ms, r.tfjs), ratio(r.asWritten.ms, r.tfjs), ratio(r.webfusion.ms, r.ort),
+    r.id, fmt(r.webfusion.ms), fmt(r.asWritten.ms), pct(r.asWrittenCost), fmt(r.tfjs), fmt(r.tfjsOnWebfusion), fmt(r.ort),
+    ratio(r.webfusion.ms, r.tfjs), ratio(r.asWritten.ms, r.tfjs), ratio(r.tfjsOnWebfusion, r.tfjs), ratio(r.webfusion.ms, r.ort),
     r.tfjsGpu == null ? '-' : `${fmt(r.tfjsGpu)} (${ratio(r.webfusionBesideTfjsGpu, r.tfjsGpu)})`,
     `${r.webfusion.kernels}/${r.asWritten.kernels}`, `${r.webfusion.bytes}/${r.asWritten.bytes}`,
     pct(r.stacksCost), pct(r.scopesCost), pct(r.numericsCost), pct(r.tfjsDebugCost), String(r.rounds),
   ]);
-  const head = ['workload', 'tidy ms', 'as written ms', 'written vs tidy', 'tfjs ms', 'ort ms', 'tfjs/tidy', 'tfjs/written', 'ort/tidy', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'checks cost', 'tfjs debug cost', 'rounds'];
+  const head = ['workload', 'tidy ms', 'as written ms', 'written vs tidy', 'tfjs ms', 'tfjs on wf ms', 'ort ms', 'tfjs/tidy', 'tfjs/written', 'tfjs/tfjs on wf', 'ort/tidy', 'tfjs gpu-path ms', 'kernels/iter', 'bytes alloc/iter', 'stacks cost', 'scopes cost', 'checks cost', 'tfjs debug cost', 'rounds'];
   const table = (head, rows) => {
     const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
     const line = (cells) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
@@ -37,10 +37,11 @@ try {
   console.log('stacks cost: captureStacks on vs default; scopes cost: default vs error scopes off; each the median of the per-round ratios.');
   console.log("checks cost: checkNumerics on vs default; tfjs debug cost: TF.js with env DEBUG on vs off, timed side by side.");
   console.log('tfjs gpu-path: TF.js with CPU forwarding off, timed beside webfusion.');
-  const coldHead = ['workload', 'cold tidy ms', 'cold as written ms', 'cold tfjs ms', 'cold ort ms', 'tfjs/written'];
+  console.log("tfjs on wf: TF.js's code for the workload, unchanged, on setBackend('webfusion') (webfusion/tfjs), timed in the same rounds as 'webgpu'.");
+  const coldHead = ['workload', 'cold tidy ms', 'cold as written ms', 'cold tfjs ms', 'cold tfjs on wf ms', 'cold ort ms', 'tfjs/written', 'tfjs/tfjs on wf'];
   const coldRows = results.map((r) => [
-    r.id, fmt(r.cold.webfusion), fmt(r.cold.asWritten), fmt(r.cold.tfjs), fmt(r.cold.ort),
-    ratio(r.cold.asWritten, r.cold.tfjs),
+    r.id, fmt(r.cold.webfusion), fmt(r.cold.asWritten), fmt(r.cold.tfjs), fmt(r.cold.tfjsOnWebfusion), fmt(r.cold.ort),
+    ratio(r.cold.asWritten, r.cold.tfjs), ratio(r.cold.tfjsOnWebfusion, r.cold.tfjs),
   ]);
   console.log(`\nfirst (cold) iteration of each workload, each on its own device (ort: after its session was created):\n${table(coldHead, coldRows)}`);
   for (const r of results) {

@@ -21,8 +21,12 @@ export class WebfusionBackend extends KernelBackend {
   constructor(device) {
     super();
     this.device = device;
-    // dataId -> { tensor, refCount, host }. A Map, not a WeakMap: TF.js's
-    // memory accounting asks how many there are (`numDataIds`).
+    // dataId -> { tensor, refCount, host, shape, dtype }. A Map, not a
+    // WeakMap: TF.js's memory accounting asks how many there are
+    // (`numDataIds`). `tensor` is null until a kernel first takes the
+    // values the page gave as a tensor (`materialize`): TF.js makes a
+    // tensor of every number in `x.add(1)`, and one our op takes as a
+    // number is never uploaded.
     this.entries = new Map();
   }
 
@@ -39,6 +43,17 @@ export class WebfusionBackend extends KernelBackend {
    * another backend holds is moved here first, as TF.js's own backends do.
    */
   tensorOf(info) {
+    const { tensor } = this.materialize(info);
+    if (tensor === null) throw new Error('webfusion: internal: a tensor taken in a kernel was not uploaded before it');
+    return tensor;
+  }
+
+  /**
+   * The entry of `info`, its values uploaded if they were not yet. Kernels
+   * call it before their body's `tidy` (see kernels.js's `kernel`): a
+   * tensor made inside would be disposed when the body returns.
+   */
+  materialize(info) {
     let entry = this.entries.get(info.dataId);
     if (entry === undefined) {
       engine().moveData(this, info.dataId);
@@ -47,7 +62,8 @@ export class WebfusionBackend extends KernelBackend {
     if (entry === undefined) {
       throw new Error(`webfusion: a tensor of shape [${info.shape}] has no data on this backend (was it disposed?)`);
     }
-    return entry.tensor;
+    entry.tensor ??= this.device.tensor(entry.host, entry.shape, entry.dtype);
+    return entry;
   }
 
   /**
@@ -66,7 +82,7 @@ export class WebfusionBackend extends KernelBackend {
   /** A TF.js `TensorInfo` for `tensor`, which this backend now owns. */
   adopt(tensor) {
     const dataId = {};
-    this.entries.set(dataId, { tensor, refCount: 1, host: null });
+    this.entries.set(dataId, { tensor, refCount: 1, host: null, shape: tensor.shape, dtype: tensor.dtype });
     return { dataId, shape: tensor.shape, dtype: tensor.dtype };
   }
 
@@ -78,12 +94,10 @@ export class WebfusionBackend extends KernelBackend {
 
   move(dataId, values, shape, dtype, refCount) {
     WebfusionBackend.dtype(dtype, 'tensor');
-    const tensor = values == null
-      ? this.device.zeros(shape, dtype)
-      : this.device.tensor(values, shape, dtype);
     // The values the page gave stay beside the tensor: `dataSync()` of a
     // tensor made from them can answer without a GPU read.
-    this.entries.set(dataId, { tensor, refCount, host: values ?? null });
+    const tensor = values == null ? this.device.zeros(shape, dtype) : null;
+    this.entries.set(dataId, { tensor, refCount, host: values ?? null, shape, dtype });
   }
 
   async read(dataId) {
@@ -97,7 +111,7 @@ export class WebfusionBackend extends KernelBackend {
     if (entry === undefined) throw new Error('webfusion: read of a disposed tensor');
     if (entry.host !== null) return entry.host;
     throw new Error(
-      `webfusion reads are asynchronous: tensor [${entry.tensor.shape}] is computed on the GPU, ` +
+      `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
         'and WebGPU cannot be read synchronously. Use `await tensor.data()` or ' +
         '`await tensor.array()` instead of dataSync() or arraySync().');
   }
@@ -107,7 +121,7 @@ export class WebfusionBackend extends KernelBackend {
     if (entry === undefined) return true;
     entry.refCount -= 1;
     if (!force && entry.refCount > 0) return false;
-    entry.tensor.dispose();
+    entry.tensor?.dispose();
     this.entries.delete(dataId);
     return true;
   }
@@ -152,7 +166,7 @@ export class WebfusionBackend extends KernelBackend {
   }
 
   dispose() {
-    for (const { tensor } of this.entries.values()) tensor.dispose();
+    for (const { tensor } of this.entries.values()) tensor?.dispose();
     this.entries.clear();
     this.device.destroy();
   }

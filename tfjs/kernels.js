@@ -23,10 +23,19 @@ const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(valu
  * constants are disposed as soon as it returns, so they fuse into its result
  * instead of being kept (and written) for JS objects nobody reads.
  */
-function kernel(f) {
+function kernel(f, numbersOf = () => ({}), single = false) {
   return ({ inputs, backend, attrs }) => {
+    // Inputs taken as numbers are not uploaded; the rest are, before the
+    // body's `tidy` (which would dispose an upload made inside it).
+    const numbers = numbersOf(inputs, backend);
+    for (const [name, info] of Object.entries(inputs)) {
+      if (!(name in numbers)) for (const one of [info].flat()) if (one != null) backend.materialize(one);
+    }
     const t = (info) => (info == null ? null : backend.tensorOf(info));
-    const out = tidy(() => f({ inputs, attrs, t, backend }));
+    // A body that records a single op has no intermediates to dispose,
+    // and skips the scope (a tenth of the cost of a small op).
+    const body = () => f({ inputs, attrs, t, backend, numbers });
+    const out = single ? body() : tidy(body);
     return Array.isArray(out) ? out.map((o) => backend.adopt(o)) : backend.adopt(out);
   };
 }
@@ -40,17 +49,21 @@ const unary = (f) => kernel(({ inputs: { x }, t, backend, attrs }) => f(t(x), ba
  * own (sixteen such would exceed a kernel's bindings and split the fusion).
  * A `commutes` kernel takes a number on either side.
  */
-function binary(f, commutes = false) {
-  return kernel(({ inputs: { a, b }, t, backend }) => {
+function binary(f, commutes = false, single = false) {
+  const numbersOf = ({ a, b }, backend) => {
     const right = backend.scalarOf(b, a);
-    if (right !== null) return f(t(a), right, backend);
+    if (right !== null) return { b: right };
     const left = commutes ? backend.scalarOf(a, b) : null;
-    if (left !== null) return f(t(b), left, backend);
+    return left !== null ? { a: left } : {};
+  };
+  return kernel(({ inputs: { a, b }, t, backend, numbers }) => {
+    if ('b' in numbers) return f(t(a), numbers.b, backend);
+    if ('a' in numbers) return f(t(b), numbers.a, backend);
     return f(t(a), t(b), backend);
-  });
+  }, numbersOf, single);
 }
-const method = (name) => unary((x) => x[name]());
-const binaryMethod = (name, commutes = false) => binary((a, b) => a[name](b), commutes);
+const method = (name) => kernel(({ inputs: { x }, t }) => t(x)[name](), undefined, true);
+const binaryMethod = (name, commutes = false) => binary((a, b) => a[name](b), commutes, true);
 
 /** Our `where`, as the composites below spell it. */
 const select = (backend, cond, a, b) => backend.device.where(cond, a, b);

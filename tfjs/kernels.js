@@ -253,6 +253,72 @@ function depthTaps(backend, x, info, fill, f, combine) {
   return out.reshape([n, info.outDepth, ...out.shape.slice(1)]);
 }
 
+/**
+ * The taps of a 2D window over NHWC `x` (TF.js's conv `info`): for each
+ * window position `(i, j)` the input each output reads there, [batch,
+ * outHeight, outWidth, channels], from the input padded with `fill` (a
+ * strided gather per spatial axis), and the input row and column each
+ * output position reads (within the input or not), row-major as TF.js's
+ * loops visit them.
+ */
+function windowTaps(backend, x, info, fill) {
+  const { top, left } = info.padInfo;
+  const [, h, w] = x.shape;
+  const along = (out, stride, k, dilation, before) => Array.from({ length: out }, (_, o) => o * stride + k * dilation - before);
+  const rowsAt = (i) => along(info.outHeight, info.strideHeight, i, info.dilationHeight, top);
+  const colsAt = (j) => along(info.outWidth, info.strideWidth, j, info.dilationWidth, left);
+  const lastRow = Math.max(h, ...rowsAt(info.filterHeight - 1).map((r) => r + 1));
+  const lastCol = Math.max(w, ...colsAt(info.filterWidth - 1).map((c) => c + 1));
+  const padded = x.pad([[0, 0], [top, lastRow - h], [left, lastCol - w], [0, 0]], fill);
+  const taps = [];
+  for (let i = 0; i < info.filterHeight; i += 1) {
+    const rows = rowsAt(i);
+    const band = padded.gather(positions(backend, rows.map((r) => r + top)), 1);
+    for (let j = 0; j < info.filterWidth; j += 1) {
+      const cols = colsAt(j);
+      taps.push({ i, j, rows, cols, values: band.gather(positions(backend, cols.map((c) => c + left)), 2) });
+    }
+  }
+  return taps;
+}
+
+/**
+ * TF.js's `dilation2d`: the largest of each window's inputs plus the
+ * filter's value at that tap, taps outside the input skipped.
+ */
+function dilation2d(backend, x, filter, { strides, pad, dilations }) {
+  const info = backend_util.computeDilation2DInfo(x.shape, filter.shape, strides, pad, 'NHWC', dilations);
+  const taps = windowTaps(backend, x, info, -Infinity);
+  const c = filter.shape[2];
+  return taps.map(({ i, j, values }) => values.add(filter.slice([i, j, 0], [1, 1, c]).reshape([c])))
+    .reduce((best, v) => best.maximum(v));
+}
+
+/**
+ * TF.js's `maxPoolWithArgmax`: each window's largest input and its flat
+ * position in the input (with the batch when `includeBatchInIndex`), the
+ * first largest in TF.js's visiting order.
+ */
+function maxPoolWithArgmax(backend, x, { filterSize, strides, pad, includeBatchInIndex }) {
+  const info = backend_util.computePool2DInfo(x.shape, filterSize, strides, [1, 1], pad);
+  const [b, h, w, c] = x.shape;
+  // A NaN is never larger, so it is skipped, as TF.js's loop skips it.
+  let best = backend.device.full(info.outShape, -Infinity, 'float32');
+  let where = null;
+  for (const { rows, cols, values } of windowTaps(backend, x, info, -Infinity)) {
+    const at = rows.flatMap((r) => cols.map((col) => (r * w + col) * c));
+    const flat = backend.device.tensor(Int32Array.from(at), [1, rows.length, cols.length, 1], 'int32')
+      .add(backend.device.arange(0, c, 1, 'int32').reshape([1, 1, 1, c]));
+    const index = includeBatchInIndex
+      ? flat.add(backend.device.arange(0, b, 1, 'int32').mul(h * w * c).reshape([b, 1, 1, 1]))
+      : flat.broadcastTo([b, rows.length, cols.length, c]);
+    const larger = values.greater(best);
+    best = select(backend, larger, values, best);
+    where = where === null ? index : select(backend, larger, index, where);
+  }
+  return [best, where];
+}
+
 function conv3d(backend, x, filter, { strides, pad, dilations }) {
   const info = backend_util.computeConv3DInfo(x.shape, filter.shape, strides, dilations ?? 1, pad);
   const [, fh, fw, ci, co] = filter.shape;
@@ -633,6 +699,12 @@ export const kernels = {
   MaxPool3DGrad: kernel(({ inputs: { dy, input }, t, backend, attrs }) =>
     backprop((x) => pool3d(backend, x, attrs, true), t(input), t(dy))),
   AvgPool3DGrad: kernel(({ inputs: { dy, input }, t, backend, attrs }) => avgPool3dGrad(backend, t(input), t(dy), attrs)),
+  Dilation2D: kernel(({ inputs: { x, filter }, t, backend, attrs }) => dilation2d(backend, t(x), t(filter), attrs)),
+  Dilation2DBackpropInput: kernel(({ inputs: { x, filter, dy }, t, backend, attrs }) =>
+    backprop((v) => dilation2d(backend, v, t(filter), attrs), t(x), t(dy))),
+  Dilation2DBackpropFilter: kernel(({ inputs: { x, filter, dy }, t, backend, attrs }) =>
+    backprop((f) => dilation2d(backend, t(x), f, attrs), t(filter), t(dy))),
+  MaxPoolWithArgmax: unary((x, backend, attrs) => maxPoolWithArgmax(backend, x, attrs)),
   LRN: unary((x, backend, attrs) => lrn(backend, x, attrs)),
   LRNGrad: kernel(({ inputs: { x, dy }, t, backend, attrs }) => backprop((v) => lrn(backend, v, attrs), t(x), t(dy))),
   FusedBatchNorm: kernel(({ inputs: { x, mean, variance, offset, scale }, t, attrs: { varianceEpsilon } }) =>

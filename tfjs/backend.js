@@ -2,10 +2,14 @@
 // TF.js's data ids, how many TF.js tensors share it, and how its values are
 // read. Kernels (./kernels.js) only translate calls; every rule about owning
 // and reading a tensor lives here.
-import { KernelBackend, engine } from '@tensorflow/tfjs-core';
+import { KernelBackend, backend_util, engine } from '@tensorflow/tfjs-core';
 import init, { Device } from '../pkg/webfusion.js';
 
-/** The dtypes webfusion has; TF.js's others (string, complex64) are refused by name. */
+/**
+ * The dtypes webfusion has. complex64 tensors are made by kernels only
+ * (`tf.complex`, as two float32 parts: see `complexOf`); string tensors are
+ * refused by name.
+ */
 const DTYPES = new Set(['float32', 'int32', 'bool']);
 
 /**
@@ -43,9 +47,30 @@ export class WebfusionBackend extends KernelBackend {
    * another backend holds is moved here first, as TF.js's own backends do.
    */
   tensorOf(info) {
-    const { tensor } = this.materialize(info);
+    const { tensor, parts } = this.materialize(info);
+    if (parts != null) throw new Error('webfusion: this kernel takes no complex64 tensors');
     if (tensor === null) throw new Error('webfusion: internal: a tensor taken in a kernel was not uploaded before it');
     return tensor;
+  }
+
+  /**
+   * A complex64 tensor is two float32 ones, its real and imaginary parts,
+   * each a data id of this backend (as TF.js's CPU backend keeps them):
+   * webfusion has no complex dtype, and every op on a complex tensor is ops
+   * on its parts. `complexOf` makes one of two float32 `TensorInfo`s it
+   * now owns; `partOf` gives one part's `TensorInfo`.
+   */
+  complexOf(real, imag) {
+    const dataId = {};
+    const { shape } = real;
+    this.entries.set(dataId, { tensor: null, refCount: 1, host: null, parts: { real, imag }, shape, dtype: 'complex64' });
+    return { dataId, shape, dtype: 'complex64' };
+  }
+
+  partOf(info, which) {
+    const parts = this.entries.get(info.dataId)?.parts;
+    if (parts == null) throw new Error(`webfusion: this kernel takes complex64 tensors only, not ${info.dtype}`);
+    return parts[which];
   }
 
   /**
@@ -62,7 +87,7 @@ export class WebfusionBackend extends KernelBackend {
     if (entry === undefined) {
       throw new Error(`webfusion: a tensor of shape [${info.shape}] has no data on this backend (was it disposed?)`);
     }
-    entry.tensor ??= this.device.tensor(entry.host, entry.shape, entry.dtype);
+    if (entry.parts == null) entry.tensor ??= this.device.tensor(entry.host, entry.shape, entry.dtype);
     return entry;
   }
 
@@ -103,12 +128,20 @@ export class WebfusionBackend extends KernelBackend {
   async read(dataId) {
     const entry = this.entries.get(dataId);
     if (entry === undefined) throw new Error('webfusion: read of a disposed tensor');
+    if (entry.parts != null) {
+      // TF.js reads a complex tensor as its parts interleaved.
+      const [real, imag] = await Promise.all([this.read(entry.parts.real.dataId), this.read(entry.parts.imag.dataId)]);
+      return backend_util.mergeRealAndImagArrays(real, imag);
+    }
     return entry.host ?? entry.tensor.data();
   }
 
   readSync(dataId) {
     const entry = this.entries.get(dataId);
     if (entry === undefined) throw new Error('webfusion: read of a disposed tensor');
+    if (entry.parts != null) {
+      return backend_util.mergeRealAndImagArrays(this.readSync(entry.parts.real.dataId), this.readSync(entry.parts.imag.dataId));
+    }
     if (entry.host !== null) return entry.host;
     throw new Error(
       `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
@@ -122,6 +155,10 @@ export class WebfusionBackend extends KernelBackend {
     entry.refCount -= 1;
     if (!force && entry.refCount > 0) return false;
     entry.tensor?.dispose();
+    if (entry.parts != null) {
+      this.disposeData(entry.parts.real.dataId);
+      this.disposeData(entry.parts.imag.dataId);
+    }
     this.entries.delete(dataId);
     return true;
   }

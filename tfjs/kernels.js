@@ -36,7 +36,70 @@ function kernel(f, numbersOf = () => ({}), single = false) {
     // and skips the scope (a tenth of the cost of a small op).
     const body = () => f({ inputs, attrs, t, backend, numbers });
     const out = single ? body() : tidy(body);
-    return Array.isArray(out) ? out.map((o) => backend.adopt(o)) : backend.adopt(out);
+    if (Array.isArray(out)) return out.map((o) => backend.adopt(o));
+    // A complex64 result is its parts (see `complex`).
+    if (out.constructor === Object) return backend.complexOf(backend.adopt(out.real), backend.adopt(out.imag));
+    return backend.adopt(out);
+  };
+}
+
+const isComplex = (inputs) => Object.values(inputs).flat().some((info) => info?.dtype === 'complex64');
+
+/**
+ * A kernel of complex64 tensors, on their parts: `c(info)` gives an input's
+ * `{ real, imag }` (float32 tensors), and `f` returns a tensor or the
+ * `{ real, imag }` of a complex64 result. Where no input is complex64,
+ * `plain` runs instead (a null `plain`: the kernel takes complex64 only).
+ */
+function complex(plain, f) {
+  const onParts = kernel(({ inputs, t, backend, attrs }) => {
+    const c = (info) => ({ real: t(backend.partOf(info, 'real')), imag: t(backend.partOf(info, 'imag')) });
+    return f({ inputs, c, t, backend, attrs });
+  });
+  return (args) => (plain === null || isComplex(args.inputs) ? onParts(args) : plain(args));
+}
+
+/**
+ * `k`, which is linear and moves values without mixing them (add, reshape,
+ * concat, ...), on complex64 inputs: run on the real parts and on the
+ * imaginary parts, as TF.js's CPU backend does.
+ */
+function partwise(k) {
+  return (args) => {
+    const { inputs, backend } = args;
+    if (!isComplex(inputs)) return k(args);
+    const pick = (which) => {
+      const part = (info) => (info?.dtype === 'complex64' ? backend.partOf(info, which) : info);
+      return Array.isArray(inputs) ? inputs.map(part)
+        : Object.fromEntries(Object.entries(inputs).map(([name, info]) => [name, part(info)]));
+    };
+    return backend.complexOf(k({ ...args, inputs: pick('real') }), k({ ...args, inputs: pick('imag') }));
+  };
+}
+
+/**
+ * TF.js's `FFT` (or with `inverse` its `IFFT`) along the innermost axis:
+ * the product with the DFT's cosine and sine matrices, made in float64 on
+ * the host, `e^(-2 pi i jk / n)` (or `e^(+..) / n`).
+ */
+function fourier(backend, { real, imag }, inverse) {
+  const n = real.shape.at(-1);
+  const cos = new Float32Array(n * n);
+  const sin = new Float32Array(n * n);
+  for (let j = 0; j < n; j += 1) {
+    for (let k = 0; k < n; k += 1) {
+      const angle = (2 * Math.PI * ((j * k) % n)) / n;
+      [cos[j * n + k], sin[j * n + k]] = [Math.cos(angle), Math.sin(angle)];
+    }
+  }
+  const [c, s] = [backend.device.tensor(cos, [n, n]), backend.device.tensor(sin, [n, n])];
+  const rows = [real.size / n, n];
+  const [re, im] = [real.reshape(rows), imag.reshape(rows)];
+  const scale = inverse ? 1 / n : 1;
+  const sign = inverse ? -1 : 1;
+  return {
+    real: re.matmul(c).add(im.matmul(s).mul(sign)).mul(scale).reshape(real.shape),
+    imag: im.matmul(c).sub(re.matmul(s).mul(sign)).mul(scale).reshape(real.shape),
   };
 }
 
@@ -550,7 +613,7 @@ const reduce = (name, axisAttr = 'axis') =>
 export const kernels = {
   // Elementwise, one input.
   Abs: method('abs'),
-  Neg: method('neg'),
+  Neg: partwise(method('neg')),
   Exp: method('exp'),
   Log: method('log'),
   Sqrt: method('sqrt'),
@@ -599,14 +662,44 @@ export const kernels = {
   Asin: unary((x, backend) => atan2(x, scalar(backend, 1).sub(x.square()).sqrt(), backend)),
   Acos: unary((x, backend) => atan2(scalar(backend, 1).sub(x.square()).sqrt(), x, backend)),
   Atan2: kernel(({ inputs: { a, b }, t, backend }) => atan2(t(a), t(b), backend)),
-  Cast: unary((x, _b, { dtype }) => x.cast(WebfusionBackend.dtype(dtype, 'Cast'))),
+  Cast: complex(kernel(({ inputs: { x }, t, backend, attrs: { dtype } }) => (dtype === 'complex64'
+    ? { real: t(x).cast('float32'), imag: backend.device.zeros(x.shape, 'float32') }
+    : t(x).cast(WebfusionBackend.dtype(dtype, 'Cast')))), ({ inputs: { x }, c, attrs: { dtype } }) => {
+    // A complex64 tensor cast to a real dtype keeps its real part, as TF.js's does.
+    const { real, imag } = c(x);
+    if (dtype === 'complex64') return { real: real.reshape(x.shape), imag: imag.reshape(x.shape) };
+    return real.cast(WebfusionBackend.dtype(dtype, 'Cast'));
+  }),
+  Complex: kernel(({ inputs: { real, imag }, t }) => ({ real: t(real).reshape(real.shape), imag: t(imag).reshape(imag.shape) })),
+  Real: complex(null, ({ inputs: { input }, c }) => c(input).real.reshape(input.shape)),
+  Imag: complex(null, ({ inputs: { input }, c }) => c(input).imag.reshape(input.shape)),
+  // |z| scaled by its larger part, so squares of parts near 1e-30 do not
+  // underflow (nor near 1e30 overflow).
+  ComplexAbs: complex(null, ({ inputs: { x }, c, backend }) => {
+    const { real, imag } = c(x);
+    const larger = real.abs().maximum(imag.abs());
+    const scale = select(backend, larger.greater(0), larger, scalar(backend, 1));
+    return real.div(scale).square().add(imag.div(scale).square()).sqrt().mul(larger);
+  }),
+  FFT: complex(null, ({ inputs: { input }, c, backend }) => fourier(backend, c(input), false)),
+  IFFT: complex(null, ({ inputs: { input }, c, backend }) => fourier(backend, c(input), true)),
   ClipByValue: unary((x, _b, { clipValueMin, clipValueMax }) => x.clamp(clipValueMin, clipValueMax)),
 
   // Elementwise, two inputs (TF.js's ops have made their dtypes agree).
-  Add: binaryMethod('add', true),
-  Sub: binaryMethod('sub'),
-  Multiply: binaryMethod('mul', true),
-  RealDiv: binaryMethod('div'),
+  Add: partwise(binaryMethod('add', true)),
+  Sub: partwise(binaryMethod('sub')),
+  Multiply: complex(binaryMethod('mul', true), ({ inputs: { a, b }, c }) => {
+    const [x, y] = [c(a), c(b)];
+    return { real: x.real.mul(y.real).sub(x.imag.mul(y.imag)), imag: x.real.mul(y.imag).add(x.imag.mul(y.real)) };
+  }),
+  RealDiv: complex(binaryMethod('div'), ({ inputs: { a, b }, c }) => {
+    const [x, y] = [c(a), c(b)];
+    const size = y.real.square().add(y.imag.square());
+    return {
+      real: x.real.mul(y.real).add(x.imag.mul(y.imag)).div(size),
+      imag: x.imag.mul(y.real).sub(x.real.mul(y.imag)).div(size),
+    };
+  }),
   Pow: binaryMethod('pow'),
   Maximum: binaryMethod('maximum', true),
   Minimum: binaryMethod('minimum', true),
@@ -715,17 +808,17 @@ export const kernels = {
     t(images).resizeNearestNeighbor(size, alignCorners, halfPixelCenters)),
 
   // Shapes and views.
-  Reshape: unary((x, _b, { shape }) => x.reshape(shape)),
-  Transpose: unary((x, _b, { perm }) => x.transpose(perm)),
-  Slice: unary((x, _b, { begin, size }) => {
+  Reshape: partwise(unary((x, _b, { shape }) => x.reshape(shape))),
+  Transpose: partwise(unary((x, _b, { perm }) => x.transpose(perm))),
+  Slice: partwise(unary((x, _b, { begin, size }) => {
     const [start, length] = slice_util.parseSliceParams(x, begin, size);
     return x.slice(start, length);
-  }),
-  ExpandDims: kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim)),
+  })),
+  ExpandDims: partwise(kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim))),
   BroadcastTo: unary((x, _b, { shape }) => x.broadcastTo(shape)),
   Tile: unary((x, _b, { reps }) => x.tile(reps)),
   PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, constantValue)),
-  Concat: kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis)),
+  Concat: partwise(kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis))),
   Pack: kernel(({ inputs, t, backend, attrs: { axis } }) => {
     if (inputs.some((x) => x.dtype !== inputs[0].dtype)) {
       throw new Error('All tensors passed to stack must have matching dtypes');
@@ -737,7 +830,7 @@ export const kernels = {
     return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
   }),
   SplitV: unary((x, _b, { numOrSizeSplits, axis }) => x.split(numOrSizeSplits, axis)),
-  StridedSlice: unary((x, backend, attrs) => stridedSlice(backend, x, attrs)),
+  StridedSlice: partwise(unary((x, backend, attrs) => stridedSlice(backend, x, attrs))),
   Reverse: unary((x, backend, { dims }) => util.parseAxisParam(dims, x.shape).reduce((y, axis) => {
     const n = x.shape[axis];
     return take(backend, y, axis, count(n, (i) => n - 1 - i));
@@ -826,8 +919,10 @@ export const kernels = {
   // Made from nothing, or from a shape.
   Fill: kernel(({ backend, attrs: { shape, value, dtype } }) =>
     backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))),
-  ZerosLike: unary((x, backend) => backend.device.zeros(x.shape, x.dtype)),
-  OnesLike: unary((x, backend) => backend.device.ones(x.shape, x.dtype)),
+  ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
+    ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
+  OnesLike: complex(unary((x, backend) => backend.device.ones(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
+    ({ real: backend.device.ones(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
   LinSpace: kernel(({ backend, attrs: { start, stop, num } }) =>
     backend.device.arange(0, num, 1).mul(num > 1 ? (stop - start) / (num - 1) : 0).add(start)),
   Range: kernel(({ backend, attrs: { start, stop, step: by, dtype } }) => range(backend.device, start, stop, by, dtype)),

@@ -2,13 +2,13 @@
 // TF.js's data ids, how many TF.js tensors share it, and how its values are
 // read. Kernels (./kernels.js) only translate calls; every rule about owning
 // and reading a tensor lives here.
-import { KernelBackend, backend_util, engine } from '@tensorflow/tfjs-core';
+import { KernelBackend, backend_util, engine, util } from '@tensorflow/tfjs-core';
 import init, { Device } from '../pkg/webfusion.js';
 
 /**
  * The dtypes webfusion has. complex64 tensors are made by kernels only
- * (`tf.complex`, as two float32 parts: see `complexOf`); string tensors are
- * refused by name.
+ * (`tf.complex`, as two float32 parts: see `complexOf`); string tensors stay
+ * on the host (see `move`).
  */
 const DTYPES = new Set(['float32', 'int32', 'bool']);
 
@@ -87,6 +87,10 @@ export class WebfusionBackend extends KernelBackend {
     if (entry === undefined) {
       throw new Error(`webfusion: a tensor of shape [${info.shape}] has no data on this backend (was it disposed?)`);
     }
+    if (entry.dtype === 'string') {
+      throw new Error('webfusion has no string tensors on the GPU: strings stay on the host, where they can be ' +
+        'reshaped, sliced, concatenated, stacked, tiled, filled, compared and made unique');
+    }
     if (entry.parts == null) entry.tensor ??= this.device.tensor(entry.host, entry.shape, entry.dtype);
     return entry;
   }
@@ -104,6 +108,11 @@ export class WebfusionBackend extends KernelBackend {
     return entry?.host != null && one && floats ? entry.host[0] : null;
   }
 
+  /** The values the page gave for `info`, or null for a computed tensor. */
+  given(info) {
+    return this.entries.get(info.dataId)?.host ?? null;
+  }
+
   /** A TF.js `TensorInfo` for `tensor`, which this backend now owns. */
   adopt(tensor) {
     const dataId = {};
@@ -117,7 +126,18 @@ export class WebfusionBackend extends KernelBackend {
     return dataId;
   }
 
+  /** A TF.js `TensorInfo` of values held on the host (a string tensor's, a host kernel's result). */
+  hostTensor(values, shape, dtype) {
+    return { dataId: this.write(values, shape, dtype), shape, dtype };
+  }
+
   move(dataId, values, shape, dtype, refCount) {
+    // A string tensor lives on the host, as in TF.js's GPU backends: the
+    // kernels that move strings (see kernels.js's `strings`) run there.
+    if (dtype === 'string') {
+      this.entries.set(dataId, { tensor: null, refCount, host: values ?? new Array(util.sizeFromShape(shape)).fill(new Uint8Array()), shape, dtype });
+      return;
+    }
     WebfusionBackend.dtype(dtype, 'tensor');
     // The values the page gave stay beside the tensor: `dataSync()` of a
     // tensor made from them can answer without a GPU read.

@@ -77,6 +77,83 @@ function partwise(k) {
   };
 }
 
+// String tensors live on the host (as in TF.js's GPU backends), and the
+// kernels that only move values (or compare them) run there for them.
+
+const isString = (inputs) => Object.values(inputs).flat().some((info) => info?.dtype === 'string');
+
+/**
+ * `plain`, or where an input is a string tensor `f` on the host: `v(info)`
+ * gives an input's values, and `f` returns `{ values, shape, dtype }` (or
+ * a list of them) for the outputs.
+ */
+function strings(plain, f) {
+  return (args) => {
+    if (!isString(args.inputs) && args.attrs?.dtype !== 'string') return plain(args);
+    const { backend } = args;
+    const out = f({ ...args, v: (info) => backend.readSync(info.dataId) });
+    const info = ({ values, shape, dtype }) => backend.hostTensor(values, shape, dtype ?? 'string');
+    return Array.isArray(out) ? out.map(info) : info(out);
+  };
+}
+
+/** Values of `shape` in row-major order, each `at(position)`. */
+function build(shape, at) {
+  const strides = util.computeStrides(shape);
+  return Array.from({ length: util.sizeFromShape(shape) }, (_, i) => at(util.indexToLoc(i, shape.length, strides)));
+}
+
+/** The element of `values` (of `shape`) at a position. */
+function reader(values, shape) {
+  const strides = util.computeStrides(shape);
+  return (loc) => values[util.locToIndex(loc, shape.length, strides)];
+}
+
+/** A comparison of two string tensors, broadcast, as TF.js's CPU compares their text. */
+function compareStrings(test) {
+  return ({ inputs: { a, b }, v }) => {
+    const shape = backend_util.assertAndGetBroadcastShape(a.shape, b.shape);
+    const side = (info) => {
+      const at = reader(v(info).map((bytes) => util.decodeString(bytes)), info.shape);
+      const skip = shape.length - info.shape.length;
+      return (loc) => at(loc.slice(skip).map((l, d) => (info.shape[d] === 1 ? 0 : l)));
+    };
+    const [x, y] = [side(a), side(b)];
+    return { values: Uint8Array.from(build(shape, (loc) => (test(x(loc), y(loc)) ? 1 : 0))), shape, dtype: 'bool' };
+  };
+}
+
+/**
+ * TF.js's `unique` along `axis`: the distinct slices in order of first
+ * appearance, and for each slice of the input the index of its own. The
+ * output's size depends on the values, so they must be the page's (a
+ * computed tensor cannot be read synchronously, and is refused so).
+ */
+function unique(backend, x, axis) {
+  const values = backend.readSync(x.dataId);
+  const a = util.parseAxisParam(axis, x.shape)[0];
+  const [outer, n, inner] = [util.sizeFromShape(x.shape.slice(0, a)), x.shape[a], util.sizeFromShape(x.shape.slice(a + 1))];
+  const text = (v) => (x.dtype === 'string' ? util.decodeString(v) : String(v));
+  const seen = new Map();
+  const kept = [];
+  const indices = new Int32Array(n);
+  for (let i = 0; i < n; i += 1) {
+    const key = [];
+    for (let o = 0; o < outer; o += 1) for (let k = 0; k < inner; k += 1) key.push(text(values[(o * n + i) * inner + k]));
+    const id = key.join('\u0000');
+    if (!seen.has(id)) {
+      seen.set(id, kept.length);
+      kept.push(i);
+    }
+    indices[i] = seen.get(id);
+  }
+  const shape = x.shape.map((d, k) => (k === a ? kept.length : d));
+  const at = reader(values, x.shape);
+  const picked = build(shape, (loc) => at(loc.map((l, k) => (k === a ? kept[l] : l))));
+  const out = x.dtype === 'string' ? picked : util.toTypedArray(picked, x.dtype);
+  return [backend.hostTensor(out, shape, x.dtype), backend.hostTensor(indices, [n], 'int32')];
+}
+
 /**
  * TF.js's `FFT` (or with `inverse` its `IFFT`) along the innermost axis:
  * the product with the DFT's cosine and sine matrices, made in float64 on
@@ -705,12 +782,12 @@ export const kernels = {
   Minimum: binaryMethod('minimum', true),
   Mod: binaryMethod('mod'),
   FloorDiv: binaryMethod('floorDiv'),
-  Equal: binaryMethod('equal', true),
-  NotEqual: binary((a, b) => a.equal(b).logicalNot(), true),
-  Greater: binaryMethod('greater'),
-  GreaterEqual: binaryMethod('greaterEqual'),
-  Less: binaryMethod('less'),
-  LessEqual: binaryMethod('lessEqual'),
+  Equal: strings(binaryMethod('equal', true), compareStrings((a, b) => a === b)),
+  NotEqual: strings(binary((a, b) => a.equal(b).logicalNot(), true), compareStrings((a, b) => a !== b)),
+  Greater: strings(binaryMethod('greater'), compareStrings((a, b) => a > b)),
+  GreaterEqual: strings(binaryMethod('greaterEqual'), compareStrings((a, b) => a >= b)),
+  Less: strings(binaryMethod('less'), compareStrings((a, b) => a < b)),
+  LessEqual: strings(binaryMethod('lessEqual'), compareStrings((a, b) => a <= b)),
   LogicalAnd: binaryMethod('logicalAnd'),
   LogicalOr: binaryMethod('logicalOr'),
   LogicalXor: binaryMethod('logicalXor'),
@@ -808,26 +885,63 @@ export const kernels = {
     t(images).resizeNearestNeighbor(size, alignCorners, halfPixelCenters)),
 
   // Shapes and views.
-  Reshape: partwise(unary((x, _b, { shape }) => x.reshape(shape))),
+  Reshape: strings(partwise(unary((x, _b, { shape }) => x.reshape(shape))), ({ inputs: { x }, v, attrs: { shape } }) =>
+    ({ values: v(x), shape: util.inferFromImplicitShape(shape, util.sizeFromShape(x.shape)) })),
   Transpose: partwise(unary((x, _b, { perm }) => x.transpose(perm))),
-  Slice: partwise(unary((x, _b, { begin, size }) => {
+  Slice: strings(partwise(unary((x, _b, { begin, size }) => {
     const [start, length] = slice_util.parseSliceParams(x, begin, size);
     return x.slice(start, length);
-  })),
-  ExpandDims: partwise(kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim))),
+  })), ({ inputs: { x }, v, attrs: { begin, size } }) => {
+    const [start, length] = slice_util.parseSliceParams(x, begin, size);
+    const at = reader(v(x), x.shape);
+    return { values: build(length, (loc) => at(loc.map((l, k) => l + start[k]))), shape: length };
+  }),
+  ExpandDims: strings(partwise(kernel(({ inputs: { input }, t, attrs: { dim } }) => t(input).expandDims(dim))),
+    ({ inputs: { input }, v, attrs: { dim } }) => {
+      const at = dim < 0 ? dim + input.shape.length + 1 : dim;
+      return { values: v(input), shape: [...input.shape.slice(0, at), 1, ...input.shape.slice(at)] };
+    }),
   BroadcastTo: unary((x, _b, { shape }) => x.broadcastTo(shape)),
-  Tile: unary((x, _b, { reps }) => x.tile(reps)),
+  Tile: strings(unary((x, _b, { reps }) => x.tile(reps)), ({ inputs: { x }, v, attrs: { reps } }) => {
+    const at = reader(v(x), x.shape);
+    return { values: build(x.shape.map((d, k) => d * reps[k]), (loc) => at(loc.map((l, k) => l % x.shape[k]))), shape: x.shape.map((d, k) => d * reps[k]) };
+  }),
   PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, constantValue)),
-  Concat: partwise(kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis))),
-  Pack: kernel(({ inputs, t, backend, attrs: { axis } }) => {
+  Concat: strings(partwise(kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis))),
+    ({ inputs, v, attrs: { axis } }) => {
+      const a = util.parseAxisParam(axis, inputs[0].shape)[0];
+      const shape = backend_util.computeOutShape(inputs.map((x) => x.shape), a);
+      const parts = inputs.map((x) => ({ at: reader(v(x), x.shape), size: x.shape[a] }));
+      return {
+        values: build(shape, (loc) => {
+          let i = loc[a];
+          const part = parts.find(({ size }) => (i < size ? true : ((i -= size), false)));
+          return part.at(loc.map((l, k) => (k === a ? i : l)));
+        }),
+        shape,
+      };
+    }),
+  Pack: strings(kernel(({ inputs, t, backend, attrs: { axis } }) => {
     if (inputs.some((x) => x.dtype !== inputs[0].dtype)) {
       throw new Error('All tensors passed to stack must have matching dtypes');
     }
     return backend.device.stack(inputs.map(t), axis);
+  }), ({ inputs, v, attrs: { axis } }) => {
+    if (inputs.some((x) => x.dtype !== 'string')) throw new Error('All tensors passed to stack must have matching dtypes');
+    const a = axis < 0 ? axis + inputs[0].shape.length + 1 : axis;
+    const shape = [...inputs[0].shape.slice(0, a), inputs.length, ...inputs[0].shape.slice(a)];
+    const readers = inputs.map((x) => reader(v(x), x.shape));
+    return { values: build(shape, (loc) => readers[loc[a]]([...loc.slice(0, a), ...loc.slice(a + 1)])), shape };
   }),
-  Unpack: kernel(({ inputs: { value }, t, attrs: { axis } }) => {
+  Unpack: strings(kernel(({ inputs: { value }, t, attrs: { axis } }) => {
     const x = t(value);
     return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
+  }), ({ inputs: { value }, v, attrs: { axis } }) => {
+    const a = util.parseAxisParam(axis, value.shape)[0];
+    const at = reader(v(value), value.shape);
+    const shape = value.shape.filter((_, k) => k !== a);
+    return Array.from({ length: value.shape[a] }, (_, i) =>
+      ({ values: build(shape, (loc) => at([...loc.slice(0, a), i, ...loc.slice(a)])), shape }));
   }),
   SplitV: unary((x, _b, { numOrSizeSplits, axis }) => x.split(numOrSizeSplits, axis)),
   StridedSlice: partwise(unary((x, backend, attrs) => stridedSlice(backend, x, attrs))),
@@ -908,17 +1022,25 @@ export const kernels = {
       Array.from(backend.readSync(s0.dataId)), Array.from(backend.readSync(s1.dataId)));
     return backend.device.tensor(Int32Array.from(shape), [shape.length], 'int32');
   }),
-  GatherV2: kernel(({ inputs: { x, indices }, t, attrs: { axis, batchDims } }) => {
+  GatherV2: kernel(({ inputs: { x, indices }, t, backend, attrs: { axis, batchDims } }) => {
     // TF.js's checks, for its messages; ours stand behind them.
     backend_util.segment_util.collectGatherOpShapeInfo(x, indices, axis, batchDims);
+    // Indices the page gave are checked here, as TF.js's CPU checks them;
+    // computed ones by our kernel, which fails the result.
+    const given = backend.given(indices);
+    const size = x.shape[util.parseAxisParam(axis, x.shape)[0]];
+    const bad = given == null ? undefined : given.find((i) => i < 0 || i >= size);
+    if (bad !== undefined) throw new Error(`GatherV2: the index value ${bad} is not in [0, ${size - 1}]`);
     return t(x).gather(t(indices), axis, batchDims);
   }),
   OneHot: kernel(({ inputs: { indices }, t, attrs: { depth, onValue, offValue, dtype } }) =>
     t(indices).oneHot(depth, onValue, offValue, WebfusionBackend.dtype(dtype, 'OneHot'))),
 
   // Made from nothing, or from a shape.
-  Fill: kernel(({ backend, attrs: { shape, value, dtype } }) =>
-    backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))),
+  Fill: strings(kernel(({ backend, attrs: { shape, value, dtype } }) =>
+    backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))), ({ attrs: { shape, value } }) =>
+    ({ values: build(shape, () => util.encodeString(value)), shape })),
+  Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
   OnesLike: complex(unary((x, backend) => backend.device.ones(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>

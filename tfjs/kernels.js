@@ -511,6 +511,20 @@ function avgPool3dGrad(backend, x, dy, attrs) {
   return backprop((v) => pool3d(backend, v.pad(sides, 0), whole, false), x, dy);
 }
 
+/**
+ * `dy` as TF.js's `Conv2DBackpropInput` reads it: TF.js takes any `dy` (one
+ * of a shape the input cannot give, from `conv2dTranspose`, included) and
+ * reads it within the output shape the convolution of `inputShape` has,
+ * so `dy` is cut to that shape (or padded with zeros up to it).
+ */
+function fitDy(dy, inputShape, filterShape, { strides, pad, dataFormat, dilations, dimRoundingMode }) {
+  const format = backend_util.convertConv2DDataFormat(dataFormat ?? 'NHWC');
+  const { outShape } = backend_util.computeConv2DInfo(inputShape, filterShape, strides, dilations ?? 1, pad, dimRoundingMode, false, format);
+  if (util.arraysEqual(outShape, dy.shape)) return dy;
+  const kept = dy.shape.map((d, k) => Math.min(d, outShape[k]));
+  return dy.slice(kept.map(() => 0), kept).pad(kept.map((d, k) => [0, outShape[k] - d]), 0);
+}
+
 function conv2d(x, filter, attrs) {
   const { strides, dataFormat, dilations } = attrs;
   return x.conv2d(filter, strides, padsOf(x.shape, filter.shape, attrs), dataFormat, dilations);
@@ -841,7 +855,7 @@ export const kernels = {
   }),
   Conv2DBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
     const f = (x) => conv2d(x, t(filter), attrs);
-    return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), t(dy));
+    return backprop(f, backend.device.zeros(attrs.inputShape, 'float32'), fitDy(t(dy), attrs.inputShape, filter.shape, attrs));
   }),
   Conv2DBackpropFilter: kernel(({ inputs: { x, dy }, t, backend, attrs }) => {
     const f = (w) => conv2d(t(x), w, attrs);

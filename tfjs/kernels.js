@@ -1009,9 +1009,19 @@ export const kernels = {
     scatterNd(backend, t(indices), t(updates), shape).values),
   // An update replaces, so where an index wrote, its value; elsewhere the
   // default or the tensor's own.
-  SparseToDense: kernel(({ inputs: { sparseIndices, sparseValues, defaultValue }, t, backend, attrs: { outputShape } }) => {
+  SparseToDense: strings(kernel(({ inputs: { sparseIndices, sparseValues, defaultValue }, t, backend, attrs: { outputShape } }) => {
     const { values, written } = scatterNd(backend, t(sparseIndices), t(sparseValues), outputShape);
     return select(backend, written, values, t(defaultValue));
+  }), ({ inputs: { sparseIndices, sparseValues, defaultValue }, v, attrs: { outputShape } }) => {
+    const { sliceRank, numUpdates, sliceSize, strides } = scatter_util.calculateShapes(sparseValues, sparseIndices, outputShape);
+    const [indices, updates] = [v(sparseIndices), v(sparseValues)];
+    const values = new Array(util.sizeFromShape(outputShape)).fill(v(defaultValue)[0]);
+    for (let i = 0; i < numUpdates; i += 1) {
+      let row = 0;
+      for (let j = 0; j < sliceRank; j += 1) row += indices[i * sliceRank + j] * strides[j];
+      for (let k = 0; k < sliceSize; k += 1) values[row * sliceSize + k] = updates.length === 1 ? updates[0] : updates[i * sliceSize + k];
+    }
+    return { values, shape: outputShape };
   }),
   TensorScatterUpdate: kernel(({ inputs: { tensor, indices, updates }, t, backend }) => {
     const { values, written } = scatterNd(backend, t(indices), t(updates), tensor.shape);

@@ -425,11 +425,11 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 14] = [
+const HELPERS: [(&str, &str); 15] = [
     // WGSL's `max`, `min` and `clamp` may return the other operand for a
-    // NaN (IEEE maxNum; SwiftShader does): a NaN would vanish into a
-    // number. TF.js propagates it, and a NaN that vanished is a silent
-    // wrong value, so the float forms test the bits.
+    // NaN (IEEE maxNum; SwiftShader does), and SwiftShader's `exp(NaN)` is
+    // Infinity: a NaN would vanish into a number. TF.js propagates it, and
+    // a NaN that vanished is a silent wrong value, so these test the bits.
     (
         "wf_max(",
         r"fn wf_max(a: f32, b: f32) -> f32 {
@@ -450,6 +450,13 @@ const HELPERS: [(&str, &str); 14] = [
         "wf_clamp(",
         r"fn wf_clamp(x: f32, lo: f32, hi: f32) -> f32 {
     return select(min(max(x, lo), hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
+    (
+        "wf_exp(",
+        r"fn wf_exp(x: f32) -> f32 {
+    return select(exp(x), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
 }
 ",
     ),
@@ -612,7 +619,7 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
     match op {
         UnaryOp::Neg => write!(out, "-({x})"),
         UnaryOp::Abs => write!(out, "abs({x})"),
-        UnaryOp::Exp => write!(out, "exp({x})"),
+        UnaryOp::Exp => write!(out, "wf_exp({x})"),
         UnaryOp::Log => write!(out, "wf_log({x})"),
         UnaryOp::Sqrt => write!(out, "wf_sqrt({x})"),
         UnaryOp::Rsqrt => write!(out, "wf_rsqrt({x})"),

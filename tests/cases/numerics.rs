@@ -610,9 +610,11 @@ pub async fn a_checked_op_runs_as_its_reductions_prologue_and_the_reduction_chec
 /// Found by TF.js's own op tests: WGSL's `max`, `min` and `clamp` (and
 /// Rust's `f32::max` on the host) give the other operand for a NaN, so a
 /// NaN vanished into a number through `relu`, `maximum`, `clipByValue`, a
-/// max reduction or a softmax: a silent wrong value. Each now gives NaN
-/// where TF.js does, on the host and in kernels, fused or not.
-pub async fn a_nan_propagates_through_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it()
+/// max reduction or a softmax: a silent wrong value. So did SwiftShader's
+/// `exp` (its `exp(NaN)` is Infinity; found by the browser run of this
+/// case). Each now gives NaN where TF.js does, on the host and in kernels,
+/// fused or not.
+pub async fn a_nan_propagates_through_exp_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it()
  {
     let options = |host_max_elements| DeviceOptions {
         host_max_elements,
@@ -626,6 +628,7 @@ pub async fn a_nan_propagates_through_max_min_clamp_relu_sigmoid_tanh_and_softma
         let nan_first = |v: &[f32], what: &str| {
             assert!(v[0].is_nan(), "{name}: {what} of NaN is NaN: {v:?}");
         };
+        nan_first(&floats(&x.exp().unwrap()).await, "exp");
         nan_first(&floats(&x.relu().unwrap()).await, "relu");
         nan_first(&floats(&x.sigmoid().unwrap()).await, "sigmoid");
         nan_first(&floats(&x.tanh().unwrap()).await, "tanh");

@@ -173,7 +173,7 @@ test('a failed read through a temporary leaves no failure held and no bytes in u
   const result = await run(async ({ Device }) => {
     const gpu = await Device.request();
     const start = gpu.stats();
-    // The `zeros` temporary is held by a JS object the collector has not taken.
+    // The `zeros` temporary is held by a JS object the collector may not have taken.
     const y = gpu.zeros([2 ** 16, 2 ** 16]).add(1);
     const caught = await y.data().then(() => null, (e) => ({ kind: e.root.kind, op: e.root.op }));
     const held = gpu.stats().failuresHeld;
@@ -191,5 +191,8 @@ test('a failed read through a temporary leaves no failure held and no bytes in u
   assert.equal(result.held, 1, 'y carries it while held');
   assert.equal(result.failuresHeld, 0);
   assert.equal(result.bytesBack, true);
-  assert.equal(result.expressions, 1, 'the zeros temporary, an expression until collected');
+  // The `zeros` temporary stays an expression until the collector takes its
+  // JS object, which it may do at any moment (a clean-clone CI run saw 0):
+  // what is held after that moment is not this test's to assert.
+  assert.ok(result.expressions <= 1, `at most the zeros temporary is still an expression: ${result.expressions}`);
 });

@@ -368,6 +368,12 @@ function bincount(backend, x, weights, size, binaryOutput) {
 }
 
 /**
+ * The pad after a dim of `size` that `out` windows of `reach`, `stride`
+ * apart and starting `before` it, need to stay inside the padded input.
+ */
+const after = (out, stride, reach, size, before) => Math.max(0, (out - 1) * stride + reach - size - before);
+
+/**
  * A 3D window op made of 2D ones. For each depth tap `kd`, the depth slice
  * each output depth reads (the input padded in depth with `fill`) joins a
  * batch of images, which `f(images, pads, kd)` windows in height and width
@@ -377,7 +383,6 @@ function bincount(backend, x, weights, size, binaryOutput) {
 function depthTaps(backend, x, info, fill, f, combine) {
   const [n, d, h, w, c] = x.shape;
   const { front, top, bottom, left, right } = info.padInfo;
-  const after = (out, stride, reach, size, before) => Math.max(0, (out - 1) * stride + reach - size - before);
   const back = after(info.outDepth, info.strideDepth, info.effectiveFilterDepth, d, front);
   const padded = x.pad([[0, 0], [front, back], [0, 0], [0, 0], [0, 0]], fill);
   const pads = [[0, 0],
@@ -501,7 +506,6 @@ function pool3d(backend, x, attrs, max) {
 function avgPool3dGrad(backend, x, dy, attrs) {
   const info = backend_util.computePool3DInfo(x.shape, attrs.filterSize, attrs.strides, 1, attrs.pad, attrs.dimRoundingMode);
   const { front, top, left } = info.padInfo;
-  const after = (out, stride, reach, size, before) => Math.max(0, (out - 1) * stride + reach - size - before);
   const [, d, h, w] = x.shape;
   const sides = [[0, 0],
     [front, after(info.outDepth, info.strideDepth, info.filterDepth, d, front)],

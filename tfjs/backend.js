@@ -32,6 +32,8 @@ export class WebfusionBackend extends KernelBackend {
     // tensor of every number in `x.add(1)`, and one our op takes as a
     // number is never uploaded.
     this.entries = new Map();
+    /** `tensorOf`, and null for a null input: the `t` kernels are given. */
+    this.tensorOrNull = (info) => (info == null ? null : this.tensorOf(info));
   }
 
   /** Checks `dtype` is one webfusion has, naming it otherwise. */

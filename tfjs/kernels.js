@@ -23,19 +23,16 @@ const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(valu
  * constants are disposed as soon as it returns, so they fuse into its result
  * instead of being kept (and written) for JS objects nobody reads.
  */
-function kernel(f, numbersOf = () => ({}), single = false) {
+function kernel(f, numbersOf = () => NONE, single = false) {
   return ({ inputs, backend, attrs }) => {
     // Inputs taken as numbers are not uploaded; the rest are, before the
     // body's `tidy` (which would dispose an upload made inside it).
     const numbers = numbersOf(inputs, backend);
-    for (const [name, info] of Object.entries(inputs)) {
-      if (!(name in numbers)) for (const one of [info].flat()) if (one != null) backend.materialize(one);
-    }
-    const t = (info) => (info == null ? null : backend.tensorOf(info));
+    eachInput(inputs, (info, name) => { if (!(name in numbers)) backend.materialize(info); });
+    const t = backend.tensorOrNull;
     // A body that records a single op has no intermediates to dispose,
     // and skips the scope (a tenth of the cost of a small op).
-    const body = () => f({ inputs, attrs, t, backend, numbers });
-    const out = single ? body() : tidy(body);
+    const out = single ? f({ inputs, attrs, t, backend, numbers }) : tidy(() => f({ inputs, attrs, t, backend, numbers }));
     if (Array.isArray(out)) return out.map((o) => backend.adopt(o));
     // A complex64 result is its parts (see `complex`).
     if (out.constructor === Object) return backend.complexOf(backend.adopt(out.real), backend.adopt(out.imag));
@@ -43,7 +40,35 @@ function kernel(f, numbersOf = () => ({}), single = false) {
   };
 }
 
-const isComplex = (inputs) => Object.values(inputs).flat().some((info) => info?.dtype === 'complex64');
+/** No inputs taken as numbers. */
+const NONE = Object.freeze({});
+
+/**
+ * Calls `f(info, name)` for each input `TensorInfo` of a kernel (a list
+ * input's each), without the arrays `Object.values(...).flat()` would make
+ * on every call of a small op.
+ */
+function eachInput(inputs, f) {
+  for (const name in inputs) {
+    const info = inputs[name];
+    if (Array.isArray(info)) {
+      for (const one of info) if (one != null) f(one, name);
+    } else if (info != null) {
+      f(info, name);
+    }
+  }
+}
+
+/** Whether some input is of `dtype`. */
+function anyInputOf(inputs, dtype) {
+  for (const name in inputs) {
+    const info = inputs[name];
+    if (Array.isArray(info) ? info.some((one) => one?.dtype === dtype) : info?.dtype === dtype) return true;
+  }
+  return false;
+}
+
+const isComplex = (inputs) => anyInputOf(inputs, 'complex64');
 
 /**
  * A kernel of complex64 tensors, on their parts: `c(info)` gives an input's
@@ -80,7 +105,7 @@ function partwise(k) {
 // String tensors live on the host (as in TF.js's GPU backends), and the
 // kernels that only move values (or compare them) run there for them.
 
-const isString = (inputs) => Object.values(inputs).flat().some((info) => info?.dtype === 'string');
+const isString = (inputs) => anyInputOf(inputs, 'string');
 
 /**
  * `plain`, or where an input is a string tensor `f` on the host: `v(info)`

@@ -37,7 +37,7 @@ use crate::ir::shape;
 use crate::ir::{OpIr, OpKind, TensorId, Values};
 use crate::runtime::host;
 use crate::runtime::lower::{Checked, Lowering, Written};
-use crate::runtime::{PendingRead, Scope};
+use crate::runtime::{OpenScope, PendingRead, Scope};
 use futures_util::FutureExt;
 
 /// One op of a block, as the failure bookkeeping sees it.
@@ -170,28 +170,45 @@ impl DeviceState {
         let mut runs = Vec::with_capacity(blocks.len());
         let mut scope = None;
         let mut compiled = Vec::new();
-        if !blocks.is_empty() {
-            // Without error scopes (a benchmark baseline, never the default)
-            // the same submit runs unguarded.
-            let open = self.error_scopes.then(|| self.gpu.open_scope());
-            let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
-            let mut checked = Vec::with_capacity(blocks.len());
-            self.gpu.compile_only = self.warming;
-            for block in &blocks {
-                let run = self.prepare(&ops, block, seq);
-                self.profile_start_block();
-                checked.push(self.encode(
-                    &ops,
-                    block,
-                    &run.live,
-                    !run.injected.is_empty(),
-                    &mut encoder,
-                    seq,
-                ));
-                self.profile_block(&run);
+        // The GPU is touched from the first block the host does not run: a
+        // flush of host work alone (a thousand ops on sixteen numbers)
+        // opens no error scope and submits nothing, which would cost more
+        // than the work.
+        let mut gpu: Option<(Option<OpenScope>, wgpu::CommandEncoder)> = None;
+        let mut checked = Vec::with_capacity(blocks.len());
+        self.gpu.compile_only = self.warming;
+        for block in &blocks {
+            let mut run = self.steps_of(&ops, block);
+            if self.runs_on_host(&ops, block, &run.steps) {
+                self.run_on_host(&ops, block, &run);
+                checked.push(Vec::new());
                 runs.push(run);
+                continue;
             }
-            self.gpu.compile_only = false;
+            let (_, encoder) = gpu.get_or_insert_with(|| {
+                // Without error scopes (a benchmark baseline, never the
+                // default) the same submit runs unguarded.
+                let open = self.error_scopes.then(|| self.gpu.open_scope());
+                (
+                    open,
+                    self.gpu.device.create_command_encoder(&Default::default()),
+                )
+            });
+            self.prepare(&ops, block, &mut run, seq);
+            self.profile_start_block();
+            checked.push(self.encode(
+                &ops,
+                block,
+                &run.live,
+                !run.injected.is_empty(),
+                encoder,
+                seq,
+            ));
+            self.profile_block(&run);
+            runs.push(run);
+        }
+        self.gpu.compile_only = false;
+        if let Some((open, encoder)) = gpu {
             if self.warming {
                 // Its kernels' pipelines are compiled; none runs. Failed
                 // only now: a block reading an output failed earlier would
@@ -240,13 +257,11 @@ impl DeviceState {
         }
     }
 
-    /// Decides on the CPU what can be decided before `block` touches the
-    /// GPU (see the module doc).
-    fn prepare(&mut self, ops: &[OpIr], block: &Block, seq: u64) -> BlockRun {
-        let indices = block.op_indices();
-        let outputs = block.outputs(ops);
+    /// `block`'s steps, nothing decided yet.
+    fn steps_of(&self, ops: &[OpIr], block: &Block) -> BlockRun {
         let capture = self.capture_stacks;
-        let steps: Vec<Step> = indices
+        let steps: Vec<Step> = block
+            .op_indices()
             .iter()
             .map(|&i| Step {
                 op: ops[i].kind.name(),
@@ -261,33 +276,33 @@ impl DeviceState {
                 },
             })
             .collect();
-        let mut run = BlockRun {
+        BlockRun {
             steps,
-            outputs,
+            outputs: block.outputs(ops),
             live: Vec::new(),
             injected: Vec::new(),
             parts: Vec::new(),
             flagged: Vec::new(),
-        };
-        if self.runs_on_host(ops, block, &run.steps) {
-            self.run_on_host(ops, block, &run);
-            return run;
         }
+    }
+
+    /// Decides on the CPU what can be decided before `block`, which the
+    /// host does not run, touches the GPU (see the module doc).
+    fn prepare(&mut self, ops: &[OpIr], block: &Block, run: &mut BlockRun, seq: u64) {
         self.upload_host_inputs(&run.steps);
         if let Block::Commit(i) = block {
-            self.prepare_commit(&ops[*i], &mut run, seq);
-            return run;
+            self.prepare_commit(&ops[*i], run, seq);
+            return;
         }
 
-        let live = self.skip_failed_inputs(&run, seq);
-        if live.is_empty() || self.refuse(ops, block, &run, &live, seq) {
-            return run;
+        let live = self.skip_failed_inputs(run, seq);
+        if live.is_empty() || self.refuse(ops, block, run, &live, seq) {
+            return;
         }
         if !self.warming {
             run.injected = self.assign_faults(&run.steps, &live);
         }
         run.live = live;
-        run
     }
 
     /// Skips the ops that read a tensor carrying a failure: the outputs

@@ -115,10 +115,21 @@ impl JsTensor {
         Ok(self.tensor("rank")?.rank() as f64)
     }
 
-    /// `'float32'`, `'int32'` or `'bool'`.
+    /// `'float32'`, `'int32'` or `'bool'`: the same JS string each time,
+    /// made once (decoding a new one cost more than the op that made the
+    /// tensor; TF.js's backend asks for every result's dtype).
     #[wasm_bindgen(getter, unchecked_return_type = "DataType")]
-    pub fn dtype(&self) -> Result<String, JsValue> {
-        Ok(self.tensor("dtype")?.dtype().name().to_string())
+    pub fn dtype(&self) -> Result<JsValue, JsValue> {
+        thread_local! {
+            static NAMES: [JsValue; 3] = [DType::Float32, DType::Int32, DType::Bool].map(|d| JsValue::from_str(d.name()));
+        }
+        let dtype = self.tensor("dtype")?.dtype();
+        let index = match dtype {
+            DType::Float32 => 0,
+            DType::Int32 => 1,
+            DType::Bool => 2,
+        };
+        Ok(NAMES.with(|names| names[index].clone()))
     }
 
     /// A `Promise` of the values, row-major: a `Float32Array`, an

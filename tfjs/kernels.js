@@ -180,6 +180,41 @@ function unique(backend, x, axis) {
 }
 
 /**
+ * TF.js's `RaggedRange`, on the host from the page's values, like `unique`:
+ * the output's size depends on them. Row `i` counts from `starts[i]` by
+ * `deltas[i]` up to `limits[i]` (a scalar input stands for every row); the
+ * rows' values are laid end to end, and `rtNestedSplits` says where each
+ * begins.
+ */
+function raggedRange(backend, { starts, limits, deltas }) {
+  const inputs = { starts, limits, deltas };
+  const lengths = [];
+  for (const [name, info] of Object.entries(inputs)) {
+    if (info.shape.length > 1) throw new Error(`${name} must be a scalar or vector`);
+    if (info.shape.length === 1) lengths.push(info.shape[0]);
+  }
+  if (lengths.some((n) => n !== lengths[0])) throw new Error('starts, limits, and deltas must have the same shape');
+  const rows = lengths[0] ?? 1;
+  const [start, limit, delta] = [starts, limits, deltas].map((info) => {
+    const values = backend.readSync(info.dataId);
+    return (row) => values[info.shape.length === 0 ? 0 : row];
+  });
+  const splits = new Int32Array(rows + 1);
+  for (let row = 0; row < rows; row += 1) {
+    const [from, to, by] = [start(row), limit(row), delta(row)];
+    if (by === 0) throw new Error('Requires delta != 0');
+    const size = (by > 0 && to < from) || (by < 0 && to > from) ? 0 : Math.ceil(Math.abs((to - from) / by));
+    if (size > 2147483647) throw new Error('Requires ((limit - start) / delta) <= 2147483647');
+    splits[row + 1] = splits[row] + size;
+  }
+  const values = util.getArrayFromDType(starts.dtype, splits[rows]);
+  for (let row = 0, at = 0; row < rows; row += 1) {
+    for (let i = 0, v = start(row); i < splits[row + 1] - splits[row]; i += 1, v += delta(row)) values[at++] = v;
+  }
+  return [backend.hostTensor(splits, [rows + 1], 'int32'), backend.hostTensor(values, [values.length], starts.dtype)];
+}
+
+/**
  * TF.js's `FFT` (or with `inverse` its `IFFT`) along the innermost axis:
  * the product with the DFT's cosine and sine matrices, made in float64 on
  * the host, `e^(-2 pi i jk / n)` (or `e^(+..) / n`).
@@ -1094,6 +1129,7 @@ export const kernels = {
     backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))), ({ attrs: { shape, value } }) =>
     ({ values: build(shape, () => util.encodeString(value)), shape })),
   Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
+  RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
   OnesLike: complex(unary((x, backend) => backend.device.ones(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>

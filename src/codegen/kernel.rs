@@ -425,7 +425,7 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 15] = [
+const HELPERS: [(&str, &str); 16] = [
     // WGSL's `max`, `min` and `clamp` may return the other operand for a
     // NaN (IEEE maxNum; SwiftShader does), and SwiftShader's `exp(NaN)` is
     // Infinity: a NaN would vanish into a number. TF.js propagates it, and
@@ -457,6 +457,35 @@ const HELPERS: [(&str, &str); 15] = [
         "wf_exp(",
         r"fn wf_exp(x: f32) -> f32 {
     return select(exp(x), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
+    // WGSL allows `sin` and `cos` an absolute error of 2^-11, and
+    // SwiftShader's are 1.5e-4 off across [-pi, pi]: a tenfold gradient of
+    // `tan` is then off by 1e-2. This is sin (`phase` 0) or cos (1) to
+    // 1.2e-7 absolute for |x| < 1e6 (a quadrant `k` of pi/2 taken off
+    // exactly: pi/2's first two parts have 8 and 11 bits, `k` is split at
+    // 2^12, so every product but the last is exact, as Cody and Waite
+    // reduce; then Cephes's `sinf` polynomials on [-pi/4, pi/4]). Past 1e6 the
+    // driver's: an exact reduction there needs Payne and Hanek's.
+    (
+        "wf_trig(",
+        r"fn wf_trig(x: f32, phase: i32) -> f32 {
+    if (!(abs(x) < 1e6)) { return select(sin(x), cos(x), phase == 1); }
+    let k = round(x * 0.636619772);
+    let kh = trunc(k * (1.0 / 4096.0)) * 4096.0;
+    let kl = k - kh;
+    var r = x - kh * 1.5703125;
+    r = r - kl * 1.5703125;
+    r = r - kh * 4.837512969970703125e-4;
+    r = r - kl * 4.837512969970703125e-4;
+    r = r - k * 7.54978995489188216e-8;
+    let q = (i32(k) + phase) & 3;
+    let z = r * r;
+    let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+    let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+    let v = select(s, c, (q & 1) == 1);
+    return select(v, -v, q >= 2);
 }
 ",
     ),
@@ -632,8 +661,8 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         ),
         UnaryOp::Sigmoid => write!(out, "wf_sigmoid({x})"),
         UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
-        UnaryOp::Sin => write!(out, "sin({x})"),
-        UnaryOp::Cos => write!(out, "cos({x})"),
+        UnaryOp::Sin => write!(out, "wf_trig({x}, 0)"),
+        UnaryOp::Cos => write!(out, "wf_trig({x}, 1)"),
         UnaryOp::LogicalNot => write!(out, "(1 ^ {x})"),
     }
 }

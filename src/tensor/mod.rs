@@ -264,10 +264,18 @@ thread_local! {
 /// code (`minimize(f)`) registers ops after `f`'s own calls returned.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) fn with_site<R>(site: Option<String>, f: impl FnOnce() -> R) -> R {
-    let before = SITE.with(|s| s.replace(site.map(Rc::from)));
+    let before = replace_site(site.map(Rc::from));
     let result = f();
-    SITE.with(|s| *s.borrow_mut() = before);
+    replace_site(before);
     result
+}
+
+/// Sets the handed-over site, returning the one before. Not inlined: each
+/// of the JS layer's two hundred entry points calls `with_site`, and a copy
+/// of this in each made the module larger for no speed.
+#[inline(never)]
+fn replace_site(site: Option<Rc<str>>) -> Option<Rc<str>> {
+    SITE.with(|s| s.replace(site))
 }
 
 /// Where an op is being registered: the site the JS layer handed over, or

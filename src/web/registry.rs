@@ -393,7 +393,14 @@ pub fn register(
     device: &Device,
     f: impl FnOnce() -> Result<Tensor, RegistrationError>,
 ) -> Result<JsValue, JsValue> {
-    with_site(errors::site_if_captured(device), f)
+    registered(with_site(errors::site_if_captured(device), f))
+}
+
+/// What JS gets for a registration's result. Not inlined into each of the
+/// entry points that call `register` (see `with_site`).
+#[inline(never)]
+fn registered(result: Result<Tensor, RegistrationError>) -> Result<JsValue, JsValue> {
+    result
         .map(wrap_tensor)
         .map_err(|e| errors::registration(&e))
 }

@@ -33,9 +33,11 @@ echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after
 # and the budget it must stay within: the build fails past it. The budget
 # is today's size with a little room (issue 23 aims at 150 KB gzip; see
 # its notes for where the bytes go): it keeps the module from growing
-# unnoticed while it is made smaller, and comes down as it does.
+# unnoticed while it is made smaller, and comes down as it does. Raised
+# once, by 2 KB, for the GPU's timestamps in profiles (3.2 KB gzip, most
+# of it wgpu's query-set calls and their glue; 1.4 KB was found first).
 node -e '
-const BUDGET_GZIP = 350000;
+const BUDGET_GZIP = 352000;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

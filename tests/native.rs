@@ -50,3 +50,39 @@ fn the_typescript_stats_interface_and_the_api_doc_name_every_counter() {
         );
     }
 }
+
+/// Natively a profile comes back with the GPU's time running each kernel,
+/// from the timestamps written around its launches (lavapipe writes them),
+/// and the profile's time is their sum. In the browser `profile()` awaits
+/// them (a page test).
+#[test]
+fn a_profile_gives_each_kernel_the_gpus_time_from_its_timestamps() {
+    pollster::block_on(async {
+        let gpu = cases::engine::kernels_only().await;
+        let a = gpu.random_uniform(&[256, 256], -1.0, 1.0, 1).unwrap();
+        let b = gpu.random_uniform(&[256, 256], -1.0, 1.0, 2).unwrap();
+        gpu.sync().await.unwrap();
+        let (y, profile) = gpu.profile(|| {
+            let p = a.matmul(&b).unwrap().relu().unwrap();
+            let s = p.sum(None, false).unwrap();
+            (p, s)
+        });
+        assert_eq!(profile.kernels.len(), 2, "{profile:?}");
+        let times: Vec<f64> = profile
+            .kernels
+            .iter()
+            .map(|k| k.kernel_ms.expect("each kernel's time"))
+            .collect();
+        assert!(times[0] > 0.0, "a 256 x 256 product takes time: {times:?}");
+        let total = profile.kernel_ms.expect("the profile's time");
+        assert!(
+            (total - times.iter().sum::<f64>()).abs() < 1e-9,
+            "{total} {times:?}"
+        );
+        // Nothing launched, nothing timed: a time of 0, not a missing one.
+        let ((), empty) = gpu.profile(|| ());
+        assert_eq!(empty.kernel_ms, Some(0.0));
+        drop(y);
+    });
+    assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
+}

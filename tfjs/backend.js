@@ -208,16 +208,19 @@ export class WebfusionBackend extends KernelBackend {
   }
 
   /**
-   * Runs `f` and everything it recorded. webfusion does not time kernels on
-   * the GPU, so `kernelMs` says so (as TF.js's WebGL backend does without
-   * its timer extension) and `wallMs` is the whole run.
+   * Runs `f` and everything it recorded: `kernelMs` is the GPU's time
+   * running its kernels, from the adapter's timestamps (a profile of `f`),
+   * and `wallMs` the whole run. Where the adapter writes no timestamps,
+   * `kernelMs` says so, as TF.js's WebGL backend does without its timer
+   * extension. `timerAvailable()` stays false: TF.js's `tf.profile` would
+   * then time each kernel call on its own, flushing between them, and
+   * nothing would fuse.
    */
   async time(f) {
     const start = performance.now();
-    f();
-    await this.device.sync();
+    const { kernelMs } = await this.device.profile(f);
     const wallMs = performance.now() - start;
-    return { kernelMs: { error: 'webfusion does not time kernels on the GPU; wallMs is the time to run them' }, wallMs };
+    return { kernelMs: kernelMs ?? { error: 'this adapter writes no GPU timestamps; wallMs is the time to run the kernels' }, wallMs };
   }
 
   floatPrecision() {

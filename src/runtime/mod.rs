@@ -165,8 +165,11 @@ pub struct Gpu {
     compiled_in_scope: Vec<String>,
     /// GPU errors that reached the uncaptured-error handler (`Stats`).
     pub uncaptured: Arc<AtomicU64>,
-    /// While a profile is taken: the text of each kernel launched.
-    pub traced: Option<Vec<String>>,
+    /// While a profile is taken: what each launch records.
+    pub traced: Option<Traced>,
+    /// Whether the adapter writes timestamps (WebGPU's `timestamp-query`),
+    /// and how many nanoseconds one tick is.
+    timestamps: Option<f32>,
     /// Launches get their pipelines and record nothing (a warm-up's flush,
     /// `device::warmup`): none counts as launched, nor as a size set's
     /// first run.
@@ -190,6 +193,48 @@ struct Uniforms {
     arenas: Vec<wgpu::Buffer>,
     /// The words staged for the next submit, per arena in use.
     staged: Vec<Vec<u8>>,
+}
+
+/// What launches record while a profile is taken: each kernel's text, and
+/// where its start and end times were written when the adapter writes
+/// timestamps. Times come from the GPU's own clock around each compute
+/// pass; the wall clock would time the queue and the round trip too.
+#[derive(Default)]
+pub struct Traced {
+    /// The text of each kernel launched since the block began.
+    pub wgsl: Vec<String>,
+    /// Each of those launches' times: the read of its submit's timestamps
+    /// (an index into `reads`) and the query its start went to (its end
+    /// to the next). `None` for a launch past a submit's `QUERIES`.
+    pub stamps: Vec<Option<(usize, u32)>>,
+    /// The timestamps of each submit that wrote some, in submit order.
+    pub reads: Vec<PendingRead>,
+    /// The current submit's query set and how many of its queries are used.
+    set: Option<(wgpu::QuerySet, u32)>,
+}
+
+/// The queries of one submit's set: WebGPU's largest, two per launch.
+const QUERIES: u32 = 4096;
+
+impl Traced {
+    /// The query the next launch's start goes to (its end to the next),
+    /// recorded for its block; `None` once the submit's set is full.
+    fn stamp(&mut self, device: &wgpu::Device) -> Option<u32> {
+        let (_, used) = self.set.get_or_insert_with(|| {
+            let set = device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("webfusion timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: QUERIES,
+            });
+            (set, 0)
+        });
+        let first = (*used + 2 <= QUERIES).then_some(*used);
+        if first.is_some() {
+            *used += 2;
+        }
+        self.stamps.push(first.map(|q| (self.reads.len(), q)));
+        first
+    }
 }
 
 /// Bytes of one uniform arena: the largest uniform binding WebGPU allows.
@@ -413,10 +458,13 @@ impl Gpu {
         // works here works in any browser; `maxBufferSize` is what the
         // failure reports name.
         let limits = wgpu::Limits::default();
+        // Timestamps only time profiles (`Traced`); where the adapter has
+        // none, a profile says so instead of giving a time.
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("webfusion"),
-                required_features: wgpu::Features::empty(),
+                required_features: features,
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -433,6 +481,7 @@ impl Gpu {
             counter.fetch_add(1, Ordering::Relaxed);
             log(&format!("webfusion: uncaptured GPU error: {error}"));
         }));
+        let timestamps = (!features.is_empty()).then(|| queue.get_timestamp_period());
         let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("webfusion placeholder"),
             size: 16,
@@ -449,6 +498,7 @@ impl Gpu {
             pipelines: FxHashMap::default(),
             compiled_in_scope: Vec::new(),
             traced: None,
+            timestamps,
             compile_only: false,
             pool: FxHashMap::default(),
             uncaptured,
@@ -550,6 +600,12 @@ impl Gpu {
         }
     }
 
+    /// How many nanoseconds a timestamp tick is, where the adapter writes
+    /// timestamps.
+    pub fn timestamp_period(&self) -> Option<f32> {
+        self.timestamps
+    }
+
     /// Records `kernel` into `encoder`, compiling its pipeline on first use.
     pub fn launch(
         &mut self,
@@ -559,7 +615,7 @@ impl Gpu {
         stats: &mut Stats,
     ) {
         if let Some(traced) = &mut self.traced {
-            traced.push(kernel.wgsl.clone());
+            traced.wgsl.push(kernel.wgsl.clone());
         }
         let mut compiler = Compiler {
             device: &self.device,
@@ -604,7 +660,23 @@ impl Gpu {
             entries: &entries,
         });
         let (x, y) = self.grid(kernel.workgroups);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+        let stamp = match (&mut self.traced, self.timestamps) {
+            (Some(traced), Some(_)) => traced.stamp(&self.device),
+            _ => None,
+        };
+        let set = self.traced.as_ref().and_then(|t| t.set.as_ref());
+        let timestamp_writes =
+            stamp
+                .zip(set)
+                .map(|(first, (query_set, _))| wgpu::ComputePassTimestampWrites {
+                    query_set,
+                    beginning_of_pass_write_index: Some(first),
+                    end_of_pass_write_index: Some(first + 1),
+                });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: None,
+            timestamp_writes,
+        });
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(x, y, 1);
@@ -646,7 +718,7 @@ impl Gpu {
     }
 
     /// Writes the staged uniform words, then submits `encoder`.
-    pub fn submit(&mut self, encoder: wgpu::CommandEncoder) {
+    pub fn submit(&mut self, mut encoder: wgpu::CommandEncoder) {
         for (arena, staged) in self
             .uniforms
             .arenas
@@ -657,7 +729,28 @@ impl Gpu {
                 self.queue.write_buffer(arena, 0, &staged);
             }
         }
+        // The timestamps this submit's launches wrote are resolved at its
+        // end and read back after it (`Traced`).
+        let stamped = self.traced.as_mut().and_then(|t| t.set.take());
+        let resolved = stamped.map(|(set, used)| {
+            let bytes = u64::from(used) * 8;
+            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("webfusion timestamps"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            encoder.resolve_query_set(&set, 0..used, &buffer, 0);
+            (buffer, bytes)
+        });
         self.queue.submit([encoder.finish()]);
+        if let Some((buffer, bytes)) = resolved {
+            // Profiling's own buffers are not the program's: not counted.
+            let read = self.read(&buffer, 0, bytes, &mut Stats::default());
+            if let Some(traced) = &mut self.traced {
+                traced.reads.push(read);
+            }
+        }
     }
 
     /// A 2-D grid of `workgroups`: each dimension stays within

@@ -432,9 +432,11 @@ impl JsDevice {
 
     /// `profile(fn)`, TF.js's `tf.profile`: runs `fn` (which may be async)
     /// and everything it queued, and resolves to what that launched: `{
-    /// kernels, kernelNames, newBytes, peakBytes, result }`, each kernel `{
-    /// name, ops, inputs, outputs, wgsl }` (tensors as `{ id, shape, bytes
-    /// }`). What `fn` throws or rejects with rejects the profile.
+    /// kernels, kernelNames, kernelMs, newBytes, peakBytes, result }`, each
+    /// kernel `{ name, ops, inputs, outputs, wgsl, kernelMs }` (tensors as
+    /// `{ id, shape, bytes }`). `kernelMs` is the GPU's time from its
+    /// timestamps, `undefined` where the adapter writes none. What `fn`
+    /// throws or rejects with rejects the profile.
     #[wasm_bindgen(unchecked_return_type = "Promise<Profile>")]
     pub fn profile(
         &self,
@@ -453,8 +455,9 @@ impl JsDevice {
                 },
                 Err(error) => Err(error),
             };
-            let profile = device.end_profile();
-            profile_object(&profile, result?)
+            let timing = device.end_profile();
+            let result = result?;
+            profile_object(&timing.finish().await, result)
         }))
     }
 
@@ -548,11 +551,13 @@ fn profile_object(profile: &crate::Profile, result: JsValue) -> Result<JsValue, 
         Reflect::set(&k, &"inputs".into(), &tensors(&kernel.inputs)?.into())?;
         Reflect::set(&k, &"outputs".into(), &tensors(&kernel.outputs)?.into())?;
         Reflect::set(&k, &"wgsl".into(), &strings(&kernel.wgsl))?;
+        Reflect::set(&k, &"kernelMs".into(), &kernel.kernel_ms.into())?;
         kernels.push(&k);
     }
     let out = Object::new();
     Reflect::set(&out, &"kernels".into(), &kernels)?;
     Reflect::set(&out, &"kernelNames".into(), &names)?;
+    Reflect::set(&out, &"kernelMs".into(), &profile.kernel_ms.into())?;
     Reflect::set(&out, &"newBytes".into(), &(profile.new_bytes as f64).into())?;
     Reflect::set(
         &out,

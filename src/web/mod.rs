@@ -187,12 +187,16 @@ export interface ProfiledKernel {
     outputs: ProfiledTensor[];
     /** One text per launch (a reduction split in two passes has two). */
     wgsl: string[];
+    /** The GPU's time running it, from its timestamps; undefined where the adapter writes none. */
+    kernelMs: number | undefined;
 }
 
 /** What `device.profile(fn)` resolves to (TF.js's `tf.profile`). */
 export interface Profile {
     kernels: ProfiledKernel[];
     kernelNames: string[];
+    /** The GPU's time running every kernel; undefined where the adapter writes no timestamps. */
+    kernelMs: number | undefined;
     /** `bytesInUse` at the end less at the start. */
     newBytes: number;
     /** The most bytes tensors held at once while it ran. */

@@ -111,6 +111,34 @@ test('a TF.js read of a tensor whose work failed rejects with our TensorError an
   assert.deepEqual(r.again, [8, 8], 'the next product computes');
 });
 
+test('tf.time gives the GPU\'s time running the kernels, from its timestamps, and a profile gives each kernel\'s', async () => {
+  const r = await withTfjs(async (tf, backend) => {
+    const a = tf.tensor2d(Array.from({ length: 256 * 256 }, (_, i) => (i % 13) / 13), [256, 256]);
+    let product;
+    const timing = await tf.time(() => { product = tf.relu(tf.matMul(a, a)); });
+    const gpu = backend.device;
+    const x = gpu.tensor(new Float32Array(256 * 256).fill(0.5), [256, 256]);
+    const profile = await gpu.profile(() => x.matmul(x).sum(1));
+    const at = (i, j) => ((i * 256 + j) % 13) / 13;
+    let first = 0;
+    for (let k = 0; k < 256; k += 1) first += at(0, k) * at(k, 0);
+    const values = [(await product.data())[0], first];
+    return {
+      kernelMs: timing.kernelMs,
+      wallMs: timing.wallMs,
+      total: profile.kernelMs,
+      each: profile.kernels.map((k) => k.kernelMs),
+      values,
+    };
+  });
+  assert.equal(typeof r.kernelMs, 'number', `tf.time's kernelMs: ${JSON.stringify(r.kernelMs)}`);
+  assert.ok(r.kernelMs > 0 && r.wallMs > 0, `a 256 x 256 product takes time: ${r.kernelMs} ms of ${r.wallMs}`);
+  assert.equal(r.each.length, 2, 'the product and the sum');
+  assert.ok(r.each.every((ms) => typeof ms === 'number' && ms >= 0), `each kernel's time: ${r.each}`);
+  assert.ok(r.total > 0 && Math.abs(r.total - r.each[0] - r.each[1]) < 1e-9, `the profile's time is their sum: ${r.total}`);
+  assert.ok(Math.abs(r.values[0] - r.values[1]) < 1e-3 * r.values[1], `the timed product computed: ${r.values}`);
+});
+
 test('dataSync answers for values the page gave and says why it cannot for computed ones', async () => {
   const r = await withTfjs(async (tf) => {
     const given = tf.tensor([1, 2, 3]);

@@ -312,7 +312,8 @@ async function profileStep() {
     const summary = document.createElement('summary');
     const io = (list) => list.map((t) => `#${t.id} [${t.shape.join(',')}]`).join(' ');
     summary.innerHTML = `<span class="phase">${label}</span>`;
-    summary.append(`${k.name}: reads ${io(k.inputs)} → writes ${io(k.outputs)}`);
+    const time = k.kernelMs === undefined ? '' : `, ${k.kernelMs.toFixed(3)} ms on the GPU`;
+    summary.append(`${k.name}: reads ${io(k.inputs)} → writes ${io(k.outputs)}${time}`);
     const pre = document.createElement('pre');
     pre.className = 'wgsl';
     pre.textContent = k.wgsl.join('\n// ---- next launch\n');
@@ -322,7 +323,8 @@ async function profileStep() {
   });
   $('kernels').replaceChildren(...items);
   const fused = answer.kernels.filter((k) => k.ops.length > 1).length;
-  $('profile-summary').textContent = `${answer.kernels.length} kernels, ${fused} of them fusing several ops; `
+  const gpuTime = answer.kernelMs === undefined ? '' : ` ${answer.kernelMs.toFixed(2)} ms on the GPU;`;
+  $('profile-summary').textContent = `${answer.kernels.length} kernels, ${fused} of them fusing several ops;${gpuTime} `
     + `peak ${answer.peakBytes.toLocaleString()} bytes, new ${answer.newBytes.toLocaleString()} bytes. Open one for its WGSL.`;
   $('ran').dataset.state = 'done';
   showStats();

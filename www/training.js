@@ -285,8 +285,8 @@ const methods = {
     const profile = await trainer.gpu.profile(() => step());
     state.step += 1;
     profile.result.dispose();
-    const { kernels, peakBytes, newBytes } = profile;
-    return { ...progress(), kernels, peakBytes, newBytes, shapes: trainer.vars.map((v) => v.shape.join('x')) };
+    const { kernels, kernelMs, peakBytes, newBytes } = profile;
+    return { ...progress(), kernels, kernelMs, peakBytes, newBytes, shapes: trainer.vars.map((v) => v.shape.join('x')) };
   },
 
   // What the page tests drive: a device gone behind the page's back, and a

@@ -388,4 +388,6 @@ test('profiling one step lists its kernels, fused ones among them, each with its
   assert.ok(fused.length > 0, 'a kernel with more than one op fused');
   assert.ok(kernels.every((k) => k.wgsl.includes('@compute')), 'each with its WGSL');
   assert.deepEqual([...new Set(kernels.map((k) => k.phase))], ['forward', 'backward', 'update']);
+  const summary = await page.textContent('#profile-summary');
+  assert.match(summary, /kernels, .* [0-9.]+ ms on the GPU;/, 'the step\'s GPU time, from the adapter\'s timestamps');
 });

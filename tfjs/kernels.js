@@ -215,6 +215,65 @@ function raggedRange(backend, { starts, limits, deltas }) {
 }
 
 /**
+ * TF.js's `RaggedGather`, on the host from the page's values, like
+ * `unique`. A ragged tensor is `paramsDenseValues` cut into rows by
+ * `paramsNestedSplits`, one level of splits per ragged dim. An index's row
+ * is followed down the levels to the span of dense values under it. The
+ * output's splits give the lengths of what was gathered, laid end to end,
+ * after one uniform level for each dim of `indices` but the last.
+ */
+function raggedGather(backend, { paramsNestedSplits, paramsDenseValues, indices }) {
+  if (paramsNestedSplits.length === 0) throw new Error('paramsNestedSplits must be non empty');
+  if (paramsNestedSplits[0].shape.length === 0) throw new Error('Split tensors must not be scalars');
+  const levels = paramsNestedSplits.map((info) => backend.readSync(info.dataId));
+  const at = backend.readSync(indices.dataId);
+  const rows = paramsNestedSplits[0].shape[0] - 1;
+  const strides = util.computeStrides(indices.shape);
+  at.forEach((index, i) => {
+    if (index < 0 || index >= rows) {
+      throw new Error(`indices[${util.indexToLoc(i, indices.shape.length, strides).join(',')}] = ${index} is not in [0, ${rows})`);
+    }
+  });
+  if (paramsDenseValues.shape.length === 0) throw new Error('params.rank must be nonzero');
+  levels.forEach((splits, level) => {
+    const end = level === levels.length - 1 ? paramsDenseValues.shape[0] : levels[level + 1].length;
+    if (splits.length === 0) throw new Error('Ragged splits may not be empty');
+    if (splits[0] < 0) throw new Error('Ragged splits must be non-negative');
+    if (splits[splits.length - 1] > end) throw new Error('Ragged splits must not point past values');
+    if (splits.some((v, i) => i > 0 && splits[i - 1] > v)) throw new Error('Ragged splits must be sorted in ascending order');
+  });
+  const uniform = indices.shape.length - 1;
+  const out = Array.from({ length: uniform + levels.length }, () => [0]);
+  for (let d = 0, n = 1; d < uniform; d += 1) {
+    n *= indices.shape[d];
+    for (let i = 1; i <= n; i += 1) out[d].push(i * indices.shape[d + 1]);
+  }
+  const spans = [];
+  for (const index of at) {
+    let [from, to] = [index, index + 1];
+    levels.forEach((splits, level) => {
+      const o = out[uniform + level];
+      if (o !== undefined) {
+        const shift = o[o.length - 1] - splits[from];
+        for (let j = from; j < to; j += 1) o.push(splits[j + 1] + shift);
+      }
+      [from, to] = [splits[from], splits[to]];
+    });
+    if (to > from) spans.push([from, to]);
+  }
+  const values = backend.readSync(paramsDenseValues.dataId);
+  const inner = util.sizeFromShape(paramsDenseValues.shape.slice(1));
+  const shape = [spans.reduce((n, [from, to]) => n + to - from, 0), ...paramsDenseValues.shape.slice(1)];
+  const gathered = util.getArrayFromDType(paramsDenseValues.dtype, util.sizeFromShape(shape));
+  let k = 0;
+  for (const [from, to] of spans) for (let i = from * inner; i < to * inner; i += 1) gathered[k++] = values[i];
+  return [
+    ...out.map((splits) => backend.hostTensor(Int32Array.from(splits), [splits.length], 'int32')),
+    backend.hostTensor(gathered, shape, paramsDenseValues.dtype),
+  ];
+}
+
+/**
  * TF.js's `FFT` (or with `inverse` its `IFFT`) along the innermost axis:
  * the product with the DFT's cosine and sine matrices, made in float64 on
  * the host, `e^(-2 pi i jk / n)` (or `e^(+..) / n`).
@@ -1130,6 +1189,7 @@ export const kernels = {
     ({ values: build(shape, () => util.encodeString(value)), shape })),
   Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
+  RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
   OnesLike: complex(unary((x, backend) => backend.device.ones(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>

@@ -274,6 +274,55 @@ function raggedGather(backend, { paramsNestedSplits, paramsDenseValues, indices 
 }
 
 /**
+ * TF.js's `Draw` (`tf.browser.draw`): an image's values into a 2D canvas,
+ * at once, as TF.js's CPU backend draws them (floats in [0, 1], ints in
+ * [0, 255], one channel as grey). It is synchronous, so it draws the
+ * values the page gave only: a computed image would need a synchronous
+ * GPU read, which WebGPU does not have, and is refused naming the
+ * asynchronous way, `tf.browser.toPixels`.
+ */
+function draw(backend, image, { canvas, options }) {
+  const { contextOptions, imageOptions } = options ?? {};
+  // TF.js's backends each draw through a context of their own name
+  // ('webgl', 'webgpu'); this one's is a 2D context.
+  const asked = contextOptions?.contextType || '2d';
+  if (asked !== '2d' && asked !== 'webfusion') {
+    throw new Error(`Context type ${asked} is not supported by the webfusion backend: it draws with '2d'.`);
+  }
+  const type = '2d';
+  const values = backend.given(image);
+  if (values === null) {
+    throw new Error(`webfusion draws only images whose values the page gave: image [${image.shape}] is computed ` +
+      'on the GPU, which cannot be read synchronously. Use `await tf.browser.toPixels(image, canvas)` instead.');
+  }
+  const ctx = canvas.getContext(type, contextOptions?.contextAttributes || {});
+  if (ctx == null) throw new Error(`Could not get the context with ${type} type.`);
+  const [height, width] = image.shape;
+  const depth = image.shape[2] ?? 1;
+  const [scale, top] = image.dtype === 'float32' ? [255, 1] : [1, 255];
+  const alpha = 255 * (imageOptions?.alpha || 1);
+  const bytes = new Uint8ClampedArray(width * height * 4);
+  for (let i = 0; i < width * height; i += 1) {
+    const rgba = [0, 0, 0, alpha];
+    for (let d = 0; d < depth; d += 1) {
+      const value = values[i * depth + d];
+      if (value < 0 || value > top) {
+        throw new Error(`Tensor values for a ${image.dtype} Tensor must be in the range [0 - ${top}] but encountered ${value}.`);
+      }
+      if (depth === 1) rgba.fill(value * scale, 0, 3);
+      else rgba[d] = value * scale;
+    }
+    for (let c = 0; c < 4; c += 1) bytes[i * 4 + c] = Math.round(rgba[c]);
+  }
+  canvas.width = width;
+  canvas.height = height;
+  ctx.putImageData(new ImageData(bytes, width, height), 0, 0);
+  // The input tensor itself: TF.js's engine makes no new tensor of an
+  // output that is one, and `tf.browser.draw` drops what the kernel returns.
+  return image;
+}
+
+/**
  * TF.js's `FFT` (or with `inverse` its `IFFT`) along the innermost axis:
  * the product with the DFT's cosine and sine matrices, made in float64 on
  * the host, `e^(-2 pi i jk / n)` (or `e^(+..) / n`).
@@ -1190,6 +1239,7 @@ export const kernels = {
   Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
   RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
+  Draw: ({ inputs: { image }, backend, attrs }) => draw(backend, image, attrs),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),
   OnesLike: complex(unary((x, backend) => backend.device.ones(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>

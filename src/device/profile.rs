@@ -71,6 +71,17 @@ impl Timing {
         }
         timed(self.profile, &self.stamps, &words, self.period)
     }
+
+    /// The profile with the timestamps already back: natively a read has
+    /// waited for the GPU when it is made (`Device::profile`'s).
+    fn now(self) -> Profile {
+        let words: Vec<Option<Vec<u32>>> = self
+            .reads
+            .into_iter()
+            .map(|read| read.now_or_never().and_then(Result::ok))
+            .collect();
+        timed(self.profile, &self.stamps, &words, self.period)
+    }
 }
 
 /// `profile` with each kernel's time and their sum, from the words each
@@ -116,19 +127,7 @@ impl Device {
     pub fn profile<R>(&self, f: impl FnOnce() -> R) -> (R, Profile) {
         self.start_profile();
         let result = f();
-        let Timing {
-            profile,
-            stamps,
-            reads,
-            period,
-        } = self.end_profile();
-        // Natively a read has waited for the GPU when it is made, so the
-        // timestamps are back.
-        let words: Vec<Option<Vec<u32>>> = reads
-            .into_iter()
-            .map(|read| read.now_or_never().and_then(Result::ok))
-            .collect();
-        (result, timed(profile, &stamps, &words, period))
+        (result, self.end_profile().now())
     }
 
     /// Starts recording what flushes launch (`profile` split in two, for a

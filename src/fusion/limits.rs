@@ -11,8 +11,12 @@ use crate::ir::{OpIr, OpKind, TensorId};
 
 use super::{Block, storage_bindings};
 
-/// The largest element index a kernel can form: kernels index with `u32`.
-pub const MAX_INDEX: u64 = u32::MAX as u64;
+/// The largest element index a kernel may form. Kernels index with `u32`,
+/// and a loop's counter may step past its bound by up to a workgroup
+/// before it is tested: bounds under 2^31 keep every counter from wrapping,
+/// so every loop ends, which is what lets kernels compile without wgpu's
+/// forced loop bounding (`runtime::Compiler::now`).
+pub const MAX_INDEX: u64 = i32::MAX as u64;
 
 /// The device's limits a block is held to.
 #[derive(Debug, Clone, Copy)]
@@ -196,11 +200,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_small_sum_over_a_broadcast_of_two_to_the_32_elements_is_an_index_range_refusal() {
-        // The buffer of the sum is one float; the positions its prologue
-        // visits are 2^32.
-        let big = [1 << 16, 1 << 16];
+    /// A sum of `exp` of a broadcast scalar over `big`: its buffer is one
+    /// float, the positions its prologue visits are all of `big`.
+    fn sum_of_broadcast(big: [usize; 2]) -> (Block, Vec<OpIr>, Placed) {
         let ops = vec![
             OpIr::of(OpKind::View(ViewOp::Broadcast), &[1], 2, &big),
             OpIr::of(OpKind::Unary(UnaryOp::Exp), &[2], 3, &big),
@@ -230,11 +232,31 @@ mod tests {
                 strides: vec![0, 0],
             },
         ));
+        (block, ops, broadcast)
+    }
+
+    #[test]
+    fn a_small_sum_over_a_broadcast_of_two_to_the_32_elements_is_an_index_range_refusal() {
+        let (block, ops, broadcast) = sum_of_broadcast([1 << 16, 1 << 16]);
         let refused = refusal(&block, &ops, |_| broadcast.clone(), &LIMITS);
         assert!(
             matches!(&refused, Some(Refusal::IndexRange(m)) if m.starts_with("its output [65536,65536] spans 4294967296")),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn work_of_two_to_the_31_positions_is_refused_so_no_loop_counter_can_wrap() {
+        // Its loops would count to 2^31 and step by up to a workgroup: a
+        // counter that high could wrap and never end.
+        let (block, ops, broadcast) = sum_of_broadcast([1 << 15, 1 << 16]);
+        let refused = refusal(&block, &ops, |_| broadcast.clone(), &LIMITS);
+        assert!(
+            matches!(&refused, Some(Refusal::IndexRange(m)) if m.contains("spans 2147483648 elements")),
+            "{refused:?}"
+        );
+        let (block, ops, broadcast) = sum_of_broadcast([1 << 15, (1 << 16) - 1]);
+        assert_eq!(refusal(&block, &ops, |_| broadcast.clone(), &LIMITS), None);
     }
 
     #[test]

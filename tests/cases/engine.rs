@@ -714,9 +714,10 @@ pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
     }
 }
 
-/// The products large enough for 8x8 outputs a thread (128x128 tiles),
-/// with operands loaded four at a time, one by one, and transposed, and an
-/// epilogue: every element against the CPU, ragged edges included.
+/// The products large enough for 8x8 outputs a thread (64x128 tiles of 128
+/// threads), with operands loaded four at a time, one by one, and
+/// transposed, and an epilogue: every element against the CPU, ragged
+/// edges included.
 pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everywhere() {
     let gpu = device().await;
     // Rows and columns past a whole number of tiles; k a multiple of four
@@ -766,6 +767,41 @@ pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everyw
                 e % n
             );
         }
+    }
+}
+
+/// A batch of small products whose tiles together are enough for the wide
+/// 64x128 tiles (32 batches of 2x2 tiles), the left operand broadcast over
+/// the batch and the right one transposed per batch, with an epilogue:
+/// every element against the CPU, ragged edges included.
+pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() {
+    let gpu = kernels_only().await;
+    let (batches, m, k, n) = (32, 70, 21, 130);
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
+        .collect();
+    // Stored [batch, n, k]: each batch's right operand transposed.
+    let b_t: Vec<f32> = (0..batches * n * k)
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+        .collect();
+    let left = gpu.tensor(&a, Some(&[m, k])).unwrap();
+    let right = gpu
+        .tensor(&b_t, Some(&[batches, n, k]))
+        .unwrap()
+        .transpose(Some(&[0, 2, 1]))
+        .unwrap();
+    let got = read(&left.matmul(&right).unwrap().mul(2.0).unwrap()).await;
+    assert_eq!(got.len(), batches * m * n);
+    for (e, g) in got.iter().enumerate() {
+        let (batch, row, col) = (e / (m * n), e / n % m, e % n);
+        let dot: f32 = (0..k)
+            .map(|p| a[row * k + p] * b_t[(batch * n + col) * k + p])
+            .sum();
+        let want = 2.0 * dot;
+        assert!(
+            (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+            "({batch}, {row}, {col}): {g} vs {want}"
+        );
     }
 }
 

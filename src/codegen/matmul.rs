@@ -44,6 +44,9 @@ use crate::ir::shape;
 use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
 
+/// A vector's lanes, in order.
+const LANES: [&str; 4] = ["x", "y", "z", "w"];
+
 /// The depth of one shared-memory stage of the matmul.
 pub(super) const TILE_K: usize = 16;
 
@@ -211,12 +214,24 @@ pub(super) fn product(
     let (wide_a, wide_b) = (wide_a && tile_m >= 64, wide_b && tile_n >= 64);
     body += &a_base;
     body += &b_base;
+    let layout = Layout4::of(r);
+    // A thread's outputs: row i's four columns of run g are one vector
+    // `acc{i}_{g}` in runs of four (one line of text per four
+    // multiply-adds: the 8x8 kernel's text, written for every launch, is
+    // 7 times shorter), one scalar `acc{i}_{j}` each otherwise.
+    let runs = match layout {
+        Layout4::Vectors => r / 4,
+        Layout4::Scalars => r,
+    };
+    let zero = match layout {
+        Layout4::Vectors => "vec4<f32>(0.0)",
+        Layout4::Scalars => "0.0",
+    };
     for i in 0..r {
-        for j in 0..r {
-            let _ = writeln!(body, "    var acc{i}_{j} = 0.0;");
+        for g in 0..runs {
+            let _ = writeln!(body, "    var acc{i}_{g} = {zero};");
         }
     }
-    let layout = Layout4::of(r);
     let looped = [a, b].map(|o| matches!(o, Operand::Loaded { .. }));
     // The 8x8 kernel (large products) stages a column-major operand down
     // its columns and skips the guards inside the operands; the 4x4 one
@@ -258,14 +273,13 @@ pub(super) fn product(
             threads.cols * g
         );
     }
-    let value = |name: &str, i: usize| match layout {
-        Layout4::Vectors => format!("{name}{}.{}", i / 4, ["x", "y", "z", "w"][i % 4]),
-        Layout4::Scalars => format!("{name}{i}"),
-    };
     for i in 0..r {
-        for j in 0..r {
-            let (a, b) = (value("a", i), value("b", j));
-            let _ = writeln!(step, "            acc{i}_{j} = acc{i}_{j} + {a} * {b};");
+        let a = match layout {
+            Layout4::Vectors => format!("a{}.{}", i / 4, LANES[i % 4]),
+            Layout4::Scalars => format!("a{i}"),
+        };
+        for g in 0..runs {
+            let _ = writeln!(step, "            acc{i}_{g} = acc{i}_{g} + {a} * b{g};");
         }
     }
     // The 8x8 kernel's depths unrolled: each depth's workgroup reads then
@@ -284,7 +298,7 @@ pub(super) fn product(
         );
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
-    write_outputs(&mut body, r, threads, layout, &p_m, &p_n);
+    let put = write_outputs(&mut body, r, threads, layout, &p_m, &p_n);
     let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
     let (staged, per_row) = match layout {
         Layout4::Vectors => ("vec4<f32>", 4),
@@ -304,6 +318,7 @@ pub(super) fn product(
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);
     decls += &bindings;
     decls += &function;
+    decls += &put;
     params.sizes = true;
     params.kernel(
         &decls,
@@ -440,7 +455,7 @@ impl Staging {
                     "            {{ {place} fa{q} = select(vec4<f32>(0.0), {load}, {in_a}); }}"
                 );
                 let _ = writeln!(inside, "            {{ {place} fa{q} = {load}; }}");
-                let stores: String = ["x", "y", "z", "w"]
+                let stores: String = LANES
                     .iter()
                     .enumerate()
                     .map(|(c, lane)| {
@@ -497,7 +512,7 @@ impl Staging {
                 let _ = writeln!(inside, "            {{ {place} fb{q} = {load}; }}");
                 let stores = match layout {
                     Layout4::Vectors => format!(" tb[bk][bn / 4u] = fb{q};"),
-                    Layout4::Scalars => ["x", "y", "z", "w"]
+                    Layout4::Scalars => LANES
                         .iter()
                         .enumerate()
                         .map(|(c, lane)| format!(" tb[bk][bn + {c}u] = fb{q}.{lane};"))
@@ -621,7 +636,8 @@ impl Threads {
 }
 
 /// Each output goes through the epilogue, which writes what the block
-/// writes (the product itself only when it is an output).
+/// writes (the product itself only when it is an output), by `put`, the
+/// function returned: one short call per output.
 fn write_outputs(
     body: &mut String,
     r: usize,
@@ -629,18 +645,25 @@ fn write_outputs(
     layout: Layout4,
     p_m: &str,
     p_n: &str,
-) {
+) -> String {
     for i in 0..r {
         let (row_lane, ri) = layout.position("ty", threads.rows, i);
         for j in 0..r {
             let (col_lane, cj) = layout.position("tx", threads.cols, j);
+            let acc = match layout {
+                Layout4::Vectors => format!("acc{i}_{}.{}", j / 4, LANES[j % 4]),
+                Layout4::Scalars => format!("acc{i}_{j}"),
+            };
             let _ = writeln!(
                 body,
-                "    {{\n        let row = row0 + {row_lane} + {ri}u; let col = col0 + {col_lane} + {cj}u;\n\
-                 \x20       if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, acc{i}_{j}); }}\n    }}",
+                "    put(batch, row0 + {row_lane} + {ri}u, col0 + {col_lane} + {cj}u, {acc});"
             );
         }
     }
+    format!(
+        "fn put(batch: u32, row: u32, col: u32, value: f32) {{\n\
+         \x20   if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, value); }}\n}}\n"
+    )
 }
 
 #[cfg(test)]

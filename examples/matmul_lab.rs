@@ -232,7 +232,6 @@ fn main() {
             })
             .await
             .unwrap();
-        let period = queue.get_timestamp_period() as f64;
         let mut variants = vec![];
         let c = V {
             bm: 128,
@@ -378,126 +377,25 @@ fn main() {
                     contents: bytemuck::cast_slice(&words),
                     usage: wgpu::BufferUsages::UNIFORM,
                 });
-                let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-                let module = unsafe {
-                    device.create_shader_module_trusted(
-                        wgpu::ShaderModuleDescriptor {
-                            label: None,
-                            source: wgpu::ShaderSource::Wgsl(text.into()),
-                        },
-                        wgpu::ShaderRuntimeChecks {
-                            force_loop_bounding: false,
-                            ..wgpu::ShaderRuntimeChecks::checked()
-                        },
-                    )
+                let checks = wgpu::ShaderRuntimeChecks {
+                    force_loop_bounding: false,
+                    ..wgpu::ShaderRuntimeChecks::checked()
                 };
-                let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: None,
-                    layout: None,
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: Default::default(),
-                    cache: None,
-                });
-                if let Some(e) = scope.pop().await {
-                    println!("{n} {name}: error {e}");
-                    continue;
-                }
-                let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.get_bind_group_layout(0),
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: params.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: ba.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: bb.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 3,
-                            resource: bc.as_entire_binding(),
-                        },
-                    ],
-                });
-                let reps = ((4096.0f64 / n as f64).powi(3) * 12.0).clamp(12.0, 400.0) as u32;
-                let qs = device.create_query_set(&wgpu::QuerySetDescriptor {
-                    label: None,
-                    ty: wgpu::QueryType::Timestamp,
-                    count: reps * 2,
-                });
-                let resolve = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: (reps * 2 * 8) as u64,
-                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                    mapped_at_creation: false,
-                });
-                let readq = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: (reps * 2 * 8) as u64,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                let check = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: 64,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                for round in 0..2 {
-                    let mut enc = device.create_command_encoder(&Default::default());
-                    for r in 0..reps {
-                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: None,
-                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                query_set: &qs,
-                                beginning_of_pass_write_index: Some(2 * r),
-                                end_of_pass_write_index: Some(2 * r + 1),
-                            }),
-                        });
-                        pass.set_pipeline(&pipeline);
-                        pass.set_bind_group(0, &group, &[]);
-                        pass.dispatch_workgroups((n / 64) * (n / 128), 1, 1);
-                    }
-                    enc.resolve_query_set(&qs, 0..reps * 2, &resolve, 0);
-                    enc.copy_buffer_to_buffer(&resolve, 0, &readq, 0, (reps * 2 * 8) as u64);
-                    enc.copy_buffer_to_buffer(&bc, (n * 4) as u64, &check, 0, 64);
-                    queue.submit([enc.finish()]);
-                    readq.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-                    check.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-                    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-                    if round == 0 {
-                        readq.unmap();
-                        check.unmap();
-                        continue;
-                    }
-                    let stamps: Vec<u64> = bytemuck::cast_slice::<u8, u64>(
-                        &readq.slice(..).get_mapped_range().unwrap(),
-                    )
-                    .to_vec();
-                    let got: Vec<f32> = bytemuck::cast_slice::<u8, f32>(
-                        &check.slice(..).get_mapped_range().unwrap(),
-                    )
-                    .to_vec();
-                    let mut ms: Vec<f64> = (0..reps as usize)
-                        .map(|r| (stamps[2 * r + 1] - stamps[2 * r]) as f64 * period / 1e6)
-                        .collect();
-                    ms.sort_by(f64::total_cmp);
-                    let med = ms[ms.len() / 2];
-                    let n_ = n as usize;
-                    let mut err = 0f32;
-                    for (j, g) in got.iter().enumerate() {
-                        let want: f32 = (0..n_).map(|k| ha[n_ + k] * hb[k * n_ + j]).sum();
-                        err = err.max((want - g).abs() / (1.0 + want.abs()));
-                    }
-                    let tf = 2.0 * (n as f64).powi(3) / (med * 1e-3) / 1e12;
-                    println!("{n} raw {name}: {med:.4} ms = {tf:.1} TFLOP/s err {err:.1e}");
-                }
+                let buffers = [&params, &ba, &bb, &bc];
+                let groups = [(n / 64) * (n / 128), 1, 1];
+                let (ms, got) =
+                    match time_kernel((&device, &queue), text, checks, buffers, 3, groups, n).await
+                    {
+                        Ok(timed) => timed,
+                        Err(e) => {
+                            println!("{n} {name}: error {e}");
+                            continue;
+                        }
+                    };
+                let med = ms[ms.len() / 2];
+                let err = error_of(&got, &ha, &hb, n as usize, n as usize);
+                let tf = 2.0 * (n as f64).powi(3) / (med * 1e-3) / 1e12;
+                println!("{n} raw {name}: {med:.4} ms = {tf:.1} TFLOP/s err {err:.1e}");
             }
             for &v in variants.iter().filter(|_| std::env::var("NOLAB").is_err()) {
                 let (tr, tc) = (v.bm / v.tm, v.bn / v.tn);
@@ -506,6 +404,7 @@ fn main() {
                 if wg > 1024
                     || smem > limits_ok(&device)
                     || !(n as usize).is_multiple_of(v.bm)
+                    || !(n as usize).is_multiple_of(v.bn)
                     || !(n as usize).is_multiple_of(v.bk * v.split)
                 {
                     println!("{n} {v:?}: skipped (wg {wg}, smem {smem})");
@@ -520,137 +419,34 @@ fn main() {
                     },
                     _ => wgpu::ShaderRuntimeChecks::unchecked(),
                 };
-                let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-                let module = unsafe {
-                    device.create_shader_module_trusted(
-                        wgpu::ShaderModuleDescriptor {
-                            label: None,
-                            source: wgpu::ShaderSource::Wgsl(text.clone().into()),
-                        },
-                        checks,
-                    )
-                };
-                let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: None,
-                    layout: None,
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: Default::default(),
-                    cache: None,
-                });
-                if let Some(e) = scope.pop().await {
-                    println!("{n} {v:?}: error {e}");
-                    continue;
-                }
-                let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.get_bind_group_layout(0),
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: ba.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: bb.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: bc.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 3,
-                            resource: dims.as_entire_binding(),
-                        },
-                    ],
-                });
-                let reps = ((4096.0f64 / n as f64).powi(3) * 12.0).clamp(12.0, 400.0) as u32;
-                let qs = device.create_query_set(&wgpu::QuerySetDescriptor {
-                    label: None,
-                    ty: wgpu::QueryType::Timestamp,
-                    count: reps * 2,
-                });
-                let resolve = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: (reps * 2 * 8) as u64,
-                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                    mapped_at_creation: false,
-                });
-                let readq = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: (reps * 2 * 8) as u64,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                let check = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: None,
-                    size: 4 * 4 * 4,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                for round in 0..2 {
-                    let mut enc = device.create_command_encoder(&Default::default());
-                    for r in 0..reps {
-                        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: None,
-                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                query_set: &qs,
-                                beginning_of_pass_write_index: Some(2 * r),
-                                end_of_pass_write_index: Some(2 * r + 1),
-                            }),
-                        });
-                        pass.set_pipeline(&pipeline);
-                        pass.set_bind_group(0, &group, &[]);
-                        pass.dispatch_workgroups(n / v.bn as u32, n / v.bm as u32, v.split as u32);
-                    }
-                    enc.resolve_query_set(&qs, 0..reps * 2, &resolve, 0);
-                    enc.copy_buffer_to_buffer(&resolve, 0, &readq, 0, (reps * 2 * 8) as u64);
-                    // Row 1, columns 0..16 (split 0's partials when split).
-                    enc.copy_buffer_to_buffer(&bc, (n * 4) as u64, &check, 0, 64);
-                    queue.submit([enc.finish()]);
-                    readq.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-                    check.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-                    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-                    if round == 0 {
-                        readq.unmap();
-                        check.unmap();
-                        continue;
-                    }
-                    let stamps: Vec<u64> = bytemuck::cast_slice::<u8, u64>(
-                        &readq.slice(..).get_mapped_range().unwrap(),
-                    )
-                    .to_vec();
-                    let got: Vec<f32> = bytemuck::cast_slice::<u8, f32>(
-                        &check.slice(..).get_mapped_range().unwrap(),
-                    )
-                    .to_vec();
-                    let mut ms: Vec<f64> = (0..reps as usize)
-                        .map(|r| (stamps[2 * r + 1] - stamps[2 * r]) as f64 * period / 1e6)
-                        .collect();
-                    ms.sort_by(f64::total_cmp);
-                    let med = ms[ms.len() / 2];
-                    let n_ = n as usize;
-                    let kc = n_ / v.split;
-                    let mut err = 0f32;
-                    for (j, g) in got.iter().enumerate() {
-                        let want: f32 = (0..kc).map(|k| ha[n_ + k] * hb[k * n_ + j]).sum();
-                        err = err.max((want - g).abs() / (1.0 + want.abs()));
-                    }
-                    let tf = 2.0 * (n as f64).powi(3) / (med * 1e-3) / 1e12;
-                    println!(
-                        "{n} bm{} bn{} bk{} t{}x{} wg{wg} st{} unroll{} checks{} split{}: {med:.4} ms = {tf:.1} TFLOP/s (min {:.4}) err {err:.1e}",
-                        v.bm,
-                        v.bn,
-                        v.bk,
-                        v.tm,
-                        v.tn,
-                        v.stages,
-                        v.unroll as u8,
-                        v.checks,
-                        v.split,
-                        ms[0]
-                    );
-                }
+                let buffers = [&ba, &bb, &bc, &dims];
+                let groups = [n / v.bn as u32, n / v.bm as u32, v.split as u32];
+                let (ms, got) =
+                    match time_kernel((&device, &queue), text, checks, buffers, 2, groups, n).await
+                    {
+                        Ok(timed) => timed,
+                        Err(e) => {
+                            println!("{n} {v:?}: error {e}");
+                            continue;
+                        }
+                    };
+                let med = ms[ms.len() / 2];
+                // Split 0's partials when split.
+                let err = error_of(&got, &ha, &hb, n as usize, n as usize / v.split);
+                let tf = 2.0 * (n as f64).powi(3) / (med * 1e-3) / 1e12;
+                println!(
+                    "{n} bm{} bn{} bk{} t{}x{} wg{wg} st{} unroll{} checks{} split{}: {med:.4} ms = {tf:.1} TFLOP/s (min {:.4}) err {err:.1e}",
+                    v.bm,
+                    v.bn,
+                    v.bk,
+                    v.tm,
+                    v.tn,
+                    v.stages,
+                    v.unroll as u8,
+                    v.checks,
+                    v.split,
+                    ms[0]
+                );
             }
         }
         // webfusion's own product, its kernel time from timestamps: plain,
@@ -718,4 +514,131 @@ fn main() {
 
 fn limits_ok(device: &wgpu::Device) -> usize {
     device.limits().max_compute_workgroup_storage_size as usize
+}
+
+/// Compiles `text` with `checks`, binds `buffers` at bindings 0 to 3 and
+/// times `groups` workgroups a pass, from timestamps, after a round of
+/// warm-up: the sorted times in ms, and row 1's first 16 outputs of the
+/// product, which the kernel writes into `buffers[out]`.
+async fn time_kernel(
+    (device, queue): (&wgpu::Device, &wgpu::Queue),
+    text: String,
+    checks: wgpu::ShaderRuntimeChecks,
+    buffers: [&wgpu::Buffer; 4],
+    out: usize,
+    groups: [u32; 3],
+    n: u32,
+) -> Result<(Vec<f64>, Vec<f32>), String> {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = unsafe {
+        device.create_shader_module_trusted(
+            wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(text.into()),
+            },
+            checks,
+        )
+    };
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    if let Some(e) = scope.pop().await {
+        return Err(e.to_string());
+    }
+    let entries: Vec<wgpu::BindGroupEntry> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let reps = ((4096.0f64 / n as f64).powi(3) * 12.0).clamp(12.0, 400.0) as u32;
+    let period = queue.get_timestamp_period() as f64;
+    let qs = device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: None,
+        ty: wgpu::QueryType::Timestamp,
+        count: reps * 2,
+    });
+    let buffer = |size: u64, usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let stamp_bytes = u64::from(reps * 2 * 8);
+    let resolve = buffer(
+        stamp_bytes,
+        wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+    );
+    let readq = buffer(
+        stamp_bytes,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
+    let check = buffer(
+        64,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
+    for round in 0..2 {
+        let mut enc = device.create_command_encoder(&Default::default());
+        for r in 0..reps {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &qs,
+                    beginning_of_pass_write_index: Some(2 * r),
+                    end_of_pass_write_index: Some(2 * r + 1),
+                }),
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        }
+        enc.resolve_query_set(&qs, 0..reps * 2, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &readq, 0, stamp_bytes);
+        enc.copy_buffer_to_buffer(buffers[out], u64::from(n) * 4, &check, 0, 64);
+        queue.submit([enc.finish()]);
+        readq.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        check.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| e.to_string())?;
+        if round == 0 {
+            readq.unmap();
+            check.unmap();
+        }
+    }
+    let stamps: Vec<u64> =
+        bytemuck::cast_slice::<u8, u64>(&readq.slice(..).get_mapped_range().unwrap()).to_vec();
+    let got: Vec<f32> =
+        bytemuck::cast_slice::<u8, f32>(&check.slice(..).get_mapped_range().unwrap()).to_vec();
+    let mut ms: Vec<f64> = (0..reps as usize)
+        .map(|r| (stamps[2 * r + 1] - stamps[2 * r]) as f64 * period / 1e6)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    Ok((ms, got))
+}
+
+/// The largest relative error of `got`, row 1's first outputs, against
+/// the host's dot products over the first `depth` of the `n`-deep operands.
+fn error_of(got: &[f32], ha: &[f32], hb: &[f32], n: usize, depth: usize) -> f32 {
+    got.iter()
+        .enumerate()
+        .map(|(j, g)| {
+            let want: f32 = (0..depth).map(|k| ha[n + k] * hb[k * n + j]).sum();
+            (want - g).abs() / (1.0 + want.abs())
+        })
+        .fold(0.0, f32::max)
 }

@@ -462,25 +462,75 @@ const HELPERS: [(&str, &str); 16] = [
     ),
     // WGSL allows `sin` and `cos` an absolute error of 2^-11, and
     // SwiftShader's are 1.5e-4 off across [-pi, pi]: a tenfold gradient of
-    // `tan` is then off by 1e-2. This is sin (`phase` 0) or cos (1) to
-    // 1.2e-7 absolute for |x| < 1e6 (a quadrant `k` of pi/2 taken off
-    // exactly: pi/2's first two parts have 8 and 11 bits, `k` is split at
-    // 2^12, so every product but the last is exact, as Cody and Waite
-    // reduce; then Cephes's `sinf` polynomials on [-pi/4, pi/4]). Past 1e6 the
-    // driver's: an exact reduction there needs Payne and Hanek's.
+    // `tan` is then off by 1e-2; past [-pi, pi] WGSL promises nothing
+    // (SwiftShader's `tan(1e9)` is 1). This is sin (`phase` 0) or cos (1)
+    // to 1.2e-7 absolute for every finite x. A quadrant `k` of pi/2 is
+    // taken off exactly, then Cephes's `sinf` polynomials run on
+    // [-pi/4, pi/4]. Below 1e6 the reduction is Cody and Waite's: pi/2's
+    // first two parts have 8 and 11 bits and `k` is split at 2^12, so every
+    // product but the last is exact. From 1e6 it is Payne and Hanek's,
+    // since there the product k * pi/2 needs more bits than any split
+    // keeps: |x| = m * 2^s (m of 24 bits) times the 96 bits of 2/pi that
+    // can reach the quadrant (the earlier ones make multiples of 4, the
+    // later ones less than 2^-70), in 32-bit pieces (`wf_mul_wide`, as
+    // WGSL has no 64-bit integers); the product's two bits above its
+    // binary point are `k`, the 62 below it the fraction r / (pi/2).
     (
         "wf_trig(",
-        r"fn wf_trig(x: f32, phase: i32) -> f32 {
-    if (!(abs(x) < 1e6)) { return select(sin(x), cos(x), phase == 1); }
-    let k = round(x * 0.636619772);
-    let kh = trunc(k * (1.0 / 4096.0)) * 4096.0;
-    let kl = k - kh;
-    var r = x - kh * 1.5703125;
-    r = r - kl * 1.5703125;
-    r = r - kh * 4.837512969970703125e-4;
-    r = r - kl * 4.837512969970703125e-4;
-    r = r - k * 7.54978995489188216e-8;
-    let q = (i32(k) + phase) & 3;
+        r"fn wf_mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu; let a1 = a >> 16u; let b0 = b & 0xffffu; let b1 = b >> 16u;
+    let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return vec2<u32>((mid << 16u) | (p00 & 0xffffu), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}
+fn wf_trig(x: f32, phase: i32) -> f32 {
+    var k: i32;
+    var r: f32;
+    let bits = bitcast<u32>(x) & 0x7fffffffu;
+    if (abs(x) < 1e6) {
+        let kf = round(x * 0.636619772);
+        let kh = trunc(kf * (1.0 / 4096.0)) * 4096.0;
+        let kl = kf - kh;
+        r = x - kh * 1.5703125;
+        r = r - kl * 1.5703125;
+        r = r - kh * 4.837512969970703125e-4;
+        r = r - kl * 4.837512969970703125e-4;
+        r = r - kf * 7.54978995489188216e-8;
+        k = i32(kf);
+    } else if (bits >= wf_inf_bits) {
+        return bitcast<f32>(wf_nan_bits);
+    } else {
+        var two_over_pi = array<u32, 7>(0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu);
+        let m = (bits & 0x7fffffu) | 0x800000u;
+        let s = i32(bits >> 23u) - 150;
+        let first = u32(max(s - 2, 0));
+        let word = first / 32u;
+        let o = first % 32u;
+        var w: array<u32, 3>;
+        for (var i = 0u; i < 3u; i++) {
+            w[i] = select(two_over_pi[word + i], (two_over_pi[word + i] << o) | (two_over_pi[word + i + 1u] >> (32u - o)), o != 0u);
+        }
+        let p0 = wf_mul_wide(m, w[0]);
+        let p1 = wf_mul_wide(m, w[1]);
+        let p2 = wf_mul_wide(m, w[2]);
+        let q1 = p2.y + p1.x;
+        let t = p1.y + p0.x;
+        let q2 = t + select(0u, 1u, q1 < p1.x);
+        let q3 = p0.y + select(0u, 1u, t < p0.x) + select(0u, 1u, q2 < t);
+        let d = u32(i32(first) + 2 - s);
+        let hi = select(q2, (q3 << (32u - d)) | (q2 >> d), d != 0u);
+        let lo = select(q1, (q2 << (32u - d)) | (q1 >> d), d != 0u);
+        k = i32(hi >> 30u);
+        if ((hi & 0x20000000u) == 0u) {
+            r = (f32(hi & 0x3fffffffu) * 9.313225746154785e-10 + f32(lo) * 2.168404344971009e-19) * 1.5707963267948966;
+        } else {
+            k = k + 1;
+            let nhi = (~hi & 0x3fffffffu) + select(0u, 1u, lo == 0u);
+            r = -(f32(nhi) * 9.313225746154785e-10 + f32(0u - lo) * 2.168404344971009e-19) * 1.5707963267948966;
+        }
+        if (x < 0.0) { r = -r; k = -k; }
+    }
+    let q = (k + phase) & 3;
     let z = r * r;
     let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
     let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));

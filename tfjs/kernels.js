@@ -977,6 +977,7 @@ export const kernels = {
   LogicalAnd: binaryMethod('logicalAnd'),
   LogicalOr: binaryMethod('logicalOr'),
   LogicalXor: binaryMethod('logicalXor'),
+  BitwiseAnd: binaryMethod('bitwiseAnd'),
   SquaredDifference: binary((a, b) => a.sub(b).square(), true),
   AddN: kernel(({ inputs, t }) => inputs.map(t).reduce((sum, x) => sum.add(x))),
   Select: kernel(({ inputs: { condition, t: a, e }, t, backend }) => select(backend, t(condition), t(a), t(e))),

@@ -327,7 +327,8 @@ fn binary(
         | BinaryOp::LessEqual
         | BinaryOp::LogicalAnd
         | BinaryOp::LogicalOr
-        | BinaryOp::LogicalXor => (None, None),
+        | BinaryOp::LogicalXor
+        | BinaryOp::BitwiseAnd => (None, None),
     })
 }
 
@@ -363,6 +364,7 @@ fn binary_scalar(
             | BinaryOp::LogicalAnd
             | BinaryOp::LogicalOr
             | BinaryOp::LogicalXor
+            | BinaryOp::BitwiseAnd
             | BinaryOp::Equal
             | BinaryOp::Greater
             | BinaryOp::GreaterEqual

@@ -753,6 +753,7 @@ pub(super) fn binary(
         BinaryOp::LogicalAnd => ("(", " & ", ")"),
         BinaryOp::LogicalOr => ("(", " | ", ")"),
         BinaryOp::LogicalXor => ("(", " ^ ", ")"),
+        BinaryOp::BitwiseAnd => ("(", " & ", ")"),
     };
     write!(out, "{open}{a}{sym}{b}{close}")
 }

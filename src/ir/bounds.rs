@@ -523,6 +523,19 @@ fn binary(op: BinaryOp, a: Bounds, b: Bounds) -> Option<Bounds> {
         | BinaryOp::LogicalAnd
         | BinaryOp::LogicalOr
         | BinaryOp::LogicalXor => Some(Bounds::BOOL),
+        // An int32's bits within a non-negative one's: 0 up to it.
+        BinaryOp::BitwiseAnd if a.lo >= 0.0 || b.lo >= 0.0 => Some(Bounds {
+            lo: 0.0,
+            hi: match (a.lo >= 0.0, b.lo >= 0.0) {
+                (true, true) => a.hi.min(b.hi),
+                (true, false) => a.hi,
+                _ => b.hi,
+            },
+        }),
+        BinaryOp::BitwiseAnd => Some(Bounds {
+            lo: f64::from(i32::MIN),
+            hi: f64::from(i32::MAX),
+        }),
     }
 }
 

@@ -119,10 +119,12 @@ pub enum BinaryOp {
     LogicalAnd,
     LogicalOr,
     LogicalXor,
+    /// The bits both int32s have (TF.js's `bitwiseAnd`).
+    BitwiseAnd,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 17] = [
+    pub const ALL: [BinaryOp; 18] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -140,6 +142,7 @@ impl BinaryOp {
         BinaryOp::LogicalAnd,
         BinaryOp::LogicalOr,
         BinaryOp::LogicalXor,
+        BinaryOp::BitwiseAnd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -161,6 +164,7 @@ impl BinaryOp {
             BinaryOp::LogicalAnd => "logicalAnd",
             BinaryOp::LogicalOr => "logicalOr",
             BinaryOp::LogicalXor => "logicalXor",
+            BinaryOp::BitwiseAnd => "bitwiseAnd",
         }
     }
 
@@ -796,7 +800,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 72, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 73, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

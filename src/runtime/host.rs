@@ -408,8 +408,12 @@ fn binary(op: BinaryOp, a: f32, b: f32) -> u32 {
         BinaryOp::GreaterEqual => flag(a >= b),
         BinaryOp::Less => flag(a < b),
         BinaryOp::LessEqual => flag(a <= b),
-        // Logical ops take bools: registration refuses floats.
-        BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor => 0,
+        // Logical ops take bools and `bitwiseAnd` int32s: registration
+        // refuses floats.
+        BinaryOp::LogicalAnd
+        | BinaryOp::LogicalOr
+        | BinaryOp::LogicalXor
+        | BinaryOp::BitwiseAnd => 0,
     }
 }
 
@@ -430,7 +434,7 @@ fn binary_i32(op: BinaryOp, a: i32, b: i32) -> u32 {
         BinaryOp::GreaterEqual => i32::from(a >= b),
         BinaryOp::Less => i32::from(a < b),
         BinaryOp::LessEqual => i32::from(a <= b),
-        BinaryOp::LogicalAnd => a & b,
+        BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd => a & b,
         BinaryOp::LogicalOr => a | b,
         BinaryOp::LogicalXor => a ^ b,
     };

@@ -50,14 +50,14 @@ fn bool_only(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
 }
 
 /// Refuses `t` unless it is an int32: indices (`gather`, `oneHot`) and
-/// segment ids, which name positions.
+/// segment ids, which name positions, and `bitwiseAnd`'s operands.
 fn int32_only(op: &'static str, what: &str, t: &Tensor) -> Result<()> {
     match t.dtype() {
         DType::Int32 => Ok(()),
         other => Err(invalid(
             op,
             format!(
-                "{what} ({}) must be an int32 tensor, but they are {other}; cast them",
+                "{what} ({}) must be an int32 tensor, not {other}; cast to int32 first",
                 t.id()
             ),
         )),
@@ -458,8 +458,8 @@ impl Tensor {
     /// Binary `op`, with TF.js's dtype rules: the operands upcast to one
     /// dtype (two bools to int32 for arithmetic), a number is a float32
     /// (so an int tensor with a number computes in floats, as in TF.js),
-    /// an int32 `div` is `floorDiv`, comparisons give a bool, and the
-    /// logical ops take bools.
+    /// an int32 `div` is `floorDiv`, comparisons give a bool, the logical
+    /// ops take bools, and `bitwiseAnd` two int32s of one shape.
     #[track_caller]
     fn binary<'a>(&self, op: BinaryOp, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         let name = op.name();
@@ -472,6 +472,12 @@ impl Tensor {
                 self.device().admit(name, &[self])?;
                 if op.is_logical() {
                     return Err(invalid(name, "takes two bool tensors, not a number".into()));
+                }
+                if op == BinaryOp::BitwiseAnd {
+                    return Err(invalid(
+                        name,
+                        "takes two int32 tensors, not a number".into(),
+                    ));
                 }
                 let x = self.as_dtype(DType::Float32)?;
                 self.device().record(
@@ -493,6 +499,21 @@ impl Tensor {
                     bool_only(name, "operand 0", self)?;
                     bool_only(name, "operand 1", other)?;
                     DType::Bool
+                } else if op == BinaryOp::BitwiseAnd {
+                    int32_only(name, "operand 0", self)?;
+                    int32_only(name, "operand 1", other)?;
+                    // TF.js's `bitwiseAnd` broadcasts nothing.
+                    if self.shape() != other.shape() {
+                        return Err(range(
+                            name,
+                            format!(
+                                "needs two int32 tensors of one shape, got {} and {}",
+                                display(self.shape()),
+                                display(other.shape())
+                            ),
+                        ));
+                    }
+                    DType::Int32
                 } else if op.compares() {
                     upcast
                 } else {
@@ -1441,6 +1462,9 @@ binary_ops! {
     /// Of two bools; `logical_or` and `logical_xor` likewise.
     logical_and => LogicalAnd,
     logical_or => LogicalOr, logical_xor => LogicalXor,
+    /// The bits both have, of two int32 tensors of one shape (TF.js's
+    /// `bitwiseAnd`).
+    bitwise_and => BitwiseAnd,
 }
 
 macro_rules! unary_ops {

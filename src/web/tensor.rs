@@ -4,7 +4,7 @@ use js_sys::{Array, Float32Array, Int32Array, Promise, Uint8Array, Uint32Array};
 use wasm_bindgen::prelude::*;
 
 use crate::ir::{DType, Values};
-use crate::{ErrorClass, Tensor};
+use crate::{ErrorClass, Operand, RegistrationError, Tensor};
 
 use super::args;
 use super::errors;
@@ -682,6 +682,49 @@ fn nest(values: &[f64], shape: &[usize]) -> JsValue {
     }
 }
 
+// The one body of each kind of op's entry points (binary, reduction,
+// unary), each taking the op as a function. Not inlined: each entry point
+// held its own copy of its body, 700 to 1076 bytes apiece.
+
+#[inline(never)]
+fn binary(
+    this: &JsTensor,
+    op: &'static str,
+    other: &JsValue,
+    f: fn(&Tensor, Operand<'_>) -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    let other = args::operand(op, other)?;
+    register(t.device(), || f(&t, other.get()))
+}
+
+/// A reduction: its axes (all when `None`) and whether it keeps them.
+type Reduction = fn(&Tensor, Option<&[isize]>, bool) -> Result<Tensor, RegistrationError>;
+
+#[inline(never)]
+fn reduce(
+    this: &JsTensor,
+    op: &'static str,
+    axis: &JsValue,
+    keep_dims: &JsValue,
+    f: Reduction,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    let axes = args::axes(op, axis)?;
+    let keep_dims = args::boolean_or(op, "keepDims", keep_dims, false)?;
+    register(t.device(), || f(&t, axes.as_deref(), keep_dims))
+}
+
+#[inline(never)]
+fn unary(
+    this: &JsTensor,
+    op: &'static str,
+    f: fn(&Tensor) -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    register(t.device(), || f(&t))
+}
+
 macro_rules! binary_ops {
     ($($js:literal => $name:ident),* $(,)?) => {
         #[wasm_bindgen(js_class = Tensor)]
@@ -692,9 +735,7 @@ macro_rules! binary_ops {
                     &self,
                     #[wasm_bindgen(unchecked_param_type = "Tensor | number")] other: JsValue,
                 ) -> Result<JsValue, JsValue> {
-                    let t = self.tensor($js)?;
-                    let other = args::operand($js, &other)?;
-                    register(t.device(), || t.$name(other.get()))
+                    binary(self, $js, &other, |t, other| t.$name(other))
                 }
             )*
         }
@@ -708,6 +749,7 @@ binary_ops! {
     "less" => less, "lessEqual" => less_equal,
     "mod" => mod_, "floorDiv" => floor_div,
     "logicalAnd" => logical_and, "logicalOr" => logical_or, "logicalXor" => logical_xor,
+    "bitwiseAnd" => bitwise_and,
 }
 
 macro_rules! reduce_ops {
@@ -723,10 +765,7 @@ macro_rules! reduce_ops {
                     #[wasm_bindgen(js_name = keepDims, unchecked_optional_param_type = "boolean")]
                     keep_dims: JsValue,
                 ) -> Result<JsValue, JsValue> {
-                    let t = self.tensor($js)?;
-                    let axes = args::axes($js, &axis)?;
-                    let keep_dims = args::boolean_or($js, "keepDims", &keep_dims, false)?;
-                    register(t.device(), || t.$name(axes.as_deref(), keep_dims))
+                    reduce(self, $js, &axis, &keep_dims, |t, axes, keep_dims| t.$name(axes, keep_dims))
                 }
             )*
         }
@@ -745,8 +784,7 @@ macro_rules! unary_ops {
             $(
                 #[wasm_bindgen(js_name = $js, unchecked_return_type = "Tensor")]
                 pub fn $name(&self) -> Result<JsValue, JsValue> {
-                    let t = self.tensor($js)?;
-                    register(t.device(), || t.$name())
+                    unary(self, $js, |t| t.$name())
                 }
             )*
         }

@@ -130,6 +130,17 @@ pub async fn int32_arithmetic_wraps_and_divides_as_tf_js_does() {
             [6, 6, -6, 6, -6, 5, -6, 6],
             "{name}: an int clamped to the ints within the bounds"
         );
+        // Two's complement bits, the sign's included.
+        let and = a.bitwise_and(&b).unwrap();
+        assert_eq!(and.dtype(), DType::Int32);
+        assert_eq!(
+            ints(&and).await,
+            [1, 2, 0, 6, -8, 0, i32::MIN, 1],
+            "{name}: bitwiseAnd"
+        );
+        let other = int_tensor(&gpu, &[1, 2, 3, 4], Some(&[4, 1]));
+        let error = a.bitwise_and(&other).err().expect("refused");
+        assert!(error.to_string().contains("one shape"), "{name}: {error}");
     }
 }
 
@@ -335,6 +346,8 @@ pub async fn float_only_ops_and_logical_ops_refuse_the_wrong_dtype_and_queue_not
         ("matmul", f.matmul_transposed(&i, true, false).err()),
         ("softmax", i.softmax(-1).err()),
         ("logicalAnd", f.logical_and(&f).err()),
+        ("bitwiseAnd", f.bitwise_and(&f).err()),
+        ("bitwiseAnd", i.bitwise_and(3.0).err()),
         ("logicalNot", i.logical_not().err()),
         ("where", gpu.where_(&f, &f, &f).err()),
         ("argMax", gpu.zeros(&[0]).unwrap().arg_max(0).err()),

@@ -818,7 +818,7 @@ test('gather, oneHot and unsortedSegmentSum take TF.js\'s arguments; an index pa
   assert.deepEqual(result.cumprod, [[1, 1], [1, 3], [1, 5]]);
   assert.deepEqual(result.prod, { columns: [15, 48], ints: 0 });
   assert.deepEqual(result.drawn, { dtype: 'int32', shape: [3, 4] });
-  assert.match(result.bad.floatIndices, /^Error: gather: the indices \(tensor #\d+\) must be an int32 tensor, but they are float32/);
+  assert.match(result.bad.floatIndices, /^Error: gather: the indices \(tensor #\d+\) must be an int32 tensor, not float32/);
   assert.match(result.bad.arrayIndices, /^TypeError: gather: expected a webfusion Tensor as indices/);
   assert.match(result.bad.axis, /^RangeError: gather: axis 2 is out of range for rank 2/);
   assert.match(result.bad.depth, /^RangeError: oneHot: depth must be at least 2/);

@@ -173,6 +173,11 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
       }]);
     }
     tensorMethod('logicalNot', mb, []);
+    tensorMethod('bitwiseAnd', mi, [{
+      valid: mi,
+      bad: [...notTensors, ['5', 5], ['a float tensor', m], ['a bool tensor', mb],
+        ['a [3, 2] int32 tensor', mi.reshape([3, 2])], ['a [3] int32 tensor', one.tensor(new Int32Array(3))]],
+    }]);
     const badIndices = [...notTensors, ['5', 5], ['[0, 1]', [0, 1]], ['a float tensor', v], ['a bool tensor', mb]];
     tensorMethod('gather', m, [{ valid: ii, bad: badIndices }, { valid: 0, bad: badInts }, { valid: 0, bad: badInts }]);
     const optionalNumbers = [...without(junk, 'undefined', 'null'), ["'5'", '5'], ['[]', []], ['a tensor', v]];
@@ -554,7 +559,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
   const expected = [
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
     'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'flatten',
-    'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'cast', 'dtype', 'argMin',
+    'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'bitwiseAnd', 'cast', 'dtype', 'argMin',
     'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
     'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool', 'depthwiseConv2d',
     'resizeBilinear', 'resizeNearestNeighbor', 'moments', 'batchNorm', 'dropout',

@@ -274,6 +274,108 @@ function raggedGather(backend, { paramsNestedSplits, paramsDenseValues, indices 
 }
 
 /**
+ * TF.js's `RaggedTensorToTensor`, on the host from the page's values, like
+ * `raggedGather`. The ragged tensor is `values` (its rows, each of the
+ * dense inner shape) under one row partition per ragged dim, each
+ * `ROW_SPLITS` (where each row's children begin) or `VALUE_ROWIDS` (each
+ * child's row), the first possibly `FIRST_DIM_SIZE` (the outer dim's
+ * length). Each value row is followed up the levels to its place in the
+ * output: its column at each level is its position among its row's
+ * children, and a row or column past the output's `shape` (-1: the
+ * longest there is) drops it with everything under it. Places no value
+ * reaches hold `defaultValue`, broadcast over the inner shape.
+ */
+function raggedTensorToTensor(backend, { shape, values, defaultValue, rowPartitionTensors }, { rowPartitionTypes }) {
+  const { RowPartitionType: Type } = backend_util;
+  let types = backend_util.getRowPartitionTypesHelper(rowPartitionTypes);
+  const rank = backend_util.getRaggedRank(types);
+  let partitions = rowPartitionTensors.map((info) => backend.readSync(info.dataId));
+  if (partitions.length === 0 || partitions[0].length === 0) {
+    throw new Error('Invalid first partition input. Tensor requires at least one element.');
+  }
+  let rows;
+  if (types[0] === Type.FIRST_DIM_SIZE) {
+    rows = partitions[0][0];
+    [types, partitions] = [types.slice(1), partitions.slice(1)];
+  } else if (types[0] === Type.ROW_SPLITS) {
+    rows = partitions[0].length - 1;
+  } else {
+    throw new Error(`Cannot handle ${rowPartitionTypes[0]} in the first dimension.`);
+  }
+  const unsupported = types.findIndex((type) => type !== Type.ROW_SPLITS && type !== Type.VALUE_ROWIDS);
+  if (unsupported >= 0) throw new Error(`Cannot handle partition type ${rowPartitionTypes[unsupported]}`);
+  // Each partition as the row and the column of each of its children.
+  const children = partitions.map((partition, level) => {
+    const row = [];
+    const column = [];
+    if (types[level] === Type.ROW_SPLITS) {
+      for (let r = 0; r + 1 < partition.length; r += 1) {
+        for (let c = 0; c < partition[r + 1] - partition[r]; c += 1) {
+          row.push(r);
+          column.push(c);
+        }
+      }
+    } else {
+      partition.forEach((r, j) => {
+        row.push(r);
+        column.push(j > 0 && partition[j - 1] === r ? column[j - 1] + 1 : 0);
+      });
+    }
+    return { row, column, rows: types[level] === Type.ROW_SPLITS ? partition.length - 1 : null };
+  });
+
+  backend_util.validateDefaultValueShape(defaultValue.shape, values.shape);
+  // The shape asked for: a dim of -1 (or a scalar -1, every dim) is the
+  // longest there is.
+  const asked = backend.readSync(shape.dataId);
+  if (shape.shape.length === 0 && asked[0] !== -1) {
+    throw new Error('The only valid scalar shape tensor is the fully unknown shape specified as -1.');
+  }
+  const bad = asked.find((d) => d < -1);
+  if (bad !== undefined) throw new Error(`Dimension ${bad} must be >= -1`);
+  const requested = shape.shape.length === 0 ? null : Array.from(asked);
+  const out = backend_util.combineRaggedTensorToTensorShapes(rank, requested, values.shape);
+  if (out[0] < 0) out[0] = rows;
+  children.forEach(({ column }, level) => {
+    if (out[level + 1] < 0) out[level + 1] = column.reduce((widest, c) => Math.max(widest, c + 1), 0);
+  });
+
+  // Where each row of each level starts in the output (in whole elements of
+  // the levels below), or -1 where it is cut off.
+  const strides = util.computeStrides(out).concat(1);
+  let at = Array.from({ length: rows }, (_, r) => (r < out[0] ? r * strides[0] : -1));
+  children.forEach(({ row, column, rows: parents }, level) => {
+    if (parents !== null && parents > at.length) {
+      throw new Error(`Row partition size is greater than output size: ${parents} > ${at.length}`);
+    }
+    at = row.map((r, j) => {
+      if (r < 0 || r >= at.length) throw new Error(`Got a row id of ${r}, which is not in [0, ${at.length})`);
+      return at[r] < 0 || column[j] >= out[level + 1] ? -1 : at[r] + column[j] * strides[level + 1];
+    });
+  });
+  const inner = util.sizeFromShape(values.shape.slice(1));
+  if (at.length * inner !== util.sizeFromShape(values.shape)) {
+    throw new Error(`The row partitions place ${at.length} rows of values, but values has ${values.shape[0]}`);
+  }
+
+  const given = backend.readSync(values.dataId);
+  const fill = backend.readSync(defaultValue.dataId);
+  const element = values.shape.slice(1);
+  const fillStrides = util.computeStrides(defaultValue.shape);
+  const offset = element.length - defaultValue.shape.length;
+  const fillAt = (i) => util.indexToLoc(i, element.length, util.computeStrides(element))
+    .slice(offset)
+    .reduce((k, l, d) => k + (defaultValue.shape[d] === 1 ? 0 : l * (fillStrides[d] ?? 1)), 0);
+  const filler = Array.from({ length: inner }, (_, i) => fill[fill.length === 1 ? 0 : fillAt(i)]);
+  const result = util.getArrayFromDType(values.dtype, util.sizeFromShape(out));
+  for (let i = 0; i < result.length; i += 1) result[i] = filler[i % inner];
+  at.forEach((place, j) => {
+    if (place >= 0) for (let i = 0; i < inner; i += 1) result[place + i] = given[j * inner + i];
+  });
+  return backend.hostTensor(result, out, values.dtype);
+}
+
+/**
  * TF.js's `Draw` (`tf.browser.draw`): an image's values into a 2D canvas,
  * at once, as TF.js's CPU backend draws them (floats in [0, 1], ints in
  * [0, 255], one channel as grey). It is synchronous, so it draws the
@@ -1240,6 +1342,7 @@ export const kernels = {
   Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
   RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
+  RaggedTensorToTensor: ({ inputs, backend, attrs }) => raggedTensorToTensor(backend, inputs, attrs),
   Draw: ({ inputs: { image }, backend, attrs }) => draw(backend, image, attrs),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),

@@ -2,8 +2,8 @@
 //
 //   node scripts/tfjs-tests.mjs [--backend webfusion|webgpu|both] [--files abs_test,add_test] [--json out.json]
 //
-// Bundles the compiled tests `@tensorflow/tfjs-core` ships (`dist/ops/*_test.js`
-// and `dist/gradients_test.js`) behind tests/tfjs/boot.js, runs them in a page
+// Bundles the compiled tests `@tensorflow/tfjs-core` ships (`dist/ops/**/*_test.js`,
+// its folders included, and `dist/gradients_test.js`) behind tests/tfjs/boot.js, runs them in a page
 // per backend, and prints per file how many passed, failed and were excluded.
 // A spec is excluded when it failed only because TF.js found no kernel of
 // that name for the backend (an op the backend does not have: TF.js's own
@@ -25,7 +25,7 @@ const core = join(repo, 'node_modules/@tensorflow/tfjs-core/dist');
 
 /** The test files, as names relative to tfjs-core's dist without `.js`. */
 export async function testFiles() {
-  const ops = (await readdir(join(core, 'ops')))
+  const ops = (await readdir(join(core, 'ops'), { recursive: true }))
     .filter((f) => f.endsWith('_test.js'))
     .map((f) => `ops/${f.slice(0, -3)}`);
   return [...ops.sort(), 'gradients_test'];

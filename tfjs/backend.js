@@ -30,7 +30,10 @@ export class WebfusionBackend extends KernelBackend {
     // (`numDataIds`). `tensor` is null until a kernel first takes the
     // values the page gave as a tensor (`materialize`): TF.js makes a
     // tensor of every number in `x.add(1)`, and one our op takes as a
-    // number is never uploaded.
+    // number is never uploaded. `host` holds the values the page gave, or
+    // a computed tensor's once a read brought them back (a tensor never
+    // changes, and TF.js's own code reads synchronously after an
+    // `await data()`), so a synchronous read can answer.
     this.entries = new Map();
     /** `tensorOf`, and null for a null input: the `t` kernels are given. */
     this.tensorOrNull = (info) => (info == null ? null : this.tensorOf(info));
@@ -110,7 +113,7 @@ export class WebfusionBackend extends KernelBackend {
     return entry?.host != null && one && floats ? entry.host[0] : null;
   }
 
-  /** The values the page gave for `info`, or null for a computed tensor. */
+  /** The values the page gave for `info` (or a read brought back), or null. */
   given(info) {
     return this.entries.get(info.dataId)?.host ?? null;
   }
@@ -155,7 +158,11 @@ export class WebfusionBackend extends KernelBackend {
       const [real, imag] = await Promise.all([this.read(entry.parts.real.dataId), this.read(entry.parts.imag.dataId)]);
       return backend_util.mergeRealAndImagArrays(real, imag);
     }
-    return entry.host ?? entry.tensor.data();
+    if (entry.host !== null) return entry.host;
+    const values = await entry.tensor.data();
+    // A copy is kept: the caller may write into the array it gets.
+    if (this.entries.get(dataId) === entry) entry.host = values.slice();
+    return values;
   }
 
   readSync(dataId) {

@@ -10,7 +10,7 @@
 // is called, rather than something close being computed. A kernel whose
 // attribute asks for what our op does not do (an
 // activation we lack) throws naming the kernel and the attribute.
-import { backend_util, gather_util, scatter_util, slice_util, upcastType, util } from '@tensorflow/tfjs-core';
+import { backend_util, gather_util, kernel_impls, scatter_util, slice_util, upcastType, util } from '@tensorflow/tfjs-core';
 import { grads, tidy } from '../pkg/webfusion.js';
 import { WebfusionBackend } from './backend.js';
 
@@ -376,6 +376,39 @@ function raggedTensorToTensor(backend, { shape, values, defaultValue, rowPartiti
 }
 
 /**
+ * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
+ * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
+ * its GPU backends run it: which boxes survive is a sequence of decisions
+ * on values. So it takes boxes and scores the host holds (the page gave
+ * them, or a read brought them back); others are refused naming
+ * `tf.image.nonMaxSuppressionAsync`, which reads them first.
+ */
+function nonMaxSuppression(backend, { boxes, scores }, attrs, version) {
+  const [b, s] = [boxes, scores].map((info) => {
+    const values = backend.given(info);
+    if (values === null) {
+      throw new Error(`webfusion runs nonMaxSuppression on values the host holds only: [${info.shape}] is computed on ` +
+        'the GPU and not read yet, and WebGPU cannot be read synchronously. Use ' +
+        '`await tf.image.nonMaxSuppressionAsync(...)` instead.');
+    }
+    return values;
+  });
+  const { maxOutputSize, iouThreshold, scoreThreshold } = attrs;
+  const indices = (selected) => backend.hostTensor(Int32Array.from(selected), [selected.length], 'int32');
+  if (version === 3) {
+    return indices(kernel_impls.nonMaxSuppressionV3Impl(b, s, maxOutputSize, iouThreshold, scoreThreshold).selectedIndices);
+  }
+  if (version === 4) {
+    const { selectedIndices, validOutputs } = kernel_impls.nonMaxSuppressionV4Impl(
+      b, s, maxOutputSize, iouThreshold, scoreThreshold, attrs.padToMaxOutputSize);
+    return [indices(selectedIndices), backend.hostTensor(Int32Array.of(validOutputs), [], 'int32')];
+  }
+  const { selectedIndices, selectedScores } = kernel_impls.nonMaxSuppressionV5Impl(
+    b, s, maxOutputSize, iouThreshold, scoreThreshold, attrs.softNmsSigma);
+  return [indices(selectedIndices), backend.hostTensor(Float32Array.from(selectedScores), [selectedScores.length], 'float32')];
+}
+
+/**
  * TF.js's `Draw` (`tf.browser.draw`): an image's values into a 2D canvas,
  * at once, as TF.js's CPU backend draws them (floats in [0, 1], ints in
  * [0, 255], one channel as grey). It is synchronous, so it draws the
@@ -520,6 +553,17 @@ const SELU_SCALE = 1.0507009873554804934193349852946;
 const SELU_ALPHA = 1.6732632423543772848170429916717;
 
 /** The fused kernels' `activation` attribute, applied to `x`. */
+/**
+ * A fused convolution's bias or PReLU weights as they broadcast over its
+ * output: a vector of one value per channel lies along the last dim in
+ * NHWC, and is reshaped to [channels, 1, 1] in NCHW (as TF.js's backends
+ * do), or it would broadcast along the width, silently wrong wherever the
+ * width equals the channel count.
+ */
+function channels(v, dataFormat) {
+  return dataFormat === 'NCHW' && v.shape.length === 1 && v.shape[0] !== 1 ? v.reshape([v.shape[0], 1, 1]) : v;
+}
+
 function activate(x, backend, activation, preluWeights, leakyreluAlpha, kernelName) {
   switch (activation ?? 'linear') {
     case 'linear': return x;
@@ -1118,15 +1162,19 @@ export const kernels = {
   Conv2D: kernel(({ inputs: { x, filter }, t, attrs }) => conv2d(t(x), t(filter), attrs)),
   FusedConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
     let y = conv2d(t(x), t(filter), attrs);
-    if (bias != null) y = y.add(t(bias));
-    return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedConv2D');
+    const perChannel = (v) => channels(v, attrs.dataFormat);
+    if (bias != null) y = y.add(perChannel(t(bias)));
+    const prelu = t(preluActivationWeights);
+    return activate(y, backend, attrs.activation, prelu && perChannel(prelu), attrs.leakyreluAlpha, 'FusedConv2D');
   }),
   DepthwiseConv2dNative: kernel(({ inputs: { x, filter }, t, attrs }) =>
     depthwise(t(x), t(filter), attrs)),
   FusedDepthwiseConv2D: kernel(({ inputs: { x, filter, bias, preluActivationWeights }, t, backend, attrs }) => {
     let y = depthwise(t(x), t(filter), attrs);
-    if (bias != null) y = y.add(t(bias));
-    return activate(y, backend, attrs.activation, t(preluActivationWeights), attrs.leakyreluAlpha, 'FusedDepthwiseConv2D');
+    const perChannel = (v) => channels(v, attrs.dataFormat);
+    if (bias != null) y = y.add(perChannel(t(bias)));
+    const prelu = t(preluActivationWeights);
+    return activate(y, backend, attrs.activation, prelu && perChannel(prelu), attrs.leakyreluAlpha, 'FusedDepthwiseConv2D');
   }),
   Conv2DBackpropInput: kernel(({ inputs: { dy, filter }, t, backend, attrs }) => {
     const f = (x) => conv2d(x, t(filter), attrs);
@@ -1172,6 +1220,15 @@ export const kernels = {
     t(images).resizeBilinear(size, alignCorners, halfPixelCenters)),
   ResizeNearestNeighbor: kernel(({ inputs: { images }, t, attrs: { size, alignCorners, halfPixelCenters } }) =>
     t(images).resizeNearestNeighbor(size, alignCorners, halfPixelCenters)),
+  // Their gradients, as our autograd takes them of the resize itself.
+  ResizeBilinearGrad: kernel(({ inputs: { images, dy }, t, attrs: { alignCorners, halfPixelCenters } }) =>
+    backprop((x) => x.resizeBilinear(dy.shape.slice(1, 3), alignCorners, halfPixelCenters), t(images), t(dy))),
+  ResizeNearestNeighborGrad: kernel(({ inputs: { images, dy }, t, attrs: { alignCorners, halfPixelCenters } }) =>
+    backprop((x) => x.resizeNearestNeighbor(dy.shape.slice(1, 3), alignCorners, halfPixelCenters), t(images), t(dy))),
+  FlipLeftRight: kernel(({ inputs: { image }, t, backend }) => {
+    const width = image.shape[2];
+    return take(backend, t(image), 2, count(width, (i) => width - 1 - i));
+  }),
 
   // Shapes and views.
   Reshape: strings(partwise(unary((x, _b, { shape }) => x.reshape(shape))), ({ inputs: { x }, v, attrs: { shape } }) =>
@@ -1311,8 +1368,12 @@ export const kernels = {
     const v = t(values).reshape([b, values.shape[1], 1]);
     return (side === 'left' ? before.less(v) : before.lessEqual(v)).cast('int32').sum(2, false);
   }),
-  Bincount: kernel(({ inputs: { x, weights }, t, backend, attrs: { size } }) =>
-    bincount(backend, t(x), t(weights), size, false)),
+  // `Bincount` counts every value of `x`, whatever its rank (TF.js's
+  // `threshold` hands it an image); `DenseBincount` each row of a matrix.
+  Bincount: kernel(({ inputs: { x, weights }, t, backend, attrs: { size } }) => {
+    const flat = (v) => v.reshape([util.sizeFromShape(v.shape)]);
+    return bincount(backend, flat(t(x)), flat(t(weights)), size, false);
+  }),
   DenseBincount: kernel(({ inputs: { x, weights }, t, backend, attrs: { size, binaryOutput } }) =>
     bincount(backend, t(x), t(weights), size, binaryOutput)),
   // Shapes given as values: answered from the values the page gave.
@@ -1343,6 +1404,9 @@ export const kernels = {
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
   RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
   RaggedTensorToTensor: ({ inputs, backend, attrs }) => raggedTensorToTensor(backend, inputs, attrs),
+  NonMaxSuppressionV3: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 3),
+  NonMaxSuppressionV4: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 4),
+  NonMaxSuppressionV5: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 5),
   Draw: ({ inputs: { image }, backend, attrs }) => draw(backend, image, attrs),
   ZerosLike: complex(unary((x, backend) => backend.device.zeros(x.shape, x.dtype)), ({ inputs: { x }, backend }) =>
     ({ real: backend.device.zeros(x.shape, 'float32'), imag: backend.device.zeros(x.shape, 'float32') })),

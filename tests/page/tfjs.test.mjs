@@ -139,7 +139,7 @@ test('tf.time gives the GPU\'s time running the kernels, from its timestamps, an
   assert.ok(Math.abs(r.values[0] - r.values[1]) < 1e-3 * r.values[1], `the timed product computed: ${r.values}`);
 });
 
-test('dataSync answers for values the page gave and says why it cannot for computed ones', async () => {
+test('dataSync answers for values the page gave or a read brought back, and says why it cannot for others', async () => {
   const r = await withTfjs(async (tf) => {
     const given = tf.tensor([1, 2, 3]);
     let computed;
@@ -148,10 +148,14 @@ test('dataSync answers for values the page gave and says why it cannot for compu
     } catch (e) {
       computed = e.message;
     }
-    return { given: Array.from(given.dataSync()), computed };
+    const read = tf.mul(given, 2);
+    const values = await read.data();
+    values[0] = 99; // the caller's copy: what the backend keeps is not changed by it
+    return { given: Array.from(given.dataSync()), computed, afterRead: Array.from(read.dataSync()) };
   });
   assert.deepEqual(r.given, [1, 2, 3]);
   assert.match(r.computed ?? '', /webfusion reads are asynchronous.*await tensor\.data\(\)/);
+  assert.deepEqual(r.afterRead, [2, 4, 6], 'once read, a computed tensor reads synchronously too, as it was');
 });
 
 test('TF.js\'s memory accounting comes back to where it was, with and without tidy', async () => {

@@ -376,6 +376,58 @@ function raggedTensorToTensor(backend, { shape, values, defaultValue, rowPartiti
 }
 
 /**
+ * TF.js's `CropAndResize`: box `i` (y1, x1, y2, x2, as fractions of the
+ * height and width) of image `boxInd[i]`, sampled on a `cropSize` grid that
+ * spans it, bilinearly or at the nearest pixel (halves round up, as TF.js's
+ * do); a sample outside the image is `extrapolationValue`, and a box of an
+ * image past the batch all zeros, as TF.js's CPU leaves it. Made of our
+ * ops, the pixels gathered at positions computed from the boxes, so boxes
+ * computed on the GPU work too, and it fuses with what reads it.
+ */
+function cropAndResize(backend, image, boxes, boxInd, [rows, cols], method, extrapolationValue) {
+  const [batch, height, width, depth] = image.shape;
+  const n = boxes.shape[0];
+  const device = backend.device;
+  // The samples' positions along one axis, [n, size]: from the box's near
+  // edge (column `near` of `boxes`) to its far one, in pixels.
+  const positions = (near, size, extent) => {
+    const [from, to] = [near, near + 2].map((c) => boxes.slice([0, c], [n, 1]));
+    if (size === 1) return from.add(to).mul(0.5 * (extent - 1));
+    const steps = device.arange(0, size, 1).reshape([1, size]);
+    return from.mul(extent - 1).add(steps.mul(to.sub(from).mul((extent - 1) / (size - 1))));
+  };
+  const [ys, xs] = [positions(0, rows, height), positions(1, cols, width)];
+  const within = (v, extent) => v.greaterEqual(0).logicalAnd(v.lessEqual(extent - 1));
+  const valid = boxInd.greaterEqual(0).logicalAnd(boxInd.less(batch));
+  // Positions in int32 throughout: a float32 one is exact only below 2^24.
+  const int = (v) => scalar(backend, v, 'int32');
+  const first = boxInd.clamp(0, batch - 1).mul(int(height * width)).reshape([n, 1, 1]);
+  const pixels = image.cast('float32').reshape([batch * height * width, depth]);
+  // The pixels at integer positions `y` [n, rows] and `x` [n, cols]
+  // (clamped into the image: a sample outside it is replaced below).
+  const at = (y, x) => {
+    const [yi, xi] = [y.clamp(0, height - 1).cast('int32'), x.clamp(0, width - 1).cast('int32')];
+    const index = first.add(yi.mul(int(width)).reshape([n, rows, 1])).add(xi.reshape([n, 1, cols]));
+    return pixels.gather(index, 0);
+  };
+  let value;
+  if (method === 'nearest') {
+    value = at(ys.add(0.5).floorDiv(1), xs.add(0.5).floorDiv(1));
+  } else {
+    const [top, left] = [ys.floorDiv(1), xs.floorDiv(1)];
+    const [bottom, right] = [ys.neg().floorDiv(1).neg(), xs.neg().floorDiv(1).neg()];
+    const [dy, dx] = [ys.sub(top).reshape([n, rows, 1, 1]), xs.sub(left).reshape([n, 1, cols, 1])];
+    const [tl, tr, bl, br] = [at(top, left), at(top, right), at(bottom, left), at(bottom, right)];
+    const upper = tl.add(tr.sub(tl).mul(dx));
+    const lower = bl.add(br.sub(bl).mul(dx));
+    value = upper.add(lower.sub(upper).mul(dy));
+  }
+  const inside = within(ys, height).reshape([n, rows, 1, 1]).logicalAnd(within(xs, width).reshape([n, 1, cols, 1]));
+  const sampled = select(backend, inside, value, scalar(backend, extrapolationValue));
+  return select(backend, valid.reshape([n, 1, 1, 1]), sampled, scalar(backend, 0));
+}
+
+/**
  * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
  * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
  * its GPU backends run it: which boxes survive is a sequence of decisions
@@ -1225,6 +1277,8 @@ export const kernels = {
     backprop((x) => x.resizeBilinear(dy.shape.slice(1, 3), alignCorners, halfPixelCenters), t(images), t(dy))),
   ResizeNearestNeighborGrad: kernel(({ inputs: { images, dy }, t, attrs: { alignCorners, halfPixelCenters } }) =>
     backprop((x) => x.resizeNearestNeighbor(dy.shape.slice(1, 3), alignCorners, halfPixelCenters), t(images), t(dy))),
+  CropAndResize: kernel(({ inputs: { image, boxes, boxInd }, t, backend, attrs: { cropSize, method, extrapolationValue } }) =>
+    cropAndResize(backend, t(image), t(boxes), t(boxInd), cropSize, method, extrapolationValue)),
   FlipLeftRight: kernel(({ inputs: { image }, t, backend }) => {
     const width = image.shape[2];
     return take(backend, t(image), 2, count(width, (i) => width - 1 - i));

@@ -428,6 +428,113 @@ function cropAndResize(backend, image, boxes, boxInd, [rows, cols], method, extr
 }
 
 /**
+ * `image` [batch, height, width, depth] sampled at rows `ys` and columns
+ * `xs` (float tensors that broadcast to [batch, rows, cols]), at the
+ * nearest pixel (halves round up) or bilinearly between the four around; a
+ * pixel outside the image reads as `fill` (a number, or one per channel).
+ * TF.js's `Transform` and `RotateWithOffset` read their images so.
+ */
+function sample(backend, image, ys, xs, interpolation, fill) {
+  const [batch, height, width, depth] = image.shape;
+  const int = (v) => scalar(backend, v, 'int32');
+  const pixels = image.cast('float32').reshape([batch * height * width, depth]);
+  const first = backend.device.arange(0, batch, 1, 'int32').mul(int(height * width)).reshape([batch, 1, 1]);
+  const filler = Array.isArray(fill) ? backend.device.tensor(Float32Array.from(fill), [depth]) : scalar(backend, fill);
+  // The pixel at integer positions `y`, `x`, or `fill` outside the image.
+  const at = (y, x) => {
+    const inside = y.greaterEqual(0).logicalAnd(y.lessEqual(height - 1))
+      .logicalAnd(x.greaterEqual(0)).logicalAnd(x.lessEqual(width - 1));
+    const [yi, xi] = [y.clamp(0, height - 1).cast('int32'), x.clamp(0, width - 1).cast('int32')];
+    const values = pixels.gather(first.add(yi.mul(int(width))).add(xi), 0);
+    return select(backend, inside.reshape([...inside.shape, 1]), values, filler);
+  };
+  if (interpolation === 'nearest') return at(ys.add(0.5).floorDiv(1), xs.add(0.5).floorDiv(1));
+  if (interpolation !== 'bilinear') {
+    throw new Error(`Error in Transform: Expect 'nearest' or 'bilinear', but got ${interpolation}`);
+  }
+  const [top, left] = [ys.floorDiv(1), xs.floorDiv(1)];
+  const [bottom, right] = [top.add(1), left.add(1)];
+  const weight = (v) => v.reshape([...v.shape, 1]);
+  const [dy, dx] = [weight(ys.sub(top)), weight(xs.sub(left))];
+  const upper = at(top, left).mul(dx.neg().add(1)).add(at(top, right).mul(dx));
+  const lower = at(bottom, left).mul(dx.neg().add(1)).add(at(bottom, right).mul(dx));
+  return upper.mul(dy.neg().add(1)).add(lower.mul(dy));
+}
+
+/**
+ * TF.js's `Transform`'s fill modes: where an output pixel's position in
+ * the input (`v`, along an axis of `size`) is read from when it falls
+ * outside. 'constant' keeps it (it reads the fill value), 'nearest' clamps
+ * it to the edge, 'reflect' mirrors it about the edges, 'wrap' tiles the
+ * image, as TF.js's CPU maps them.
+ */
+function fillMode(backend, v, size, mode) {
+  // 'constant' is also what TF.js does for a mode it does not know.
+  if (mode !== 'nearest' && mode !== 'reflect' && mode !== 'wrap') return v;
+  if (mode === 'nearest' || size <= 1) return v.clamp(0, size - 1);
+  const [low, high] = [v.less(0), v.greater(size - 1)];
+  let mapped;
+  if (mode === 'reflect') {
+    const twice = 2 * size;
+    // Below: shifted up by whole periods, then mirrored about -0.5.
+    const up = v.neg().div(twice).floorDiv(1).mul(twice).add(v);
+    const below = select(backend, up.less(-size), up.add(twice), up.neg().sub(1));
+    // Above: taken down by whole periods, then mirrored about size - 0.5.
+    const down = v.sub(v.div(twice).floorDiv(1).mul(twice));
+    const above = select(backend, down.greaterEqual(size), down.neg().add(twice - 1), down);
+    mapped = select(backend, low, below, select(backend, high, above, v));
+  } else {
+    const period = size - 1;
+    const below = v.add(v.neg().div(period).floorDiv(1).add(1).mul(size));
+    const above = v.sub(v.div(period).floorDiv(1).mul(size));
+    mapped = select(backend, low, below, select(backend, high, above, v));
+  }
+  return mapped.clamp(0, size - 1);
+}
+
+/**
+ * TF.js's `Transform`: output pixel (x, y) of image b reads the input at
+ * ((a0 x + a1 y + a2) / k, (a3 x + a4 y + a5) / k), k = a6 x + a7 y + 1,
+ * from its row of `transforms` (one row for every image, or one each);
+ * where k is 0 it is the fill value, as in TF.js.
+ */
+function transform(backend, image, transforms, { interpolation, fillMode: mode, fillValue, outputShape }) {
+  const [, height, width] = image.shape;
+  const [rows, cols] = outputShape ?? [height, width];
+  const device = backend.device;
+  const n = transforms.shape[0];
+  const a = count(8, (k) => transforms.slice([0, k], [n, 1]).reshape([n, 1, 1]));
+  const x = device.arange(0, cols, 1).reshape([1, 1, cols]);
+  const y = device.arange(0, rows, 1).reshape([1, rows, 1]);
+  const k = a[6].mul(x).add(a[7].mul(y)).add(1);
+  const zero = k.equal(0);
+  const safe = select(backend, zero, scalar(backend, 1), k);
+  const xs = a[0].mul(x).add(a[1].mul(y)).add(a[2]).div(safe);
+  const ys = a[3].mul(x).add(a[4].mul(y)).add(a[5]).div(safe);
+  const read = sample(backend, image, fillMode(backend, ys, height, mode), fillMode(backend, xs, width, mode),
+    interpolation, fillValue);
+  return select(backend, zero.reshape([n, rows, cols, 1]), scalar(backend, fillValue), read);
+}
+
+/**
+ * TF.js's `RotateWithOffset`: each output pixel reads the input pixel
+ * nearest to it rotated by `radians` about `center` (fractions of the
+ * width and height); outside the image, `fillValue` (a number, or a color
+ * whose alpha channel is opaque).
+ */
+function rotateWithOffset(backend, image, { radians, fillValue, center }) {
+  const [, height, width, depth] = image.shape;
+  const [cx, cy] = backend_util.getImageCenter(center, height, width);
+  const [sin, cos] = [Math.sin(radians), Math.cos(radians)];
+  const x = backend.device.arange(0, width, 1).reshape([1, 1, width]).sub(cx);
+  const y = backend.device.arange(0, height, 1).reshape([1, height, 1]).sub(cy);
+  const xs = x.mul(cos).sub(y.mul(sin)).add(cx);
+  const ys = x.mul(sin).add(y.mul(cos)).add(cy);
+  const fill = typeof fillValue === 'number' ? fillValue : count(depth, (c) => (c === 3 ? 255 : fillValue[c]));
+  return sample(backend, image, ys, xs, 'nearest', fill);
+}
+
+/**
  * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
  * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
  * its GPU backends run it: which boxes survive is a sequence of decisions
@@ -1279,6 +1386,9 @@ export const kernels = {
     backprop((x) => x.resizeNearestNeighbor(dy.shape.slice(1, 3), alignCorners, halfPixelCenters), t(images), t(dy))),
   CropAndResize: kernel(({ inputs: { image, boxes, boxInd }, t, backend, attrs: { cropSize, method, extrapolationValue } }) =>
     cropAndResize(backend, t(image), t(boxes), t(boxInd), cropSize, method, extrapolationValue)),
+  Transform: kernel(({ inputs: { image, transforms }, t, backend, attrs }) =>
+    transform(backend, t(image), t(transforms), attrs)),
+  RotateWithOffset: kernel(({ inputs: { image }, t, backend, attrs }) => rotateWithOffset(backend, t(image), attrs)),
   FlipLeftRight: kernel(({ inputs: { image }, t, backend }) => {
     const width = image.shape[2];
     return take(backend, t(image), 2, count(width, (i) => width - 1 - i));

@@ -535,6 +535,55 @@ function rotateWithOffset(backend, image, { radians, fillValue, center }) {
 }
 
 /**
+ * TF.js's `SparseSegmentSum` and `SparseSegmentMean`: row `indices[i]` of
+ * `data` goes to segment `segmentIds[i]`; the output has a row per segment
+ * up to the last id, each the sum (or mean) of its rows, 0 where none. The
+ * ids and indices must be values the host holds (the output's size is the
+ * last id), checked in TF.js's order with its messages; the rows are
+ * gathered and summed by our ops, so `data` may be computed.
+ */
+function sparseSegment(backend, { data, indices, segmentIds }, mean) {
+  const [at, ids] = [indices, segmentIds].map((info) => {
+    const values = backend.given(info);
+    if (values === null) {
+      throw new Error(`webfusion reads sparse segment ids and indices from values the host holds: [${info.shape}] is ` +
+        'computed on the GPU and not read yet. Read it first (`await tensor.data()`).');
+    }
+    return values;
+  });
+  const n = ids.length;
+  const rows = data.shape[0];
+  const segments = n > 0 ? ids[n - 1] + 1 : 0;
+  if (n > 0 && segments <= 0) throw new Error(backend_util.getSparseSegmentReductionNegativeSegmentIdsErrorMessage());
+  const counts = new Float32Array(Math.max(segments, 0));
+  for (let start = 0; start < n;) {
+    let end = start + 1;
+    while (end < n && ids[end] === ids[start]) end += 1;
+    if (end < n && ids[end] < ids[start]) {
+      throw new Error(backend_util.getSparseSegmentReductionNonIncreasingSegmentIdsErrorMessage());
+    }
+    if (ids[start] < 0 || ids[start] >= segments) {
+      throw new Error(backend_util.getSparseSegmentReductionSegmentIdOutOfRangeErrorMessage(ids[start], segments));
+    }
+    for (let i = start; i < end; i += 1) {
+      if (at[i] < 0 || at[i] >= rows) {
+        throw new Error(backend_util.getSparseSegmentReductionIndicesOutOfRangeErrorMessage(i, at[i], rows));
+      }
+    }
+    counts[ids[start]] = end - start;
+    start = end;
+  }
+  const inner = data.shape.slice(1);
+  if (n === 0) return backend.device.zeros([0, ...inner], data.dtype);
+  // Our segment sum adds floats: int32 data is summed as float32 (exact
+  // below 2^24) and cast back, a mean truncated as TF.js's int32 one is.
+  const x = backend.tensorOf(data).cast('float32');
+  let out = x.gather(backend.tensorOf(indices), 0).unsortedSegmentSum(backend.tensorOf(segmentIds), segments);
+  if (mean) out = out.div(backend.device.tensor(counts.map((c) => Math.max(c, 1)), [segments, ...inner.map(() => 1)]));
+  return data.dtype === 'float32' ? out : out.cast(data.dtype);
+}
+
+/**
  * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
  * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
  * its GPU backends run it: which boxes survive is a sequence of decisions
@@ -1307,6 +1356,8 @@ export const kernels = {
   }),
   UnsortedSegmentSum: kernel(({ inputs: { x, segmentIds }, t, attrs: { numSegments } }) =>
     t(x).unsortedSegmentSum(t(segmentIds), numSegments)),
+  SparseSegmentSum: kernel(({ inputs, backend }) => sparseSegment(backend, inputs, false)),
+  SparseSegmentMean: kernel(({ inputs, backend }) => sparseSegment(backend, inputs, true)),
 
   // Products.
   BatchMatMul: kernel(({ inputs: { a, b }, t, attrs: { transposeA, transposeB } }) =>

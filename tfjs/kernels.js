@@ -584,6 +584,77 @@ function sparseSegment(backend, { data, indices, segmentIds }, mean) {
 }
 
 /**
+ * TF.js's `StringNGrams`, on the host where strings live. Row `i` of
+ * `data` is its tokens `dataSplits[i]` up to `dataSplits[i + 1]`, padded
+ * with `padWidth` (-1: the width less one; never more) copies of `leftPad`
+ * and `rightPad`; its n-grams of each width are the windows over that,
+ * joined by `separator`. With `preserveShortSequences`, a row too short
+ * for any still gives one, the whole padded row.
+ */
+function stringNGrams(backend, { data, dataSplits }, attrs) {
+  const { separator, nGramWidths, leftPad, rightPad, padWidth, preserveShortSequences } = attrs;
+  const tokens = backend.given(data);
+  const splits = backend.given(dataSplits);
+  if (splits === null) {
+    throw new Error(`webfusion reads StringNGrams' dataSplits from values the host holds: [${dataSplits.shape}] is ` +
+      'computed on the GPU and not read yet. Read it first (`await tensor.data()`).');
+  }
+  if (splits.length > 0) {
+    if (splits[0] !== 0) throw new Error(`First split value must be 0, got ${splits[0]}`);
+    for (let i = 1; i < splits.length; i += 1) {
+      if (splits[i] < splits[i - 1] || splits[i] > tokens.length) {
+        throw new Error(`Invalid split value ${splits[i]}, must be in [${splits[i - 1]}, ${tokens.length}]`);
+      }
+    }
+    if (splits[splits.length - 1] !== tokens.length) {
+      throw new Error(`Last split value must be data size. Expected ${tokens.length}, got ${splits[splits.length - 1]}`);
+    }
+  }
+  const [sep, left, right] = [separator, leftPad, rightPad].map((s) => util.encodeString(s));
+  const padOf = (width) => Math.min(padWidth < 0 ? width - 1 : padWidth, width - 1);
+  const countOf = (length, width) => Math.max(0, length + 2 * padOf(width) - width + 1);
+  // N-gram `k` of `count` of `width`, over the row starting at `start`.
+  const nGram = (start, width, k, count) => {
+    const pad = padOf(width);
+    const before = Math.max(0, pad - k);
+    const after = Math.max(0, pad - (count - k - 1));
+    const first = start + (before > 0 ? 0 : k - pad);
+    const words = [...Array(before).fill(left)];
+    for (let n = 0; n < width - before - after; n += 1) words.push(tokens[first + n]);
+    for (let n = 0; n < after; n += 1) words.push(right);
+    const bytes = new Uint8Array(words.reduce((size, w) => size + w.length, 0) + sep.length * Math.max(0, words.length - 1));
+    let at = 0;
+    words.forEach((w, i) => {
+      if (i > 0) {
+        bytes.set(sep, at);
+        at += sep.length;
+      }
+      bytes.set(w, at);
+      at += w.length;
+    });
+    return bytes;
+  };
+  const out = [];
+  const outSplits = new Int32Array(Math.max(splits.length, 1));
+  for (let row = 0; row + 1 < splits.length; row += 1) {
+    const [start, length] = [splits[row], splits[row + 1] - splits[row]];
+    const before = out.length;
+    for (const width of nGramWidths) {
+      const count = countOf(length, width);
+      for (let k = 0; k < count; k += 1) out.push(nGram(start, width, k, count));
+    }
+    if (preserveShortSequences && length > 0 && out.length === before) {
+      out.push(nGram(start, length + 2 * padWidth, 0, 1));
+    }
+    outSplits[row + 1] = out.length;
+  }
+  return [
+    backend.hostTensor(out, [out.length], 'string'),
+    backend.hostTensor(outSplits.subarray(0, splits.length), [splits.length], 'int32'),
+  ];
+}
+
+/**
  * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
  * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
  * its GPU backends run it: which boxes survive is a sequence of decisions
@@ -1619,6 +1690,7 @@ export const kernels = {
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),
   RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
   RaggedTensorToTensor: ({ inputs, backend, attrs }) => raggedTensorToTensor(backend, inputs, attrs),
+  StringNGrams: ({ inputs, backend, attrs }) => stringNGrams(backend, inputs, attrs),
   NonMaxSuppressionV3: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 3),
   NonMaxSuppressionV4: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 4),
   NonMaxSuppressionV5: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 5),

@@ -655,6 +655,41 @@ function stringNGrams(backend, { data, dataSplits }, attrs) {
 }
 
 /**
+ * TF.js's `StringSplit`, on the host: each string cut at every byte of
+ * `delimiter` (at every byte, when it is empty), the empty pieces dropped
+ * with `skipEmpty`; the pieces as a sparse [strings, most pieces] tensor's
+ * indices, values and shape.
+ */
+function stringSplit(backend, { input, delimiter }, { skipEmpty }) {
+  const [cuts] = backend.given(delimiter);
+  const pieces = backend.given(input).map((bytes) => {
+    if (cuts.length === 0) return Array.from(bytes, (_, i) => bytes.subarray(i, i + 1));
+    if (bytes.length === 0) return [];
+    const out = [];
+    let start = 0;
+    for (let i = 0; i <= bytes.length; i += 1) {
+      if (i < bytes.length && !cuts.includes(bytes[i])) continue;
+      if (!skipEmpty || i > start) out.push(bytes.subarray(start, i));
+      start = i + 1;
+    }
+    return out;
+  });
+  const values = pieces.flat();
+  const indices = new Int32Array(2 * values.length);
+  let k = 0;
+  pieces.forEach((row, i) => row.forEach((_, j) => {
+    indices[k++] = i;
+    indices[k++] = j;
+  }));
+  const widest = pieces.reduce((most, row) => Math.max(most, row.length), 0);
+  return [
+    backend.hostTensor(indices, [values.length, 2], 'int32'),
+    backend.hostTensor(values, [values.length], 'string'),
+    backend.hostTensor(Int32Array.of(pieces.length, widest), [2], 'int32'),
+  ];
+}
+
+/**
  * TF.js's synchronous `nonMaxSuppression` (kernel `version` 3, 4 with
  * padding, 5 with soft-NMS), by TF.js's own implementation on the host, as
  * its GPU backends run it: which boxes survive is a sequence of decisions
@@ -1691,6 +1726,16 @@ export const kernels = {
   RaggedGather: ({ inputs, backend }) => raggedGather(backend, inputs),
   RaggedTensorToTensor: ({ inputs, backend, attrs }) => raggedTensorToTensor(backend, inputs, attrs),
   StringNGrams: ({ inputs, backend, attrs }) => stringNGrams(backend, inputs, attrs),
+  StringSplit: ({ inputs, backend, attrs }) => stringSplit(backend, inputs, attrs),
+  // Each string's bucket by TF.js's own 64-bit fingerprint.
+  StringToHashBucketFast: ({ inputs: { input }, backend, attrs: { numBuckets } }) => backend.hostTensor(
+    Int32Array.from(backend.given(input), (s) => util.fingerPrint64(s).modulo(numBuckets).getLowBitsUnsigned()),
+    input.shape, 'int32'),
+  StaticRegexReplace: ({ inputs: { x }, backend, attrs: { pattern, rewrite, replaceGlobal } }) => {
+    const regex = new RegExp(pattern, replaceGlobal ? 'g' : '');
+    const replaced = backend.given(x).map((s) => util.encodeString(util.decodeString(s).replace(regex, rewrite)));
+    return backend.hostTensor(replaced, x.shape, 'string');
+  },
   NonMaxSuppressionV3: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 3),
   NonMaxSuppressionV4: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 4),
   NonMaxSuppressionV5: ({ inputs, backend, attrs }) => nonMaxSuppression(backend, inputs, attrs, 5),

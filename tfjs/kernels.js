@@ -538,19 +538,13 @@ function rotateWithOffset(backend, image, { radians, fillValue, center }) {
  * TF.js's `SparseSegmentSum` and `SparseSegmentMean`: row `indices[i]` of
  * `data` goes to segment `segmentIds[i]`; the output has a row per segment
  * up to the last id, each the sum (or mean) of its rows, 0 where none. The
- * ids and indices must be values the host holds (the output's size is the
- * last id), checked in TF.js's order with its messages; the rows are
- * gathered and summed by our ops, so `data` may be computed.
+ * ids and indices are read on the host (the output's size is the last id;
+ * computed ones must have been read), checked in TF.js's order with its
+ * messages; the rows are gathered and summed by our ops, so `data` may be
+ * computed.
  */
 function sparseSegment(backend, { data, indices, segmentIds }, mean) {
-  const [at, ids] = [indices, segmentIds].map((info) => {
-    const values = backend.given(info);
-    if (values === null) {
-      throw new Error(`webfusion reads sparse segment ids and indices from values the host holds: [${info.shape}] is ` +
-        'computed on the GPU and not read yet. Read it first (`await tensor.data()`).');
-    }
-    return values;
-  });
+  const [at, ids] = [indices, segmentIds].map((info) => backend.readSync(info.dataId));
   const n = ids.length;
   const rows = data.shape[0];
   const segments = n > 0 ? ids[n - 1] + 1 : 0;
@@ -593,12 +587,7 @@ function sparseSegment(backend, { data, indices, segmentIds }, mean) {
  */
 function stringNGrams(backend, { data, dataSplits }, attrs) {
   const { separator, nGramWidths, leftPad, rightPad, padWidth, preserveShortSequences } = attrs;
-  const tokens = backend.given(data);
-  const splits = backend.given(dataSplits);
-  if (splits === null) {
-    throw new Error(`webfusion reads StringNGrams' dataSplits from values the host holds: [${dataSplits.shape}] is ` +
-      'computed on the GPU and not read yet. Read it first (`await tensor.data()`).');
-  }
+  const [tokens, splits] = [data, dataSplits].map((info) => backend.readSync(info.dataId));
   if (splits.length > 0) {
     if (splits[0] !== 0) throw new Error(`First split value must be 0, got ${splits[0]}`);
     for (let i = 1; i < splits.length; i += 1) {
@@ -686,6 +675,103 @@ function stringSplit(backend, { input, delimiter }, { skipEmpty }) {
     backend.hostTensor(indices, [values.length, 2], 'int32'),
     backend.hostTensor(values, [values.length], 'string'),
     backend.hostTensor(Int32Array.of(pieces.length, widest), [2], 'int32'),
+  ];
+}
+
+/**
+ * TF.js's `SparseReshape`, on the host: the nonzeros' positions in a dense
+ * shape (`inputShape`) as positions in `newShape`, whose one -1 is what the
+ * rest leave, with TF.js's checks and messages.
+ */
+function sparseReshape(backend, { inputIndices, inputShape, newShape }) {
+  if (inputIndices.shape.length !== 2) throw new Error(`Input indices should be a matrix but received shape ${inputIndices.shape}`);
+  if (inputShape.shape.length !== 1) throw new Error(`Input shape should be a vector but received shape ${inputShape.shape}`);
+  if (newShape.shape.length !== 1) throw new Error(`Target shape should be a vector but received shape ${newShape.shape}`);
+  const [indices, from, target] = [inputIndices, inputShape, newShape].map((info) => backend.readSync(info.dataId));
+  const size = util.sizeFromShape(Array.from(from));
+  const shape = Array.from(target);
+  const unknown = shape.indexOf(-1);
+  shape.forEach((d, i) => {
+    if (d === -1 && i !== unknown) throw new Error(backend_util.getSparseReshapeMultipleNegativeOneOutputDimErrorMessage(unknown, i));
+    if (d < -1) throw new Error(backend_util.getSparseReshapeNegativeOutputDimErrorMessage(i, d));
+  });
+  if (unknown >= 0) {
+    const known = shape.reduce((p, d, i) => (i === unknown ? p : p * d), 1);
+    if (known <= 0) throw new Error(backend_util.getSparseReshapeEmptyTensorZeroOutputDimErrorMessage());
+    const missing = Math.trunc(size / known);
+    shape[unknown] = 1;
+    if (known * missing !== size) throw new Error(backend_util.getSparseReshapeInputOutputMultipleErrorMessage(Array.from(from), shape));
+    shape[unknown] = missing;
+  }
+  if (util.sizeFromShape(shape) !== size) {
+    throw new Error(backend_util.getSparseReshapeInputOutputMismatchErrorMessage(Array.from(from), shape));
+  }
+  const [nonzeros, rank] = inputIndices.shape;
+  const [inStrides, outStrides] = [Array.from(from), shape].map((s) => (s.length === 0 ? [] : [...util.computeStrides(s), 1]));
+  const out = util.getArrayFromDType(inputIndices.dtype, nonzeros * shape.length);
+  for (let i = 0; i < nonzeros; i += 1) {
+    let flat = 0;
+    for (let j = 0; j < rank; j += 1) flat += indices[i * rank + j] * inStrides[j];
+    for (let j = 0; j < shape.length; j += 1) {
+      out[i * shape.length + j] = Math.trunc(flat / outStrides[j]);
+      flat %= outStrides[j];
+    }
+  }
+  return [
+    backend.hostTensor(out, [nonzeros, shape.length], inputIndices.dtype),
+    backend.hostTensor(Int32Array.from(shape), [shape.length], newShape.dtype),
+  ];
+}
+
+/**
+ * TF.js's `SparseFillEmptyRows`, on the host: the nonzeros ordered by row
+ * (stably), and a `[row, 0, ...]` entry of `defaultValue` for each row that
+ * has none; with which rows were empty and where each input entry went.
+ */
+function sparseFillEmptyRows(backend, { indices, values, denseShape, defaultValue }) {
+  if (denseShape.shape.length !== 1) throw new Error(`Dense shape must be a vector, saw: ${denseShape.shape}`);
+  if (indices.shape.length !== 2) throw new Error(`Indices must be a matrix, saw: ${indices.shape}`);
+  if (values.shape.length !== 1) throw new Error(`Values must be a vector, saw: ${values.shape}`);
+  if (defaultValue.shape.length !== 0) throw new Error(`Default value must be a scalar, saw: ${defaultValue.shape}`);
+  const [at, given, dense, fill] = [indices, values, denseShape, defaultValue].map((info) => backend.readSync(info.dataId));
+  const [count, rank] = indices.shape;
+  const rows = dense[0];
+  if (rows === 0 && count !== 0) throw new Error(backend_util.getSparseFillEmptyRowsIndicesDenseShapeMismatch(count));
+  const perRow = new Array(rows).fill(0);
+  for (let i = 0; i < count; i += 1) {
+    const row = at[i * rank];
+    if (row < 0) throw new Error(backend_util.getSparseFillEmptyRowsNegativeIndexErrorMessage(i, row));
+    if (row >= rows) throw new Error(backend_util.getSparseFillEmptyRowsOutOfRangeIndexErrorMessage(i, row, rows));
+    perRow[row] += 1;
+  }
+  // Where each row's entries start: an empty row still takes one.
+  const starts = [];
+  perRow.reduce((next, n) => {
+    starts.push(next);
+    return next + Math.max(n, 1);
+  }, 0);
+  const total = rows === 0 ? 0 : starts[rows - 1] + Math.max(perRow[rows - 1], 1);
+  const outIndices = util.getArrayFromDType(indices.dtype, total * rank);
+  const outValues = util.getArrayFromDType(values.dtype, total);
+  const placed = new Array(rows).fill(0);
+  const where = new Int32Array(count);
+  for (let i = 0; i < count; i += 1) {
+    const row = at[i * rank];
+    const k = starts[row] + placed[row]++;
+    for (let j = 0; j < rank; j += 1) outIndices[k * rank + j] = at[i * rank + j];
+    outValues[k] = given[i];
+    where[i] = k;
+  }
+  perRow.forEach((n, row) => {
+    if (n > 0) return;
+    outIndices[starts[row] * rank] = row;
+    outValues[starts[row]] = fill[0];
+  });
+  return [
+    backend.hostTensor(outIndices, [total, rank], indices.dtype),
+    backend.hostTensor(outValues, [total], values.dtype),
+    backend.hostTensor(Uint8Array.from(perRow, (n) => (n === 0 ? 1 : 0)), [rows], 'bool'),
+    backend.hostTensor(where, [count], indices.dtype),
   ];
 }
 
@@ -1727,6 +1813,8 @@ export const kernels = {
   RaggedTensorToTensor: ({ inputs, backend, attrs }) => raggedTensorToTensor(backend, inputs, attrs),
   StringNGrams: ({ inputs, backend, attrs }) => stringNGrams(backend, inputs, attrs),
   StringSplit: ({ inputs, backend, attrs }) => stringSplit(backend, inputs, attrs),
+  SparseReshape: ({ inputs, backend }) => sparseReshape(backend, inputs),
+  SparseFillEmptyRows: ({ inputs, backend }) => sparseFillEmptyRows(backend, inputs),
   // Each string's bucket by TF.js's own 64-bit fingerprint.
   StringToHashBucketFast: ({ inputs: { input }, backend, attrs: { numBuckets } }) => backend.hostTensor(
     Int32Array.from(backend.given(input), (s) => util.fingerPrint64(s).modulo(numBuckets).getLowBitsUnsigned()),

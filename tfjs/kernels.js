@@ -274,8 +274,8 @@ function raggedGather(backend, { paramsNestedSplits, paramsDenseValues, indices 
 }
 
 /**
- * TF.js's `RaggedTensorToTensor`, on the host from the page's values, like
- * `raggedGather`. The ragged tensor is `values` (its rows, each of the
+ * TF.js's `RaggedTensorToTensor`, on the host from the values it holds,
+ * like `raggedGather`. The ragged tensor is `values` (its rows, each of the
  * dense inner shape) under one row partition per ragged dim, each
  * `ROW_SPLITS` (where each row's children begin) or `VALUE_ROWIDS` (each
  * child's row), the first possibly `FIRST_DIM_SIZE` (the outer dim's
@@ -378,67 +378,46 @@ function raggedTensorToTensor(backend, { shape, values, defaultValue, rowPartiti
 /**
  * TF.js's `CropAndResize`: box `i` (y1, x1, y2, x2, as fractions of the
  * height and width) of image `boxInd[i]`, sampled on a `cropSize` grid that
- * spans it, bilinearly or at the nearest pixel (halves round up, as TF.js's
- * do); a sample outside the image is `extrapolationValue`, and a box of an
- * image past the batch all zeros, as TF.js's CPU leaves it. Made of our
- * ops, the pixels gathered at positions computed from the boxes, so boxes
- * computed on the GPU work too, and it fuses with what reads it.
+ * spans it, bilinearly or at the nearest pixel; a sample outside the image
+ * is `extrapolationValue`, and a box of an image past the batch all zeros,
+ * as TF.js's CPU leaves it. Boxes computed on the GPU work too.
  */
 function cropAndResize(backend, image, boxes, boxInd, [rows, cols], method, extrapolationValue) {
-  const [batch, height, width, depth] = image.shape;
+  const [batch, height, width] = image.shape;
   const n = boxes.shape[0];
-  const device = backend.device;
   // The samples' positions along one axis, [n, size]: from the box's near
   // edge (column `near` of `boxes`) to its far one, in pixels.
   const positions = (near, size, extent) => {
     const [from, to] = [near, near + 2].map((c) => boxes.slice([0, c], [n, 1]));
     if (size === 1) return from.add(to).mul(0.5 * (extent - 1));
-    const steps = device.arange(0, size, 1).reshape([1, size]);
+    const steps = backend.device.arange(0, size, 1).reshape([1, size]);
     return from.mul(extent - 1).add(steps.mul(to.sub(from).mul((extent - 1) / (size - 1))));
   };
-  const [ys, xs] = [positions(0, rows, height), positions(1, cols, width)];
+  const ys = positions(0, rows, height).reshape([n, rows, 1]);
+  const xs = positions(1, cols, width).reshape([n, 1, cols]);
+  const which = boxInd.clamp(0, batch - 1).reshape([n, 1, 1]);
+  const value = sample(backend, image, which, ys, xs, method, 0);
   const within = (v, extent) => v.greaterEqual(0).logicalAnd(v.lessEqual(extent - 1));
-  const valid = boxInd.greaterEqual(0).logicalAnd(boxInd.less(batch));
-  // Positions in int32 throughout: a float32 one is exact only below 2^24.
-  const int = (v) => scalar(backend, v, 'int32');
-  const first = boxInd.clamp(0, batch - 1).mul(int(height * width)).reshape([n, 1, 1]);
-  const pixels = image.cast('float32').reshape([batch * height * width, depth]);
-  // The pixels at integer positions `y` [n, rows] and `x` [n, cols]
-  // (clamped into the image: a sample outside it is replaced below).
-  const at = (y, x) => {
-    const [yi, xi] = [y.clamp(0, height - 1).cast('int32'), x.clamp(0, width - 1).cast('int32')];
-    const index = first.add(yi.mul(int(width)).reshape([n, rows, 1])).add(xi.reshape([n, 1, cols]));
-    return pixels.gather(index, 0);
-  };
-  let value;
-  if (method === 'nearest') {
-    value = at(ys.add(0.5).floorDiv(1), xs.add(0.5).floorDiv(1));
-  } else {
-    const [top, left] = [ys.floorDiv(1), xs.floorDiv(1)];
-    const [bottom, right] = [ys.neg().floorDiv(1).neg(), xs.neg().floorDiv(1).neg()];
-    const [dy, dx] = [ys.sub(top).reshape([n, rows, 1, 1]), xs.sub(left).reshape([n, 1, cols, 1])];
-    const [tl, tr, bl, br] = [at(top, left), at(top, right), at(bottom, left), at(bottom, right)];
-    const upper = tl.add(tr.sub(tl).mul(dx));
-    const lower = bl.add(br.sub(bl).mul(dx));
-    value = upper.add(lower.sub(upper).mul(dy));
-  }
-  const inside = within(ys, height).reshape([n, rows, 1, 1]).logicalAnd(within(xs, width).reshape([n, 1, cols, 1]));
-  const sampled = select(backend, inside, value, scalar(backend, extrapolationValue));
-  return select(backend, valid.reshape([n, 1, 1, 1]), sampled, scalar(backend, 0));
+  const inside = within(ys, height).logicalAnd(within(xs, width)).reshape([n, rows, cols, 1]);
+  const valid = boxInd.greaterEqual(0).logicalAnd(boxInd.less(batch)).reshape([n, 1, 1, 1]);
+  return select(backend, valid, select(backend, inside, value, scalar(backend, extrapolationValue)), scalar(backend, 0));
 }
 
 /**
- * `image` [batch, height, width, depth] sampled at rows `ys` and columns
- * `xs` (float tensors that broadcast to [batch, rows, cols]), at the
- * nearest pixel (halves round up) or bilinearly between the four around; a
- * pixel outside the image reads as `fill` (a number, or one per channel).
- * TF.js's `Transform` and `RotateWithOffset` read their images so.
+ * Image `which` (int32, broadcasting with the positions) of `image`
+ * [batch, height, width, depth], sampled at rows `ys` and columns `xs`
+ * (floats broadcasting to the output's [n, rows, cols]), at the nearest
+ * pixel (halves round up, as TF.js's `Math.round`) or bilinearly between
+ * the four around; a pixel outside the image reads as `fill` (a number, or
+ * one per channel). Positions are int32 throughout: a float32 index is
+ * exact only below 2^24. `CropAndResize`, `Transform` and
+ * `RotateWithOffset` read their images so.
  */
-function sample(backend, image, ys, xs, interpolation, fill) {
+function sample(backend, image, which, ys, xs, interpolation, fill) {
   const [batch, height, width, depth] = image.shape;
   const int = (v) => scalar(backend, v, 'int32');
   const pixels = image.cast('float32').reshape([batch * height * width, depth]);
-  const first = backend.device.arange(0, batch, 1, 'int32').mul(int(height * width)).reshape([batch, 1, 1]);
+  const first = which.mul(int(height * width));
   const filler = Array.isArray(fill) ? backend.device.tensor(Float32Array.from(fill), [depth]) : scalar(backend, fill);
   // The pixel at integer positions `y`, `x`, or `fill` outside the image.
   const at = (y, x) => {
@@ -450,7 +429,7 @@ function sample(backend, image, ys, xs, interpolation, fill) {
   };
   if (interpolation === 'nearest') return at(ys.add(0.5).floorDiv(1), xs.add(0.5).floorDiv(1));
   if (interpolation !== 'bilinear') {
-    throw new Error(`Error in Transform: Expect 'nearest' or 'bilinear', but got ${interpolation}`);
+    throw new Error(`Expect 'nearest' or 'bilinear' interpolation, but got ${interpolation}`);
   }
   const [top, left] = [ys.floorDiv(1), xs.floorDiv(1)];
   const [bottom, right] = [top.add(1), left.add(1)];
@@ -511,7 +490,8 @@ function transform(backend, image, transforms, { interpolation, fillMode: mode, 
   const safe = select(backend, zero, scalar(backend, 1), k);
   const xs = a[0].mul(x).add(a[1].mul(y)).add(a[2]).div(safe);
   const ys = a[3].mul(x).add(a[4].mul(y)).add(a[5]).div(safe);
-  const read = sample(backend, image, fillMode(backend, ys, height, mode), fillMode(backend, xs, width, mode),
+  const every = backend.device.arange(0, image.shape[0], 1, 'int32').reshape([image.shape[0], 1, 1]);
+  const read = sample(backend, image, every, fillMode(backend, ys, height, mode), fillMode(backend, xs, width, mode),
     interpolation, fillValue);
   return select(backend, zero.reshape([n, rows, cols, 1]), scalar(backend, fillValue), read);
 }
@@ -531,7 +511,8 @@ function rotateWithOffset(backend, image, { radians, fillValue, center }) {
   const xs = x.mul(cos).sub(y.mul(sin)).add(cx);
   const ys = x.mul(sin).add(y.mul(cos)).add(cy);
   const fill = typeof fillValue === 'number' ? fillValue : count(depth, (c) => (c === 3 ? 255 : fillValue[c]));
-  return sample(backend, image, ys, xs, 'nearest', fill);
+  const every = backend.device.arange(0, image.shape[0], 1, 'int32').reshape([image.shape[0], 1, 1]);
+  return sample(backend, image, every, ys, xs, 'nearest', fill);
 }
 
 /**

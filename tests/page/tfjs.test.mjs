@@ -211,6 +211,26 @@ test('a TF.js kernel webfusion cannot run is refused with the reason: a string t
   assert.match(r.draw ?? '', /computed on the GPU.*await tf\.browser\.toPixels\(image, canvas\)/, 'a computed one names the asynchronous way');
 });
 
+test('cropAndResize and transform take boxes and transforms computed on the GPU, as the page\'s own', async () => {
+  const r = await withTfjs(async (tf) => {
+    const image = tf.tensor4d(Array.from({ length: 2 * 5 * 6 * 2 }, (_, i) => (i * 37) % 101), [2, 5, 6, 2]);
+    const boxes = tf.tensor2d([[0, 0, 1, 1], [0.1, 0.2, 0.9, 0.7], [-0.2, 0.3, 0.6, 1.2]]);
+    const boxInd = tf.tensor1d([1, 0, 1], 'int32');
+    const given = tf.image.cropAndResize(image, boxes, boxInd, [4, 3], 'bilinear', -7);
+    const computed = tf.image.cropAndResize(image, boxes.mul(2).div(2), boxInd, [4, 3], 'bilinear', -7);
+    const transforms = tf.tensor2d([[1.2, 0.1, -1, 0.05, 0.9, 0.5, 0.001, 0.002]]);
+    const moved = tf.image.transform(image, transforms, 'bilinear', 'reflect');
+    const movedComputed = tf.image.transform(image, transforms.add(0), 'bilinear', 'reflect');
+    return {
+      given: Array.from(await given.data()), computed: Array.from(await computed.data()),
+      moved: Array.from(await moved.data()), movedComputed: Array.from(await movedComputed.data()),
+    };
+  });
+  assert.ok(r.given.includes(-7), 'the box reaching outside the image is extrapolated there');
+  assert.deepEqual(r.computed, r.given);
+  assert.deepEqual(r.movedComputed, r.moved);
+});
+
 test('TF.js\'s gradients and optimizers run on these kernels: a linear fit converges', async () => {
   const r = await withTfjs(async (tf) => {
     const xs = tf.tensor2d([[0], [1], [2], [3], [4], [5]]);

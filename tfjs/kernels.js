@@ -134,15 +134,18 @@ function reader(values, shape) {
   return (loc) => values[util.locToIndex(loc, shape.length, strides)];
 }
 
+/** `reader`, at a position of a shape of `rank` that `shape` broadcasts to. */
+function broadcastReader(values, shape, rank) {
+  const at = reader(values, shape);
+  const skip = rank - shape.length;
+  return (loc) => at(loc.slice(skip).map((l, d) => (shape[d] === 1 ? 0 : l)));
+}
+
 /** A comparison of two string tensors, broadcast, as TF.js's CPU compares their text. */
 function compareStrings(test) {
   return ({ inputs: { a, b }, v }) => {
     const shape = backend_util.assertAndGetBroadcastShape(a.shape, b.shape);
-    const side = (info) => {
-      const at = reader(v(info).map((bytes) => util.decodeString(bytes)), info.shape);
-      const skip = shape.length - info.shape.length;
-      return (loc) => at(loc.slice(skip).map((l, d) => (info.shape[d] === 1 ? 0 : l)));
-    };
+    const side = (info) => broadcastReader(v(info).map((bytes) => util.decodeString(bytes)), info.shape, shape.length);
     const [x, y] = [side(a), side(b)];
     return { values: Uint8Array.from(build(shape, (loc) => (test(x(loc), y(loc)) ? 1 : 0))), shape, dtype: 'bool' };
   };
@@ -361,12 +364,7 @@ function raggedTensorToTensor(backend, { shape, values, defaultValue, rowPartiti
   const given = backend.readSync(values.dataId);
   const fill = backend.readSync(defaultValue.dataId);
   const element = values.shape.slice(1);
-  const fillStrides = util.computeStrides(defaultValue.shape);
-  const offset = element.length - defaultValue.shape.length;
-  const fillAt = (i) => util.indexToLoc(i, element.length, util.computeStrides(element))
-    .slice(offset)
-    .reduce((k, l, d) => k + (defaultValue.shape[d] === 1 ? 0 : l * (fillStrides[d] ?? 1)), 0);
-  const filler = Array.from({ length: inner }, (_, i) => fill[fill.length === 1 ? 0 : fillAt(i)]);
+  const filler = build(element, broadcastReader(fill, defaultValue.shape, element.length));
   const result = util.getArrayFromDType(values.dtype, util.sizeFromShape(out));
   for (let i = 0; i < result.length; i += 1) result[i] = filler[i % inner];
   at.forEach((place, j) => {

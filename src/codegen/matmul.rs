@@ -17,9 +17,11 @@
 //!   counter in every iteration cost the lab's kernel 10% at 4096.
 //! - **The 8x8 kernel's depths unrolled**, so its workgroup reads have
 //!   constant first indices: ours, 4096 32.1 -> 36.6, 1024 19.9 -> 27.2.
-//! - **A column-major operand is staged down its columns** (`column_major`),
-//!   neighbouring threads reading neighbouring words: a transposed right
-//!   operand at 4096 went 18.5 -> 32.2 (the plain product: 36.6).
+//! - **A column-major operand is staged down its columns**, neighbouring
+//!   threads reading neighbouring words: four at a time where its columns
+//!   are aligned (`vectors`), one by one otherwise (`column_major`, the
+//!   8x8 kernel only). One by one, a transposed right operand at 4096 went
+//!   18.5 -> 32.2 (the plain product: 36.6).
 //! - **A slice inside both operands is fetched unguarded** (`Staging`'s
 //!   `inside`, a uniform branch): the guards that zero the edges cost ours
 //!   6% at 4096 (37.9 -> 40.1 with them gone) and 15% at 1024 (26.9 ->
@@ -36,8 +38,10 @@
 //!   multiplies** (`Staging`): the global loads are in flight during the
 //!   arithmetic, and the two barriers of a step only cover the stores to
 //!   workgroup memory and the reads of it.
-//! - **Operands four floats at a time** from global memory where their rows
-//!   are contiguous and 16-byte aligned (`loads_by_four`), one by one
+//! - **Operands four floats at a time** from global memory along whichever
+//!   of their last two dims is contiguous and 16-byte aligned (`vectors`):
+//!   along the rows of a stored operand, down the columns of a transposed
+//!   one (a gradient's products read one operand transposed). One by one
 //!   through their layouts otherwise: a transposed operand is read in
 //!   place, never copied.
 //! - **16 deep slices**: a slice of both operands fits WebGPU's guaranteed
@@ -69,17 +73,38 @@ pub(super) const TILE_K: usize = 16;
 /// be staged by some threads only, which lost SwiftShader its device.
 pub(super) const NARROWEST_TILE: usize = 16;
 
-/// Whether a matmul operand can be loaded four floats at a time along its
-/// last dim (of length `inner`): that dim is contiguous and every row, batch
-/// and the offset start on a 16-byte boundary, so `index / 4` is exact and
-/// a row's last vector never reaches into the next row.
-pub(super) fn loads_by_four(operand: &Access, inner: usize) -> bool {
-    let strides = &operand.layout.strides;
+/// Which of a matmul operand's last two dims it is loaded along four floats
+/// at a time, if either: the contiguous one, where its length, the offset
+/// and every other stride are multiples of four, so `index / 4` is exact
+/// and a vector never reaches past the dim's end into the next row (or
+/// column). Along its rows for a stored operand, down its columns for a
+/// transposed one: a gradient's products read one operand transposed
+/// (`x^T dy`, `dy w^T`), and one by one such an operand ran at 88% of
+/// the stored product's speed on the H200 at 4096.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(super) enum Vectors {
+    /// Along the last dim (rows are contiguous).
+    Rows,
+    /// Along the rows dim (columns are contiguous).
+    Columns,
+}
+
+pub(super) fn vectors(operand: &Access) -> Option<Vectors> {
+    let (shape, strides) = (&operand.shape, &operand.layout.strides);
     let r = strides.len();
-    inner.is_multiple_of(4)
-        && strides[r - 1] == 1
-        && operand.layout.offset.is_multiple_of(4)
-        && strides[..r - 1].iter().all(|s| s.is_multiple_of(4))
+    let along = |dim: usize| {
+        shape[dim].is_multiple_of(4)
+            && strides[dim] == 1
+            && operand.layout.offset.is_multiple_of(4)
+            && (0..r).all(|d| d == dim || strides[d].is_multiple_of(4))
+    };
+    if along(r - 1) {
+        Some(Vectors::Rows)
+    } else if along(r - 2) {
+        Some(Vectors::Columns)
+    } else {
+        None
+    }
 }
 
 /// Whether a matmul operand is stored column by column (its rows dim, not
@@ -165,7 +190,7 @@ pub(super) fn product(
     let mut functions = String::new();
     // Each operand's base (and strides, for a matrix), whether it loads
     // four at a time, and how one element of its tile is read.
-    let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, inner: usize| {
+    let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str| {
         match operand {
             Operand::Matrix(access) => {
                 // The batch dims of this operand, read at the output's batch position.
@@ -191,7 +216,7 @@ pub(super) fn product(
                     format!(
                         "    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n"
                     ),
-                    loads_by_four(access, inner),
+                    vectors(access),
                     format!("{buffer}[{name}_base + {i} * {name}_rows + {j} * {name}_cols]"),
                 )
             }
@@ -215,18 +240,21 @@ pub(super) fn product(
                 };
                 (
                     format!("    let {name}_base = {base};\n"),
-                    false,
+                    None,
                     format!("load_{name}({name}_base, {i}, {j})"),
                 )
             }
         }
     };
     let [a, b] = &operands;
-    // Four at a time only where a tile's rows hold whole vectors for every
+    // Four at a time only where a tile holds whole vectors for every
     // thread's share (a tile at least 64 wide).
-    let (a_base, wide_a, a_elem) = read(&mut params, a, "a", k);
-    let (b_base, wide_b, b_elem) = read(&mut params, b, "b", n);
-    let (wide_a, wide_b) = (wide_a && tile_m >= 64, wide_b && tile_n >= 64);
+    let (a_base, vectors_a, a_elem) = read(&mut params, a, "a");
+    let (b_base, vectors_b, b_elem) = read(&mut params, b, "b");
+    let (vectors_a, vectors_b) = (
+        vectors_a.filter(|_| tile_m >= 64),
+        vectors_b.filter(|_| tile_n >= 64),
+    );
     body += &a_base;
     body += &b_base;
     let layout = Layout4::of(r);
@@ -257,7 +285,7 @@ pub(super) fn product(
         [tile_m, tile_n, threads.count()],
         [large && column_major(a), large && column_major(b)],
         large,
-        [(wide_a, &a_elem), (wide_b, &b_elem)],
+        [(vectors_a, &a_elem), (vectors_b, &b_elem)],
         looped,
         [&p_m, &p_n, &p_k],
         layout,
@@ -324,8 +352,8 @@ pub(super) fn product(
          @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
          var<workgroup> ta: array<array<{staged}, {}>, {TILE_K}>;\n\
          var<workgroup> tb: array<array<{staged}, {}>, {TILE_K}>;\n",
-        element(wide_a),
-        element(wide_b),
+        element(vectors_a.is_some()),
+        element(vectors_b.is_some()),
         tile_m / per_row,
         tile_n / per_row,
     );
@@ -411,32 +439,11 @@ impl Staging {
         [tile_m, tile_n, threads]: [usize; 3],
         columns: [bool; 2],
         unguarded_inside: bool,
-        [(wide_a, a_elem), (wide_b, b_elem)]: [(bool, &str); 2],
-        [looped_a, looped_b]: [bool; 2],
+        reads: [(Option<Vectors>, &str); 2],
+        looped: [bool; 2],
         [p_m, p_n, p_k]: [&str; 3],
         layout: Layout4,
     ) -> Staging {
-        // Each thread's share of a slice: a tile is at least 16 wide and a
-        // workgroup at most 256 threads, so a slice is a whole number of
-        // workgroups.
-        let (loads_a, loads_b) = (tile_m * TILE_K / threads, tile_n * TILE_K / threads);
-        // Where element e of a slice sits (its indices in the slice, `ar`,
-        // `ac` or `br`, `bc` in the operand, for the slice at depth `tt`).
-        // Neighbouring threads take neighbouring elements of the operand's
-        // contiguous dim (`column_major`).
-        let [columns_a, columns_b] = columns;
-        let place_a = match columns_a {
-            false => format!("let am = e / {TILE_K}u; let ak = e % {TILE_K}u;"),
-            true => format!("let ak = e / {tile_m}u; let am = e % {tile_m}u;"),
-        } + " let ar = row0 + am; let ac = tt + ak;";
-        let place_b = match columns_b {
-            false => format!("let bk = e / {tile_n}u; let bn = e % {tile_n}u;"),
-            true => format!("let bn = e / {TILE_K}u; let bk = e % {TILE_K}u;"),
-        } + " let br = tt + bk; let bc = col0 + bn;";
-        let in_a = format!("ar < {p_m} && ac < {p_k}");
-        let in_b = format!("br < {p_k} && bc < {p_n}");
-        let store_a = layout.slot("ta", "ak", "am");
-        let store_b = layout.slot("tb", "bk", "bn");
         let mut staging = Staging {
             before: String::new(),
             top: String::new(),
@@ -446,111 +453,82 @@ impl Staging {
         // and the same unguarded (`inside`) for a slice wholly inside both
         // operands.
         let (mut fetches, mut inside) = (String::new(), String::new());
-        if looped_a {
-            let _ = writeln!(
-                staging.top,
-                "        for (var q = 0u; q < {loads_a}u; q = q + 1u) {{\n\
-                 \x20           let e = lid + q * {threads}u; let tt = t;\n\
-                 \x20           {place_a}\n\
-                 \x20           {store_a} = select(0.0, {a_elem}, {in_a});\n\
-                 \x20       }}"
-            );
-        } else if wide_a {
-            // Four consecutive depths of one row, to four rows of `ta`.
-            let per_row = TILE_K / 4;
-            for q in 0..loads_a / 4 {
-                let place = format!(
-                    "let e = lid + {}u; let am = e / {per_row}u; let ak = (e % {per_row}u) * 4u; let ar = row0 + am; let ac = tt + ak;",
-                    q * threads
+        // Each operand's tile width, the vectors that run along a slice's
+        // depth, and the guard of an element at (`ar`, `ac`) or (`br`, `bc`).
+        let operands = [
+            (tile_m, Vectors::Rows, format!("ar < {p_m} && ac < {p_k}")),
+            (
+                tile_n,
+                Vectors::Columns,
+                format!("br < {p_k} && bc < {p_n}"),
+            ),
+        ];
+        for (o, (tile, depth_vectors, guard)) in operands.into_iter().enumerate() {
+            let names = &OPERAND_NAMES[o];
+            let (vectors, elem) = reads[o];
+            // Each thread's share of a slice: a tile is at least 16 wide
+            // and a workgroup at most 256 threads, so a slice is a whole
+            // number of workgroups.
+            let loads = tile * TILE_K / threads;
+            if let (false, Some(vectors)) = (looped[o], vectors) {
+                let shares = [threads, loads / 4];
+                let codes = [&mut fetches, &mut inside];
+                let along = vectors == depth_vectors;
+                stage_vectors(
+                    &mut staging,
+                    codes,
+                    names,
+                    along,
+                    tile,
+                    shares,
+                    layout,
+                    &guard,
                 );
-                let _ = writeln!(staging.before, "    var fa{q} = vec4<f32>(0.0);");
-                let load = "in0[(a_base + ar * a_rows + ac) / 4u]";
-                let _ = writeln!(
-                    fetches,
-                    "            {{ {place} fa{q} = select(vec4<f32>(0.0), {load}, {in_a}); }}"
-                );
-                let _ = writeln!(inside, "            {{ {place} fa{q} = {load}; }}");
-                let stores: String = LANES
-                    .iter()
-                    .enumerate()
-                    .map(|(c, lane)| {
-                        format!(
-                            " {} = fa{q}.{lane};",
-                            layout.slot("ta", &format!("ak + {c}u"), "am")
-                        )
-                    })
-                    .collect();
-                let _ = writeln!(staging.top, "        {{ let tt = t; {place}{stores} }}");
+                continue;
             }
-        } else {
-            for q in 0..loads_a {
-                let _ = writeln!(staging.before, "    var fa{q} = 0.0;");
+            // Where element e of a slice sits (its indices in the slice, and
+            // `ar`, `ac` or `br`, `bc` in the operand, for the slice at
+            // depth `tt`): neighbouring threads take neighbouring elements
+            // of the operand's contiguous dim (`column_major`).
+            let OperandNames {
+                tile: t,
+                depth: d,
+                place,
+                staged,
+                fetched,
+                ..
+            } = names;
+            let (first, second, per) = match columns[o] == (o == 1) {
+                true => (t, d, TILE_K),
+                false => (d, t, tile),
+            };
+            let place = format!("let {first} = e / {per}u; let {second} = e % {per}u; {place}");
+            let store = layout.slot(staged, d, t);
+            if looped[o] {
+                let _ = writeln!(
+                    staging.top,
+                    "        for (var q = 0u; q < {loads}u; q = q + 1u) {{\n\
+                     \x20           let e = lid + q * {threads}u; let tt = t;\n\
+                     \x20           {place}\n\
+                     \x20           {store} = select(0.0, {elem}, {guard});\n\
+                     \x20       }}"
+                );
+                continue;
+            }
+            for q in 0..loads {
                 let e = q * threads;
+                let _ = writeln!(staging.before, "    var {fetched}{q} = 0.0;");
                 let _ = writeln!(
                     fetches,
-                    "            {{ let e = lid + {e}u; {place_a} fa{q} = select(0.0, {a_elem}, {in_a}); }}"
+                    "            {{ let e = lid + {e}u; {place} {fetched}{q} = select(0.0, {elem}, {guard}); }}"
                 );
                 let _ = writeln!(
                     inside,
-                    "            {{ let e = lid + {e}u; {place_a} fa{q} = {a_elem}; }}"
+                    "            {{ let e = lid + {e}u; {place} {fetched}{q} = {elem}; }}"
                 );
                 let _ = writeln!(
                     staging.top,
-                    "        {{ let e = lid + {}u; let tt = t; {place_a} {store_a} = fa{q}; }}",
-                    q * threads
-                );
-            }
-        }
-        if looped_b {
-            let _ = writeln!(
-                staging.top,
-                "        for (var q = 0u; q < {loads_b}u; q = q + 1u) {{\n\
-                 \x20           let e = lid + q * {threads}u; let tt = t;\n\
-                 \x20           {place_b}\n\
-                 \x20           {store_b} = select(0.0, {b_elem}, {in_b});\n\
-                 \x20       }}"
-            );
-        } else if wide_b {
-            // Four consecutive columns of one depth.
-            let per_row = tile_n / 4;
-            for q in 0..loads_b / 4 {
-                let place = format!(
-                    "let e = lid + {}u; let bk = e / {per_row}u; let bn = (e % {per_row}u) * 4u; let br = tt + bk; let bc = col0 + bn;",
-                    q * threads
-                );
-                let _ = writeln!(staging.before, "    var fb{q} = vec4<f32>(0.0);");
-                let load = "in1[(b_base + br * b_rows + bc) / 4u]";
-                let _ = writeln!(
-                    fetches,
-                    "            {{ {place} fb{q} = select(vec4<f32>(0.0), {load}, {in_b}); }}"
-                );
-                let _ = writeln!(inside, "            {{ {place} fb{q} = {load}; }}");
-                let stores = match layout {
-                    Layout4::Vectors => format!(" tb[bk][bn / 4u] = fb{q};"),
-                    Layout4::Scalars => LANES
-                        .iter()
-                        .enumerate()
-                        .map(|(c, lane)| format!(" tb[bk][bn + {c}u] = fb{q}.{lane};"))
-                        .collect(),
-                };
-                let _ = writeln!(staging.top, "        {{ let tt = t; {place}{stores} }}");
-            }
-        } else {
-            for q in 0..loads_b {
-                let _ = writeln!(staging.before, "    var fb{q} = 0.0;");
-                let e = q * threads;
-                let _ = writeln!(
-                    fetches,
-                    "            {{ let e = lid + {e}u; {place_b} fb{q} = select(0.0, {b_elem}, {in_b}); }}"
-                );
-                let _ = writeln!(
-                    inside,
-                    "            {{ let e = lid + {e}u; {place_b} fb{q} = {b_elem}; }}"
-                );
-                let _ = writeln!(
-                    staging.top,
-                    "        {{ let e = lid + {}u; let tt = t; {place_b} {store_b} = fb{q}; }}",
-                    q * threads
+                    "        {{ let e = lid + {e}u; let tt = t; {place} {store} = {fetched}{q}; }}"
                 );
             }
         }
@@ -580,6 +558,112 @@ impl Staging {
             staging.next += "        }\n";
         }
         staging
+    }
+}
+
+/// How the staging text names one operand's parts: its index in the tile
+/// and in the slice's depth, its place in the operand (`ar`, `ac` or `br`,
+/// `bc`), its workgroup tile, its fetch registers and its binding.
+struct OperandNames {
+    name: &'static str,
+    tile: &'static str,
+    depth: &'static str,
+    place: &'static str,
+    staged: &'static str,
+    fetched: &'static str,
+    buffer: &'static str,
+}
+
+const OPERAND_NAMES: [OperandNames; 2] = [
+    OperandNames {
+        name: "a",
+        tile: "am",
+        depth: "ak",
+        place: "let ar = row0 + am; let ac = tt + ak;",
+        staged: "ta",
+        fetched: "fa",
+        buffer: "in0",
+    },
+    OperandNames {
+        name: "b",
+        tile: "bn",
+        depth: "bk",
+        place: "let br = tt + bk; let bc = col0 + bn;",
+        staged: "tb",
+        fetched: "fb",
+        buffer: "in1",
+    },
+];
+
+/// Stages an operand loaded four at a time, `along_depth` (a stored left
+/// operand, a transposed right one: four depths of one row or column of
+/// the tile, stored to four depths) or along the tile (a stored right
+/// operand, a transposed left one: four neighbours at one depth, one
+/// vector store where the tile holds vectors): each thread's `loads`
+/// vectors of a slice, declared in `staging.before`, fetched guarded into
+/// `fetches` and unguarded into `inside`, stored at `staging.top`.
+/// Neighbouring threads take neighbouring vectors of the contiguous dim
+/// either way.
+#[allow(clippy::too_many_arguments)]
+fn stage_vectors(
+    staging: &mut Staging,
+    [fetches, inside]: [&mut String; 2],
+    names: &OperandNames,
+    along_depth: bool,
+    tile: usize,
+    [threads, loads]: [usize; 2],
+    layout: Layout4,
+    guard: &str,
+) {
+    let OperandNames {
+        name,
+        tile: t,
+        depth: d,
+        place,
+        staged,
+        fetched,
+        buffer,
+    } = names;
+    // The dim the vector runs along has stride 1, so it is not multiplied.
+    let (i, j) = match *name {
+        "a" => ("ar", "ac"),
+        _ => ("br", "bc"),
+    };
+    let index = match along_depth == (*name == "a") {
+        true => format!("{i} * {name}_rows + {j}"),
+        false => format!("{i} + {j} * {name}_cols"),
+    };
+    let load = format!("{buffer}[({name}_base + {index}) / 4u]");
+    let (first, second, per) = match along_depth {
+        true => (t, d, TILE_K / 4),
+        false => (d, t, tile / 4),
+    };
+    for q in 0..loads {
+        let at = format!(
+            "let e = lid + {}u; let {first} = e / {per}u; let {second} = (e % {per}u) * 4u; {place}",
+            q * threads
+        );
+        let _ = writeln!(staging.before, "    var {fetched}{q} = vec4<f32>(0.0);");
+        let _ = writeln!(
+            fetches,
+            "            {{ {at} {fetched}{q} = select(vec4<f32>(0.0), {load}, {guard}); }}"
+        );
+        let _ = writeln!(inside, "            {{ {at} {fetched}{q} = {load}; }}");
+        let stores: String = match (along_depth, layout) {
+            (false, Layout4::Vectors) => format!(" {staged}[{d}][{t} / 4u] = {fetched}{q};"),
+            _ => LANES
+                .iter()
+                .enumerate()
+                .map(|(c, lane)| {
+                    let slot = match along_depth {
+                        true => layout.slot(staged, &format!("{d} + {c}u"), t),
+                        false => layout.slot(staged, d, &format!("{t} + {c}u")),
+                    };
+                    format!(" {slot} = {fetched}{q}.{lane};")
+                })
+                .collect(),
+        };
+        let _ = writeln!(staging.top, "        {{ let tt = t; {at}{stores} }}");
     }
 }
 

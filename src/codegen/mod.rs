@@ -235,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn matmul_loads_an_operand_by_vectors_only_where_its_rows_are_aligned() {
+    fn matmul_loads_an_operand_by_vectors_only_along_an_aligned_contiguous_dim() {
         let (block, ops) = exp_block(0);
         let epilogue = Group {
             block: &block,
@@ -262,18 +262,28 @@ mod tests {
             declared(&contiguous(&[64, 6]), &contiguous(&[6, 64]), &[64, 64]),
             (false, true)
         );
-        // A transposed right operand is strided along n.
-        let transposed = Access {
-            shape: vec![12, 64],
+        // A transposed operand is loaded down its columns where they are
+        // aligned (k = 12), one by one where they are not (k = 6).
+        let transposed = |k: usize, n: usize| Access {
+            shape: vec![k, n],
             layout: Layout {
                 offset: 0,
-                strides: vec![1, 12],
+                strides: vec![1, k],
             },
             dtype: DType::Float32,
         };
         assert_eq!(
-            declared(&contiguous(&[64, 12]), &transposed, &[64, 64]),
-            (true, false)
+            declared(&contiguous(&[64, 12]), &transposed(12, 64), &[64, 64]),
+            (true, true)
+        );
+        assert_eq!(
+            declared(&contiguous(&[64, 6]), &transposed(6, 64), &[64, 64]),
+            (false, false)
+        );
+        // So is a transposed left operand, down its columns of m = 64.
+        assert_eq!(
+            declared(&transposed(64, 12), &contiguous(&[12, 64]), &[64, 64]),
+            (true, true)
         );
         // A tile narrower than 64 stages one element at a time.
         assert_eq!(

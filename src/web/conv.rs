@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 use super::args;
 use super::registry::register;
 use super::tensor::JsTensor;
-use crate::{Corners, DataFormat};
+use crate::{Corners, DataFormat, Padding, RegistrationError, Tensor};
 
 #[wasm_bindgen(js_class = Tensor)]
 impl JsTensor {
@@ -30,16 +30,8 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")]
         dilations: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "conv2d";
-        let t = self.tensor(op)?;
-        let filter = args::tensor(op, " as filter", &filter)?;
-        let strides = args::steps(op, "strides", &strides)?;
-        let format = args::data_format(op, &data_format, false)?;
-        let pad = args::conv_pad(op, &pad, Some(format))?;
-        let dilations = args::steps_or_one(op, "dilations", &dilations)?;
-        register(t.device(), || {
-            t.conv2d(&filter, strides, pad, format, dilations)
-        })
+        let geometry = [&strides, &pad, &data_format, &dilations];
+        conv2d(self, "conv2d", &filter, geometry, Tensor::conv2d)
     }
 
     /// `depthwiseConv2d(filter, strides, pad, dataFormat = 'NHWC',
@@ -60,16 +52,14 @@ impl JsTensor {
         #[wasm_bindgen(unchecked_optional_param_type = "number | [number, number]")]
         dilations: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "depthwiseConv2d";
-        let t = self.tensor(op)?;
-        let filter = args::tensor(op, " as filter", &filter)?;
-        let strides = args::steps(op, "strides", &strides)?;
-        let format = args::data_format(op, &data_format, false)?;
-        let pad = args::conv_pad(op, &pad, Some(format))?;
-        let dilations = args::steps_or_one(op, "dilations", &dilations)?;
-        register(t.device(), || {
-            t.depthwise_conv2d(&filter, strides, pad, format, dilations)
-        })
+        let geometry = [&strides, &pad, &data_format, &dilations];
+        conv2d(
+            self,
+            "depthwiseConv2d",
+            &filter,
+            geometry,
+            Tensor::depthwise_conv2d,
+        )
     }
 
     /// `conv1d(filter, stride, pad, dataFormat = 'NWC', dilation = 1)`:
@@ -250,4 +240,35 @@ impl JsTensor {
         };
         register(t.device(), || resize(&t, [h, w], corners))
     }
+}
+
+/// `Tensor::conv2d` or `Tensor::depthwise_conv2d`.
+type Conv2d = fn(
+    &Tensor,
+    &Tensor,
+    [usize; 2],
+    Padding,
+    DataFormat,
+    [usize; 2],
+) -> Result<Tensor, RegistrationError>;
+
+/// `conv2d` and `depthwiseConv2d`: one body for both (not inlined into
+/// each), their arguments read alike.
+#[inline(never)]
+fn conv2d(
+    this: &JsTensor,
+    op: &'static str,
+    filter: &JsValue,
+    [strides, pad, data_format, dilations]: [&JsValue; 4],
+    f: Conv2d,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    let filter = args::tensor(op, " as filter", filter)?;
+    let strides = args::steps(op, "strides", strides)?;
+    let format = args::data_format(op, data_format, false)?;
+    let pad = args::conv_pad(op, pad, Some(format))?;
+    let dilations = args::steps_or_one(op, "dilations", dilations)?;
+    register(t.device(), || {
+        f(&t, &filter, strides, pad, format, dilations)
+    })
 }

@@ -4,7 +4,7 @@ use js_sys::{Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
 use crate::ir::DType;
-use crate::{Device, DeviceOptions, ErrorClass, FaultKind};
+use crate::{Device, DeviceOptions, ErrorClass, FaultKind, RegistrationError, Tensor};
 
 use super::args::{self, Options};
 use super::errors;
@@ -271,13 +271,7 @@ impl JsDevice {
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "cat";
-        let device = self.device(op)?;
-        let tensors = args::tensors(op, "tensors", &tensors)?;
-        let axis = args::int_or(op, "axis", &axis, 0)?;
-        register(&device, || {
-            device.cat(&tensors.iter().collect::<Vec<_>>(), axis)
-        })
+        join(self, "cat", &tensors, &axis, Device::cat)
     }
 
     /// `stack(tensors, axis = 0)`.
@@ -287,13 +281,7 @@ impl JsDevice {
         #[wasm_bindgen(unchecked_param_type = "Tensor[]")] tensors: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "stack";
-        let device = self.device(op)?;
-        let tensors = args::tensors(op, "tensors", &tensors)?;
-        let axis = args::int_or(op, "axis", &axis, 0)?;
-        register(&device, || {
-            device.stack(&tensors.iter().collect::<Vec<_>>(), axis)
-        })
+        join(self, "stack", &tensors, &axis, Device::stack)
     }
 
     /// `variable(initial, { trainable = true, name? })`: a `Variable`, a
@@ -590,4 +578,21 @@ fn fault_kind(op: &'static str, what: &str, value: &JsValue) -> Result<FaultKind
         .into_iter()
         .find(|k| k.name() == name)
         .ok_or_else(|| refuse(ErrorClass::Range))
+}
+
+/// `cat` and `stack`: one body for both (not inlined into each).
+#[inline(never)]
+fn join(
+    this: &JsDevice,
+    op: &'static str,
+    tensors: &JsValue,
+    axis: &JsValue,
+    f: fn(&Device, &[&Tensor], isize) -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let device = this.device(op)?;
+    let tensors = args::tensors(op, "tensors", tensors)?;
+    let axis = args::int_or(op, "axis", axis, 0)?;
+    register(&device, || {
+        f(&device, &tensors.iter().collect::<Vec<_>>(), axis)
+    })
 }

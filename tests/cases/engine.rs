@@ -805,6 +805,59 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
     }
 }
 
+/// Both product kernels (64x64 tiles at 4x4, and the wide 64x128 tiles at
+/// 8x8 that 16 batches of 3x3 tiles reach) with each operand stored as is
+/// or transposed, every dim a multiple of four but past whole tiles: each
+/// operand is then loaded four at a time along whichever dim is
+/// contiguous, down the columns of a transposed one. Every element against
+/// the CPU, ragged edges included, through an epilogue.
+pub async fn products_of_operands_stored_either_way_match_the_cpu_on_both_kernels() {
+    let gpu = kernels_only().await;
+    for (batches, m, k, n) in [(1, 100, 40, 132), (16, 132, 40, 260)] {
+        let a: Vec<f32> = (0..batches * m * k)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
+            .collect();
+        let b: Vec<f32> = (0..batches * k * n)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+            .collect();
+        // `values` ([batch, rows, cols]) as a tensor stored as is, or
+        // stored transposed and transposed back (a column-major view).
+        let operand = |values: &[f32], rows: usize, cols: usize, transposed: bool| {
+            if !transposed {
+                return gpu.tensor(values, Some(&[batches, rows, cols])).unwrap();
+            }
+            let stored: Vec<f32> = (0..values.len())
+                .map(|e| {
+                    let (batch, col, row) = (e / (rows * cols), e / rows % cols, e % rows);
+                    values[(batch * rows + row) * cols + col]
+                })
+                .collect();
+            gpu.tensor(&stored, Some(&[batches, cols, rows]))
+                .unwrap()
+                .transpose(Some(&[0, 2, 1]))
+                .unwrap()
+        };
+        for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+            let left = operand(&a, m, k, a_t);
+            let right = operand(&b, k, n, b_t);
+            let got = read(&left.matmul(&right).unwrap().sub(1.0).unwrap()).await;
+            assert_eq!(got.len(), batches * m * n);
+            for (e, g) in got.iter().enumerate() {
+                let (batch, row, col) = (e / (m * n), e / n % m, e % n);
+                let dot: f32 = (0..k)
+                    .map(|p| a[(batch * m + row) * k + p] * b[(batch * k + p) * n + col])
+                    .sum();
+                let want = dot - 1.0;
+                assert!(
+                    (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{batches}x{m}x{k}x{n}, left transposed {a_t}, right {b_t}: \
+                     ({batch}, {row}, {col}): {g} vs {want}"
+                );
+            }
+        }
+    }
+}
+
 pub async fn an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue() {
     let gpu = kernels_only().await;
     let x = gpu.random_uniform(&[32, 24], -1.0, 1.0, 1).unwrap();

@@ -6,7 +6,8 @@
 
 use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;
-use super::matmul::{NARROWEST_TILE, Operand, product};
+use super::matmul::{NARROWEST_TILE, Operand, Vectors, product};
+use crate::ir::layout::Layout;
 use crate::ir::{ConvGeometry, ConvPass};
 
 /// A rank-4 access's dims and strides.
@@ -30,15 +31,17 @@ fn tiled(
     epilogue: Group<'_>,
 ) -> Kernel {
     let mut params = Params::default();
+    // The forward pass's filter as a matrix, where it is one.
+    let filter: Access;
     let [sh, sw, dh, dw, pt, pl] = window_words(&mut params, geometry);
     let mut p = |v: usize| params.push(v);
     // The images' row and column under a window tap (`oh`, `kh`, `ow`,
     // `kw` in scope) for images `h` by `w` high and wide; 0 outside them.
-    let window = |h: String, w: String| {
+    let window = |h: String, w: String, zero: &str| {
         format!(
             "    let ih = i32(oh * {sh} + kh * {dh}) - i32({pt});\n\
              \x20   let iw = i32(ow * {sw} + kw * {dw}) - i32({pl});\n\
-             \x20   if (ih < 0 || iw < 0 || ih >= i32({h}) || iw >= i32({w})) {{ return 0.0; }}\n"
+             \x20   if (ih < 0 || iw < 0 || ih >= i32({h}) || iw >= i32({w})) {{ return {zero}; }}\n"
         )
     };
     let (operands, out, k) = match pass {
@@ -51,15 +54,51 @@ fn tiled(
             let taps = format!(
                 "    let kh = k / {p_kwc}; let kw = (k / {p_c}) % {p_kw}; let ci = k % {p_c};\n"
             );
+            let (p_xs1, p_xs2) = (p(xs[1]), p(xs[2]));
+            let (p_h, p_w) = (p(h), p(w));
             let a = format!(
                 "fn load_a(base: u32, r: u32, k: u32) -> f32 {{\n\
                  \x20   let oh = r / {p_ow}; let ow = r % {p_ow};\n{taps}{}\
-                 \x20   return in0[base + u32(ih) * {} + u32(iw) * {} + ci * {}];\n}}\n",
-                window(p(h), p(w)),
-                p(xs[1]),
-                p(xs[2]),
+                 \x20   return in0[base + u32(ih) * {p_xs1} + u32(iw) * {p_xs2} + ci * {}];\n}}\n",
+                window(p_h.clone(), p_w.clone(), "0.0"),
                 p(xs[3]),
             );
+            // Four neighbouring channels of one tap, where the channels lie
+            // contiguous and every stride and the offset are whole vectors
+            // (channels in fours, NHWC as stored): a tap of four depths
+            // never straddles two pixels.
+            let in_fours = c.is_multiple_of(4)
+                && xs[3] == 1
+                && first.layout.offset.is_multiple_of(4)
+                && xs[..3].iter().all(|s| s.is_multiple_of(4));
+            let vector = in_fours.then(|| {
+                let function = format!(
+                    "fn load_a(base: u32, r: u32, k: u32) -> vec4<f32> {{\n\
+                     \x20   let oh = r / {p_ow}; let ow = r % {p_ow};\n{taps}{}\
+                     \x20   return in0[(base + u32(ih) * {p_xs1} + u32(iw) * {p_xs2} + ci) / 4u];\n}}\n",
+                    window(p_h, p_w, "vec4<f32>(0.0)"),
+                );
+                (Vectors::Rows, function)
+            });
+            let images = Operand::Loaded {
+                offset: first.layout.offset,
+                batch_stride: xs[0],
+                function: a,
+                vector,
+            };
+            // A filter stored as laid out is the matrix [kh*kw*c, o].
+            if second.layout.is_contiguous(&second.shape) {
+                filter = Access {
+                    shape: vec![kh * kw * c, o],
+                    layout: Layout {
+                        offset: second.layout.offset,
+                        strides: vec![o, 1],
+                    },
+                    dtype: second.dtype,
+                };
+                let operands = [images, Operand::Matrix(&filter)];
+                return product(params, operands, &[n, oh * ow, o], kh * kw * c, epilogue);
+            }
             let b = format!(
                 "fn load_b(base: u32, k: u32, col: u32) -> f32 {{\n{taps}\
                  \x20   return in1[base + kh * {} + kw * {} + ci * {} + col * {}];\n}}\n",
@@ -68,12 +107,8 @@ fn tiled(
                 p(fs[2]),
                 p(fs[3]),
             );
-            let batched = (first.layout.offset, xs[0], a);
-            (
-                [batched, (second.layout.offset, 0, b)],
-                vec![n, oh * ow, o],
-                kh * kw * c,
-            )
+            let operands = [images, loaded(second.layout.offset, 0, b)];
+            return product(params, operands, &[n, oh * ow, o], kh * kw * c, epilogue);
         }
         ConvPass::Input => {
             // [n, h*w, c] = dy [n, oh, ow, o] at the outputs whose windows
@@ -131,7 +166,7 @@ fn tiled(
                  \x20   let kh = r / {p_kwc}; let kw = (r / {p_c}) % {p_kw}; let ci = r % {p_c};\n\
                  {positions}{}\
                  \x20   return in0[base + img * {} + u32(ih) * {} + u32(iw) * {} + ci * {}];\n}}\n",
-                window(p(h), p(w)),
+                window(p(h), p(w), "0.0"),
                 p(xs[0]),
                 p(xs[1]),
                 p(xs[2]),
@@ -149,12 +184,19 @@ fn tiled(
             (operands, vec![kh * kw * c, o], n * oh * ow)
         }
     };
-    let [a, b] = operands.map(|(offset, batch_stride, function)| Operand::Loaded {
+    let [a, b] =
+        operands.map(|(offset, batch_stride, function)| loaded(offset, batch_stride, function));
+    product(params, [a, b], &out, k, epilogue)
+}
+
+/// An operand read one element at a time by `function`.
+fn loaded<'a>(offset: usize, batch_stride: usize, function: String) -> Operand<'a> {
+    Operand::Loaded {
         offset,
         batch_stride,
         function,
-    });
-    product(params, [a, b], &out, k, epilogue)
+        vector: None,
+    }
 }
 
 /// Threads per workgroup of a direct pass: one per output element.

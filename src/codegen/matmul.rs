@@ -151,6 +151,11 @@ pub(super) enum Operand<'a> {
         offset: usize,
         batch_stride: usize,
         function: String,
+        /// The same function four elements at a time, returning a
+        /// `vec4<f32>` of neighbours along the dim `Vectors` names, its
+        /// binding an array of vectors: taken where the tile is wide
+        /// enough (as a matrix's vector loads are), `function` elsewhere.
+        vector: Option<(Vectors, String)>,
     },
 }
 
@@ -190,7 +195,9 @@ pub(super) fn product(
     let mut functions = String::new();
     // Each operand's base (and strides, for a matrix), whether it loads
     // four at a time, and how one element of its tile is read.
-    let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str| {
+    // Four at a time only where a tile holds whole vectors for every
+    // thread's share (a tile at least 64 wide).
+    let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, wide: bool| {
         match operand {
             Operand::Matrix(access) => {
                 // The batch dims of this operand, read at the output's batch position.
@@ -212,20 +219,31 @@ pub(super) fn product(
                     "a" => ("ar", "ac", "in0"),
                     _ => ("br", "bc", "in1"),
                 };
+                let vectors = vectors(access).filter(|_| wide);
+                // Along a vector's dim the stride is 1: not multiplied.
+                let index = match vectors {
+                    None => format!("{name}_base + {i} * {name}_rows + {j} * {name}_cols"),
+                    Some(Vectors::Rows) => format!("({name}_base + {i} * {name}_rows + {j}) / 4u"),
+                    Some(Vectors::Columns) => {
+                        format!("({name}_base + {i} + {j} * {name}_cols) / 4u")
+                    }
+                };
                 (
                     format!(
                         "    let {name}_base = {base};\n    let {name}_rows = {rows};\n    let {name}_cols = {cols};\n"
                     ),
-                    vectors(access),
-                    format!("{buffer}[{name}_base + {i} * {name}_rows + {j} * {name}_cols]"),
+                    vectors,
+                    format!("{buffer}[{index}]"),
                 )
             }
             Operand::Loaded {
                 offset,
                 batch_stride,
                 function,
+                vector,
             } => {
-                functions += function;
+                let vector = vector.as_ref().filter(|_| wide);
+                functions += vector.map_or(function, |(_, f)| f);
                 let base = match batch_shape.is_empty() {
                     true => params.push(*offset),
                     false => format!(
@@ -240,21 +258,15 @@ pub(super) fn product(
                 };
                 (
                     format!("    let {name}_base = {base};\n"),
-                    None,
+                    vector.map(|&(v, _)| v),
                     format!("load_{name}({name}_base, {i}, {j})"),
                 )
             }
         }
     };
     let [a, b] = &operands;
-    // Four at a time only where a tile holds whole vectors for every
-    // thread's share (a tile at least 64 wide).
-    let (a_base, vectors_a, a_elem) = read(&mut params, a, "a");
-    let (b_base, vectors_b, b_elem) = read(&mut params, b, "b");
-    let (vectors_a, vectors_b) = (
-        vectors_a.filter(|_| tile_m >= 64),
-        vectors_b.filter(|_| tile_n >= 64),
-    );
+    let (a_base, vectors_a, a_elem) = read(&mut params, a, "a", tile_m >= 64);
+    let (b_base, vectors_b, b_elem) = read(&mut params, b, "b", tile_n >= 64);
     body += &a_base;
     body += &b_base;
     let layout = Layout4::of(r);
@@ -275,7 +287,10 @@ pub(super) fn product(
             let _ = writeln!(body, "    var acc{i}_{g} = {zero};");
         }
     }
-    let looped = [a, b].map(|o| matches!(o, Operand::Loaded { .. }));
+    // An operand read by a function one element at a time is staged by a
+    // loop (`Staging`); one it reads four at a time is fetched ahead.
+    let looped = [(a, vectors_a), (b, vectors_b)]
+        .map(|(o, v)| matches!(o, Operand::Loaded { .. }) && v.is_none());
     // The 8x8 kernel (large products) stages a column-major operand down
     // its columns and skips the guards inside the operands; the 4x4 one
     // does neither, as SwiftShader ran a step of 784x512 products 2-4%
@@ -482,7 +497,7 @@ impl Staging {
                     tile,
                     shares,
                     layout,
-                    &guard,
+                    [elem, &guard],
                 );
                 continue;
             }
@@ -563,35 +578,29 @@ impl Staging {
 
 /// How the staging text names one operand's parts: its index in the tile
 /// and in the slice's depth, its place in the operand (`ar`, `ac` or `br`,
-/// `bc`), its workgroup tile, its fetch registers and its binding.
+/// `bc`), its workgroup tile and its fetch registers.
 struct OperandNames {
-    name: &'static str,
     tile: &'static str,
     depth: &'static str,
     place: &'static str,
     staged: &'static str,
     fetched: &'static str,
-    buffer: &'static str,
 }
 
 const OPERAND_NAMES: [OperandNames; 2] = [
     OperandNames {
-        name: "a",
         tile: "am",
         depth: "ak",
         place: "let ar = row0 + am; let ac = tt + ak;",
         staged: "ta",
         fetched: "fa",
-        buffer: "in0",
     },
     OperandNames {
-        name: "b",
         tile: "bn",
         depth: "bk",
         place: "let br = tt + bk; let bc = col0 + bn;",
         staged: "tb",
         fetched: "fb",
-        buffer: "in1",
     },
 ];
 
@@ -600,8 +609,9 @@ const OPERAND_NAMES: [OperandNames; 2] = [
 /// the tile, stored to four depths) or along the tile (a stored right
 /// operand, a transposed left one: four neighbours at one depth, one
 /// vector store where the tile holds vectors): each thread's `loads`
-/// vectors of a slice, declared in `staging.before`, fetched guarded into
-/// `fetches` and unguarded into `inside`, stored at `staging.top`.
+/// vectors of a slice (each `load`, zero where not `guard`), declared in
+/// `staging.before`, fetched guarded into `fetches` and unguarded into
+/// `inside`, stored at `staging.top`.
 /// Neighbouring threads take neighbouring vectors of the contiguous dim
 /// either way.
 #[allow(clippy::too_many_arguments)]
@@ -613,27 +623,16 @@ fn stage_vectors(
     tile: usize,
     [threads, loads]: [usize; 2],
     layout: Layout4,
-    guard: &str,
+    [load, guard]: [&str; 2],
 ) {
     let OperandNames {
-        name,
         tile: t,
         depth: d,
         place,
         staged,
         fetched,
-        buffer,
+        ..
     } = names;
-    // The dim the vector runs along has stride 1, so it is not multiplied.
-    let (i, j) = match *name {
-        "a" => ("ar", "ac"),
-        _ => ("br", "bc"),
-    };
-    let index = match along_depth == (*name == "a") {
-        true => format!("{i} * {name}_rows + {j}"),
-        false => format!("{i} + {j} * {name}_cols"),
-    };
-    let load = format!("{buffer}[({name}_base + {index}) / 4u]");
     let (first, second, per) = match along_depth {
         true => (t, d, TILE_K / 4),
         false => (d, t, tile / 4),

@@ -187,6 +187,78 @@ pub async fn conv2d_matches_the_reference_for_every_padding_stride_dilation_and_
     assert_eq!(y.shape(), [3, 3, 3]);
 }
 
+/// Convolutions wide enough for the matmul's 64-wide tiles, of channels in
+/// fours: each window tap's four channels are loaded as one vector and a
+/// stored filter is read as the matrix it is. On both product kernels
+/// (64x64 tiles, and 64x128 ones that 4 images of 40x40 reach), with every
+/// padding, strides, dilations and ragged edges; and the same numbers where
+/// neither holds: images given channels first (NCHW, each channel strided)
+/// and a filter that is a transposed view.
+pub async fn convolutions_of_channels_in_fours_match_the_reference_on_both_product_kernels() {
+    let gpu = kernels_only().await;
+    let pads = [
+        Padding::Valid,
+        Padding::Same,
+        Padding::Explicit([[1, 2], [0, 1]]),
+    ];
+    let cases: [Case; 4] = [
+        ([2, 13, 11, 8], [3, 3, 8, 68], [1, 1], [1, 1]),
+        ([2, 9, 10, 4], [2, 3, 4, 64], [2, 3], [1, 1]),
+        ([2, 9, 10, 12], [3, 2, 12, 72], [1, 1], [2, 3]),
+        ([4, 40, 40, 4], [3, 3, 4, 132], [1, 1], [1, 1]),
+    ];
+    for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
+        let x = values(xs.iter().product(), 30 + seed as u64);
+        let f = values(fs.iter().product(), 40 + seed as u64);
+        let xt = gpu.tensor(&x, Some(&xs)).unwrap();
+        let ft = gpu.tensor(&f, Some(&fs)).unwrap();
+        // The filter stored [o, kh, kw, c], viewed as [kh, kw, c, o].
+        let stored: Vec<f32> = (0..f.len())
+            .map(|e| {
+                let (co, rest) = (e / (fs[0] * fs[1] * fs[2]), e % (fs[0] * fs[1] * fs[2]));
+                f[rest * fs[3] + co]
+            })
+            .collect();
+        let ft_view = gpu
+            .tensor(&stored, Some(&[fs[3], fs[0], fs[1], fs[2]]))
+            .unwrap()
+            .transpose(Some(&[1, 2, 3, 0]))
+            .unwrap();
+        let xc = gpu
+            .tensor(&nchw(&x, xs), Some(&[xs[0], xs[3], xs[1], xs[2]]))
+            .unwrap();
+        for pad in pads {
+            let (oh, top) = expected(xs[1], fs[0], stride[0], dilation[0], pad, 0);
+            let (ow, left) = expected(xs[2], fs[1], stride[1], dilation[1], pad, 1);
+            let g = Geometry {
+                x: xs,
+                f: fs,
+                stride,
+                dilation,
+                before: [top, left],
+                out: [oh, ow],
+            };
+            let want = reference(&x, &f, g);
+            let what = format!("x {xs:?} f {fs:?} stride {stride:?} dilation {dilation:?} {pad:?}");
+            for (how, filter) in [("stored", &ft), ("a transposed view", &ft_view)] {
+                let y = xt
+                    .conv2d(filter, stride, pad, DataFormat::Nhwc, dilation)
+                    .unwrap();
+                assert_close(&read(&y).await, &want, &format!("{what}, filter {how}"));
+            }
+            let yc = xc
+                .conv2d(&ft, stride, pad, DataFormat::Nchw, dilation)
+                .unwrap();
+            let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+            let want_nchw: Vec<f64> = nchw(&want32, [xs[0], oh, ow, fs[3]])
+                .into_iter()
+                .map(f64::from)
+                .collect();
+            assert_close(&read(&yc).await, &want_nchw, &format!("{what} NCHW"));
+        }
+    }
+}
+
 pub async fn a_conv2d_with_its_bias_and_relu_is_one_kernel() {
     let gpu = kernels_only().await;
     let (xs, fs) = ([2, 8, 8, 3], [3, 3, 3, 4]);

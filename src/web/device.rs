@@ -214,16 +214,16 @@ impl JsDevice {
         )]
         options: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "randomUniform";
-        let device = self.device(op)?;
-        let shape = args::shape(op, "shape", &shape)?;
-        let options = Options::read(op, "options", &options, &["min", "max", "seed"])?;
-        let min = options.number_or("min", 0.0)?;
-        let max = options.number_or("max", 1.0)?;
-        let seed = options.seed()?;
-        register(&device, || {
-            device.random_uniform(&shape, min as f32, max as f32, seed)
-        })
+        let keys = ["min", "max", "seed"];
+        random(
+            self,
+            "randomUniform",
+            &shape,
+            &options,
+            keys,
+            [0.0, 1.0],
+            Device::random_uniform,
+        )
     }
 
     /// `randomNormal(shape, { mean = 0, std = 1, seed = 0 })`.
@@ -236,16 +236,16 @@ impl JsDevice {
         )]
         options: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let op = "randomNormal";
-        let device = self.device(op)?;
-        let shape = args::shape(op, "shape", &shape)?;
-        let options = Options::read(op, "options", &options, &["mean", "std", "seed"])?;
-        let mean = options.number_or("mean", 0.0)?;
-        let std = options.number_or("std", 1.0)?;
-        let seed = options.seed()?;
-        register(&device, || {
-            device.random_normal(&shape, mean as f32, std as f32, seed)
-        })
+        let keys = ["mean", "std", "seed"];
+        random(
+            self,
+            "randomNormal",
+            &shape,
+            &options,
+            keys,
+            [0.0, 1.0],
+            Device::random_normal,
+        )
     }
 
     /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`.
@@ -594,5 +594,31 @@ fn join(
     let axis = args::int_or(op, "axis", axis, 0)?;
     register(&device, || {
         f(&device, &tensors.iter().collect::<Vec<_>>(), axis)
+    })
+}
+
+/// `Device::random_uniform` or `Device::random_normal`.
+type Random = fn(&Device, &[usize], f32, f32, u64) -> Result<Tensor, RegistrationError>;
+
+/// `randomUniform` and `randomNormal`: one body for both (not inlined into
+/// each), their two numbers named by `keys` with these `defaults`.
+#[inline(never)]
+fn random(
+    this: &JsDevice,
+    op: &'static str,
+    shape: &JsValue,
+    options: &JsValue,
+    keys: [&'static str; 3],
+    defaults: [f64; 2],
+    f: Random,
+) -> Result<JsValue, JsValue> {
+    let device = this.device(op)?;
+    let shape = args::shape(op, "shape", shape)?;
+    let options = Options::read(op, "options", options, &keys)?;
+    let first = options.number_or(keys[0], defaults[0])?;
+    let second = options.number_or(keys[1], defaults[1])?;
+    let seed = options.seed()?;
+    register(&device, || {
+        f(&device, &shape, first as f32, second as f32, seed)
     })
 }

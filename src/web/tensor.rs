@@ -248,9 +248,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("argMax")?;
-        let axis = args::int_or("argMax", "axis", &axis, 0)?;
-        register(t.device(), || t.arg_max(axis))
+        along(self, "argMax", &axis, 0, Tensor::arg_max)
     }
 
     /// `topk(k = 1, sorted = true)`: TF.js's `topk(x, k, sorted)`, `{ values,
@@ -447,9 +445,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("argMin")?;
-        let axis = args::int_or("argMin", "axis", &axis, 0)?;
-        register(t.device(), || t.arg_min(axis))
+        along(self, "argMin", &axis, 0, Tensor::arg_min)
     }
 
     /// `softmax(axis = -1)`.
@@ -458,9 +454,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("softmax")?;
-        let axis = args::int_or("softmax", "axis", &axis, -1)?;
-        register(t.device(), || t.softmax(axis))
+        along(self, "softmax", &axis, -1, Tensor::softmax)
     }
 
     /// `logSoftmax(axis = -1)`.
@@ -469,9 +463,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("logSoftmax")?;
-        let axis = args::int_or("logSoftmax", "axis", &axis, -1)?;
-        register(t.device(), || t.log_softmax(axis))
+        along(self, "logSoftmax", &axis, -1, Tensor::log_softmax)
     }
 
     /// `matmul(b, transposeA = false, transposeB = false)`: 2-D, or batched
@@ -531,9 +523,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] reps: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("tile")?;
-        let reps = args::shape("tile", "reps", &reps)?;
-        register(t.device(), || t.tile(&reps))
+        to_shape(self, "tile", "reps", &reps, Tensor::tile)
     }
 
     /// `split(numOrSizeSplits, axis = 0)`: pieces along `axis`, each a
@@ -610,9 +600,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("broadcastTo")?;
-        let shape = args::shape("broadcastTo", "shape", &shape)?;
-        register(t.device(), || t.broadcast_to(&shape))
+        to_shape(self, "broadcastTo", "shape", &shape, Tensor::broadcast_to)
     }
 
     /// `expandDims(axis = 0)`.
@@ -621,9 +609,7 @@ impl JsTensor {
         &self,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] axis: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let t = self.tensor("expandDims")?;
-        let axis = args::int_or("expandDims", "axis", &axis, 0)?;
-        register(t.device(), || t.expand_dims(axis))
+        along(self, "expandDims", &axis, 0, Tensor::expand_dims)
     }
 
     /// `squeeze(axis?)`: the listed dims of size 1, or all of them.
@@ -685,6 +671,34 @@ fn nest(values: &[f64], shape: &[usize]) -> JsValue {
 // The one body of each kind of op's entry points (binary, reduction,
 // unary), each taking the op as a function. Not inlined: each entry point
 // held its own copy of its body, 700 to 1076 bytes apiece.
+
+/// An op along one axis (`default` when left out).
+#[inline(never)]
+fn along(
+    this: &JsTensor,
+    op: &'static str,
+    axis: &JsValue,
+    default: isize,
+    f: fn(&Tensor, isize) -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    let axis = args::int_or(op, "axis", axis, default)?;
+    register(t.device(), || f(&t, axis))
+}
+
+/// An op to a shape (`tile`'s repetitions, `broadcastTo`'s shape).
+#[inline(never)]
+fn to_shape(
+    this: &JsTensor,
+    op: &'static str,
+    what: &str,
+    shape: &JsValue,
+    f: fn(&Tensor, &[usize]) -> Result<Tensor, RegistrationError>,
+) -> Result<JsValue, JsValue> {
+    let t = this.tensor(op)?;
+    let shape = args::shape(op, what, shape)?;
+    register(t.device(), || f(&t, &shape))
+}
 
 #[inline(never)]
 fn binary(

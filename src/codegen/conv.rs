@@ -21,7 +21,10 @@ fn dims(access: &Access) -> ([usize; 4], [usize; 4]) {
 }
 
 /// Pass `pass` as an implicit product on the matmul's tiles: its
-/// operands' elements read where they sit in the windows.
+/// operands' elements read where they sit in the windows, four
+/// neighbouring channels at a time where they lie contiguous and aligned
+/// (`in_fours`), and an operand that is a plain matrix (a stored filter
+/// forward, a stored gradient for the filter's) read as one.
 fn tiled(
     pass: ConvPass,
     geometry: ConvGeometry,
@@ -31,20 +34,20 @@ fn tiled(
     epilogue: Group<'_>,
 ) -> Kernel {
     let mut params = Params::default();
-    // The forward pass's filter as a matrix, where it is one.
-    let filter: Access;
+    // An operand that is a plain matrix, where one is.
+    let matrix: Access;
     let [sh, sw, dh, dw, pt, pl] = window_words(&mut params, geometry);
     let mut p = |v: usize| params.push(v);
     // The images' row and column under a window tap (`oh`, `kh`, `ow`,
-    // `kw` in scope) for images `h` by `w` high and wide; 0 outside them.
-    let window = |h: String, w: String, zero: &str| {
+    // `kw` in scope) for images `h` by `w` high and wide; zero outside them.
+    let window = |h: String, w: String| {
         format!(
             "    let ih = i32(oh * {sh} + kh * {dh}) - i32({pt});\n\
              \x20   let iw = i32(ow * {sw} + kw * {dw}) - i32({pl});\n\
-             \x20   if (ih < 0 || iw < 0 || ih >= i32({h}) || iw >= i32({w})) {{ return {zero}; }}\n"
+             \x20   if (ih < 0 || iw < 0 || ih >= i32({h}) || iw >= i32({w})) {{ return ZERO; }}\n"
         )
     };
-    let (operands, out, k) = match pass {
+    let (first_operand, second_loader, out, k) = match pass {
         ConvPass::Forward => {
             // [n, oh*ow, o] = windows of x [n, h, w, c] times f [kh*kw*c, o].
             let ([n, h, w, c], xs) = dims(first);
@@ -54,61 +57,37 @@ fn tiled(
             let taps = format!(
                 "    let kh = k / {p_kwc}; let kw = (k / {p_c}) % {p_kw}; let ci = k % {p_c};\n"
             );
-            let (p_xs1, p_xs2) = (p(xs[1]), p(xs[2]));
-            let (p_h, p_w) = (p(h), p(w));
-            let a = format!(
-                "fn load_a(base: u32, r: u32, k: u32) -> f32 {{\n\
-                 \x20   let oh = r / {p_ow}; let ow = r % {p_ow};\n{taps}{}\
-                 \x20   return in0[base + u32(ih) * {p_xs1} + u32(iw) * {p_xs2} + ci * {}];\n}}\n",
-                window(p_h.clone(), p_w.clone(), "0.0"),
-                p(xs[3]),
-            );
-            // Four neighbouring channels of one tap, where the channels lie
-            // contiguous and every stride and the offset are whole vectors
-            // (channels in fours, NHWC as stored): a tap of four depths
-            // never straddles two pixels.
-            let in_fours = c.is_multiple_of(4)
-                && xs[3] == 1
-                && first.layout.offset.is_multiple_of(4)
-                && xs[..3].iter().all(|s| s.is_multiple_of(4));
-            let vector = in_fours.then(|| {
-                let function = format!(
-                    "fn load_a(base: u32, r: u32, k: u32) -> vec4<f32> {{\n\
-                     \x20   let oh = r / {p_ow}; let ow = r % {p_ow};\n{taps}{}\
-                     \x20   return in0[(base + u32(ih) * {p_xs1} + u32(iw) * {p_xs2} + ci) / 4u];\n}}\n",
-                    window(p_h, p_w, "vec4<f32>(0.0)"),
-                );
-                (Vectors::Rows, function)
-            });
-            let images = Operand::Loaded {
-                offset: first.layout.offset,
-                batch_stride: xs[0],
-                function: a,
-                vector,
+            let a = Loader {
+                body: format!(
+                    "    let oh = r / {p_ow}; let ow = r % {p_ow};\n{taps}{}",
+                    window(p(h), p(w))
+                ),
+                index: format!(
+                    "base + u32(ih) * {} + u32(iw) * {} + ci * {}",
+                    p(xs[1]),
+                    p(xs[2]),
+                    p(xs[3])
+                ),
             };
+            let b = Loader {
+                body: taps,
+                index: format!(
+                    "base + kh * {} + kw * {} + ci * {} + col * {}",
+                    p(fs[0]),
+                    p(fs[1]),
+                    p(fs[2]),
+                    p(fs[3])
+                ),
+            };
+            let fours = in_fours(first, c, 3).then_some(Vectors::Rows);
+            let images = a.operand(0, first, xs[0], fours);
             // A filter stored as laid out is the matrix [kh*kw*c, o].
             if second.layout.is_contiguous(&second.shape) {
-                filter = Access {
-                    shape: vec![kh * kw * c, o],
-                    layout: Layout {
-                        offset: second.layout.offset,
-                        strides: vec![o, 1],
-                    },
-                    dtype: second.dtype,
-                };
-                let operands = [images, Operand::Matrix(&filter)];
+                matrix = plain(second, [kh * kw * c, o]);
+                let operands = [images, Operand::Matrix(&matrix)];
                 return product(params, operands, &[n, oh * ow, o], kh * kw * c, epilogue);
             }
-            let b = format!(
-                "fn load_b(base: u32, k: u32, col: u32) -> f32 {{\n{taps}\
-                 \x20   return in1[base + kh * {} + kw * {} + ci * {} + col * {}];\n}}\n",
-                p(fs[0]),
-                p(fs[1]),
-                p(fs[2]),
-                p(fs[3]),
-            );
-            let operands = [images, loaded(second.layout.offset, 0, b)];
-            return product(params, operands, &[n, oh * ow, o], kh * kw * c, epilogue);
+            (images, (b, None), vec![n, oh * ow, o], kh * kw * c)
         }
         ConvPass::Input => {
             // [n, h*w, c] = dy [n, oh, ow, o] at the outputs whose windows
@@ -120,35 +99,40 @@ fn tiled(
             let taps = format!(
                 "    let kh = k / {p_kwo}; let kw = (k / {p_o}) % {p_kw}; let co = k % {p_o};\n"
             );
-            let a = format!(
-                "fn load_a(base: u32, r: u32, k: u32) -> f32 {{\n\
-                 \x20   let ih = r / {p_w}; let iw = r % {p_w};\n{taps}\
-                 \x20   let ty = i32(ih + {pt}) - i32(kh * {dh});\n\
-                 \x20   let tx = i32(iw + {pl}) - i32(kw * {dw});\n\
-                 \x20   if (ty < 0 || tx < 0) {{ return 0.0; }}\n\
-                 \x20   let oh = u32(ty) / {sh}; let ow = u32(tx) / {sw};\n\
-                 \x20   if (u32(ty) % {sh} != 0u || u32(tx) % {sw} != 0u || oh >= {} || ow >= {}) {{ return 0.0; }}\n\
-                 \x20   return in0[base + oh * {} + ow * {} + co * {}];\n}}\n",
-                p(oh),
-                p(ow),
-                p(ds[1]),
-                p(ds[2]),
-                p(ds[3]),
-            );
-            let b = format!(
-                "fn load_b(base: u32, k: u32, col: u32) -> f32 {{\n{taps}\
-                 \x20   return in1[base + kh * {} + kw * {} + col * {} + co * {}];\n}}\n",
-                p(fs[0]),
-                p(fs[1]),
-                p(fs[2]),
-                p(fs[3]),
-            );
-            let batched = (first.layout.offset, ds[0], a);
-            (
-                [batched, (second.layout.offset, 0, b)],
-                vec![n, h * w, c],
-                kh * kw * o,
-            )
+            let a = Loader {
+                body: format!(
+                    "    let ih = r / {p_w}; let iw = r % {p_w};\n{taps}\
+                     \x20   let ty = i32(ih + {pt}) - i32(kh * {dh});\n\
+                     \x20   let tx = i32(iw + {pl}) - i32(kw * {dw});\n\
+                     \x20   if (ty < 0 || tx < 0) {{ return ZERO; }}\n\
+                     \x20   let oh = u32(ty) / {sh}; let ow = u32(tx) / {sw};\n\
+                     \x20   if (u32(ty) % {sh} != 0u || u32(tx) % {sw} != 0u || oh >= {} || ow >= {}) {{ return ZERO; }}\n",
+                    p(oh),
+                    p(ow),
+                ),
+                index: format!(
+                    "base + oh * {} + ow * {} + co * {}",
+                    p(ds[1]),
+                    p(ds[2]),
+                    p(ds[3])
+                ),
+            };
+            let b = Loader {
+                body: taps,
+                index: format!(
+                    "base + kh * {} + kw * {} + col * {} + co * {}",
+                    p(fs[0]),
+                    p(fs[1]),
+                    p(fs[2]),
+                    p(fs[3])
+                ),
+            };
+            // Four output channels of one tap, of the gradient and of the
+            // filter: along the product's depth for both.
+            let fours = in_fours(first, o, 3).then_some(Vectors::Rows);
+            let gradient = a.operand(0, first, ds[0], fours);
+            let fours = in_fours(second, o, 3).then_some(Vectors::Columns);
+            (gradient, (b, fours), vec![n, h * w, c], kh * kw * o)
         }
         ConvPass::Filter => {
             // [kh*kw*c, o] = the taps of x [n, h, w, c] over every output
@@ -161,41 +145,117 @@ fn tiled(
             let positions = format!(
                 "    let img = k / {p_ohow}; let oh = (k / {p_ow}) % {p_oh}; let ow = k % {p_ow};\n"
             );
-            let a = format!(
-                "fn load_a(base: u32, r: u32, k: u32) -> f32 {{\n\
-                 \x20   let kh = r / {p_kwc}; let kw = (r / {p_c}) % {p_kw}; let ci = r % {p_c};\n\
-                 {positions}{}\
-                 \x20   return in0[base + img * {} + u32(ih) * {} + u32(iw) * {} + ci * {}];\n}}\n",
-                window(p(h), p(w), "0.0"),
-                p(xs[0]),
-                p(xs[1]),
-                p(xs[2]),
-                p(xs[3]),
-            );
-            let b = format!(
-                "fn load_b(base: u32, k: u32, col: u32) -> f32 {{\n{positions}\
-                 \x20   return in1[base + img * {} + oh * {} + ow * {} + col * {}];\n}}\n",
-                p(ds[0]),
-                p(ds[1]),
-                p(ds[2]),
-                p(ds[3]),
-            );
-            let operands = [(first.layout.offset, 0, a), (second.layout.offset, 0, b)];
-            (operands, vec![kh * kw * c, o], n * oh * ow)
+            let a = Loader {
+                body: format!(
+                    "    let kh = r / {p_kwc}; let kw = (r / {p_c}) % {p_kw}; let ci = r % {p_c};\n{positions}{}",
+                    window(p(h), p(w))
+                ),
+                index: format!(
+                    "base + img * {} + u32(ih) * {} + u32(iw) * {} + ci * {}",
+                    p(xs[0]),
+                    p(xs[1]),
+                    p(xs[2]),
+                    p(xs[3])
+                ),
+            };
+            let b = Loader {
+                body: positions,
+                index: format!(
+                    "base + img * {} + oh * {} + ow * {} + col * {}",
+                    p(ds[0]),
+                    p(ds[1]),
+                    p(ds[2]),
+                    p(ds[3])
+                ),
+            };
+            // Four input channels of one tap: along the product's rows.
+            let fours = in_fours(first, c, 3).then_some(Vectors::Columns);
+            let images = a.operand(0, first, 0, fours);
+            // A gradient stored as laid out is the matrix [n*oh*ow, o].
+            if second.layout.is_contiguous(&second.shape) {
+                matrix = plain(second, [n * oh * ow, o]);
+                let operands = [images, Operand::Matrix(&matrix)];
+                return product(params, operands, &[kh * kw * c, o], n * oh * ow, epilogue);
+            }
+            (images, (b, None), vec![kh * kw * c, o], n * oh * ow)
         }
     };
-    let [a, b] =
-        operands.map(|(offset, batch_stride, function)| loaded(offset, batch_stride, function));
-    product(params, [a, b], &out, k, epilogue)
+    let (loader, fours) = second_loader;
+    let second = loader.operand(1, second, 0, fours);
+    product(params, [first_operand, second], &out, k, epilogue)
 }
 
-/// An operand read one element at a time by `function`.
-fn loaded<'a>(offset: usize, batch_stride: usize, function: String) -> Operand<'a> {
-    Operand::Loaded {
-        offset,
-        batch_stride,
-        function,
-        vector: None,
+/// How an operand's function finds its element: `body` computes the
+/// indices (returning `ZERO` for an element outside the images), `index`
+/// is the element's place in the binding.
+struct Loader {
+    body: String,
+    index: String,
+}
+
+impl Loader {
+    /// Operand `which` (0 or 1) as this loader reads it, its batches
+    /// `batch_stride` apart: one
+    /// element at a time, and four (`vector`'s dim) where it says so. The
+    /// vector's dim has stride 1 (`in_fours`), so the four are one
+    /// `vec4<f32>` of the binding at `index / 4`.
+    fn operand<'a>(
+        self,
+        which: usize,
+        access: &Access,
+        batch_stride: usize,
+        vector: Option<Vectors>,
+    ) -> Operand<'a> {
+        // The first operand's function reads (r, k), the second's (k, col).
+        let (name, args, binding) = match which {
+            0 => ("a", "r: u32, k: u32", "in0"),
+            _ => ("b", "k: u32, col: u32", "in1"),
+        };
+        let text = |ty: &str, zero: &str, at: String| {
+            format!(
+                "fn load_{name}(base: u32, {args}) -> {ty} {{\n{}    return {binding}[{at}];\n}}\n",
+                self.body.replace("ZERO", zero)
+            )
+        };
+        Operand::Loaded {
+            offset: access.layout.offset,
+            batch_stride,
+            function: text("f32", "0.0", self.index.clone()),
+            vector: vector.map(|v| {
+                (
+                    v,
+                    text(
+                        "vec4<f32>",
+                        "vec4<f32>(0.0)",
+                        format!("({}) / 4u", self.index),
+                    ),
+                )
+            }),
+        }
+    }
+}
+
+/// Whether a rank-4 operand's last dim (`dim`, `count` long) can be read
+/// four at a time: contiguous, `count` a multiple of four, and every other
+/// stride and the offset whole vectors, so four neighbours along it lie in
+/// one aligned `vec4` and never straddle two taps or pixels.
+fn in_fours(access: &Access, count: usize, dim: usize) -> bool {
+    let (_, strides) = dims(access);
+    count.is_multiple_of(4)
+        && strides[dim] == 1
+        && access.layout.offset.is_multiple_of(4)
+        && (0..4).all(|d| d == dim || strides[d].is_multiple_of(4))
+}
+
+/// A stored operand as the plain matrix `[rows, cols]` it is.
+fn plain(access: &Access, [rows, cols]: [usize; 2]) -> Access {
+    Access {
+        shape: vec![rows, cols],
+        layout: Layout {
+            offset: access.layout.offset,
+            strides: vec![cols, 1],
+        },
+        dtype: access.dtype,
     }
 }
 

@@ -234,13 +234,21 @@ impl Device {
     /// so the borrow cannot be held by anyone else (the cell is !Sync and no
     /// callback re-enters it).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut DeviceState) -> R) -> R {
+        f(&mut self.state())
+    }
+
+    /// The state, borrowed, with the handles dropped meanwhile released
+    /// and a loss noticed: `with_state`'s one body, not copied into each
+    /// of its callers.
+    #[inline(never)]
+    fn state(&self) -> std::cell::RefMut<'_, DeviceState> {
         let mut state = self.inner.state.borrow_mut();
         let dropped = std::mem::take(&mut *self.inner.dropped.borrow_mut());
         for id in dropped {
             state.release_handle(id);
         }
         state.notice_loss();
-        f(&mut state)
+        state
     }
 
     /// Called when the last handle to `id` goes away.

@@ -187,25 +187,63 @@ pub async fn conv2d_matches_the_reference_for_every_padding_stride_dilation_and_
     assert_eq!(y.shape(), [3, 3, 3]);
 }
 
+/// The gradients of `sum(conv2d(x, f) * w)` for the images and the filter,
+/// on the CPU in f64: each window tap's product, sent back to both.
+fn reference_grads(x: &[f32], f: &[f32], w: &[f32], g: Geometry) -> [Vec<f64>; 2] {
+    let ([n, h, wd, c], [kh, kw, _, o], [oh, ow]) = (g.x, g.f, g.out);
+    let (mut dx, mut df) = (vec![0.0f64; x.len()], vec![0.0f64; f.len()]);
+    for b in 0..n {
+        for i in 0..oh {
+            for j in 0..ow {
+                for p in 0..kh {
+                    for q in 0..kw {
+                        let ih =
+                            (i * g.stride[0] + p * g.dilation[0]) as isize - g.before[0] as isize;
+                        let iw =
+                            (j * g.stride[1] + q * g.dilation[1]) as isize - g.before[1] as isize;
+                        if ih < 0 || iw < 0 || ih >= h as isize || iw >= wd as isize {
+                            continue;
+                        }
+                        let at = ((b * h + ih as usize) * wd + iw as usize) * c;
+                        for ci in 0..c {
+                            for co in 0..o {
+                                let wv = w[((b * oh + i) * ow + j) * o + co] as f64;
+                                let fi = ((p * kw + q) * c + ci) * o + co;
+                                dx[at + ci] += wv * f[fi] as f64;
+                                df[fi] += wv * x[at + ci] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    [dx, df]
+}
+
 /// Convolutions wide enough for the matmul's 64-wide tiles, of channels in
-/// fours: each window tap's four channels are loaded as one vector and a
-/// stored filter is read as the matrix it is. On both product kernels
-/// (64x64 tiles, and 64x128 ones that 4 images of 40x40 reach), with every
-/// padding, strides, dilations and ragged edges; and the same numbers where
-/// neither holds: images given channels first (NCHW, each channel strided)
-/// and a filter that is a transposed view.
-pub async fn convolutions_of_channels_in_fours_match_the_reference_on_both_product_kernels() {
+/// fours, and their gradients: each window tap's four channels are loaded
+/// as one vector (the images forward and for the filter's gradient, the
+/// output gradient and the filter for the images'), and a stored filter
+/// (forward) and a stored output gradient (for the filter's) are read as
+/// the matrices they are. On both product kernels (64x128 tiles where 4
+/// images of 33x33 reach them), with every padding, strides, dilations
+/// and ragged edges; and the same numbers where none of it holds: images
+/// given channels first (NCHW, each channel strided), and a filter that is
+/// a transposed view.
+pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_reference() {
     let gpu = kernels_only().await;
     let pads = [
         Padding::Valid,
         Padding::Same,
         Padding::Explicit([[1, 2], [0, 1]]),
     ];
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ([2, 13, 11, 8], [3, 3, 8, 68], [1, 1], [1, 1]),
         ([2, 9, 10, 4], [2, 3, 4, 64], [2, 3], [1, 1]),
         ([2, 9, 10, 12], [3, 2, 12, 72], [1, 1], [2, 3]),
-        ([4, 40, 40, 4], [3, 3, 4, 132], [1, 1], [1, 1]),
+        ([2, 9, 8, 64], [3, 3, 64, 68], [2, 1], [1, 1]),
+        ([4, 33, 33, 4], [3, 3, 4, 132], [1, 1], [1, 1]),
     ];
     for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
         let x = values(xs.iter().product(), 30 + seed as u64);
@@ -240,11 +278,28 @@ pub async fn convolutions_of_channels_in_fours_match_the_reference_on_both_produ
             };
             let want = reference(&x, &f, g);
             let what = format!("x {xs:?} f {fs:?} stride {stride:?} dilation {dilation:?} {pad:?}");
+            let w = values(xs[0] * oh * ow * fs[3], 50 + seed as u64);
+            let wt = gpu.tensor(&w, Some(&[xs[0], oh, ow, fs[3]])).unwrap();
+            let [dx, df] = reference_grads(&x, &f, &w, g);
             for (how, filter) in [("stored", &ft), ("a transposed view", &ft_view)] {
+                let what = format!("{what}, filter {how}");
                 let y = xt
                     .conv2d(filter, stride, pad, DataFormat::Nhwc, dilation)
                     .unwrap();
-                assert_close(&read(&y).await, &want, &format!("{what}, filter {how}"));
+                assert_close(&read(&y).await, &want, &what);
+                let (_, grads) = gpu
+                    .value_and_grads(
+                        |v| {
+                            v[0].conv2d(&v[1], stride, pad, DataFormat::Nhwc, dilation)?
+                                .mul(&wt)?
+                                .sum(None, false)
+                        },
+                        &[xt.clone(), filter.clone()],
+                        None,
+                    )
+                    .unwrap();
+                assert_close(&read(&grads[0]).await, &dx, &format!("{what}: d/dx"));
+                assert_close(&read(&grads[1]).await, &df, &format!("{what}: d/dfilter"));
             }
             let yc = xc
                 .conv2d(&ft, stride, pad, DataFormat::Nchw, dilation)

@@ -2,7 +2,13 @@
 //! pass names its operands' elements by where they sit in the windows, and
 //! the tile staging reads them there (zero where a window leaves the
 //! images). No im2col matrix, no transposed copy of the filter or of the
-//! gradient: the three passes differ only in these reads.
+//! gradient: the three passes differ only in these reads. Each read is one
+//! template (`Loader`) written one element at a time and four (a `vec4`
+//! of neighbouring channels, where they are contiguous and aligned); the
+//! product takes the four where its tile is wide enough, and fetches
+//! them a slice ahead like a matrix's. On SwiftShader a 3x3 convolution of
+//! 32 to 64 channels took 0.80x the time with them, and a step training
+//! its filter 0.78x.
 
 use super::elementwise::{AnchorParts, fused};
 use super::kernel::*;

@@ -17,11 +17,13 @@
 //!   counter in every iteration cost the lab's kernel 10% at 4096.
 //! - **The 8x8 kernel's depths unrolled**, so its workgroup reads have
 //!   constant first indices: ours, 4096 32.1 -> 36.6, 1024 19.9 -> 27.2.
-//! - **A column-major operand is staged down its columns**, neighbouring
-//!   threads reading neighbouring words: four at a time where its columns
-//!   are aligned (`vectors`), one by one otherwise (`column_major`, the
-//!   8x8 kernel only). One by one, a transposed right operand at 4096 went
-//!   18.5 -> 32.2 (the plain product: 36.6).
+//! - **A column-major operand is staged down its columns** in the 8x8
+//!   kernel, neighbouring threads reading neighbouring words: four at a
+//!   time where its columns are aligned (`vectors`), one by one otherwise
+//!   (`column_major`). One by one, a transposed right operand at 4096 went
+//!   18.5 -> 32.2 (the plain product: 36.6). The 4x4 kernel reads it along
+//!   its rows: SwiftShader ran attention's 64-wide products 1.05-1.09x
+//!   slower with the vectors.
 //! - **A slice inside both operands is fetched unguarded** (`Staging`'s
 //!   `inside`, a uniform branch): the guards that zero the edges cost ours
 //!   6% at 4096 (37.9 -> 40.1 with them gone) and 15% at 1024 (26.9 ->
@@ -41,9 +43,9 @@
 //! - **Operands four floats at a time** from global memory along whichever
 //!   of their last two dims is contiguous and 16-byte aligned (`vectors`):
 //!   along the rows of a stored operand, down the columns of a transposed
-//!   one (a gradient's products read one operand transposed). One by one
-//!   through their layouts otherwise: a transposed operand is read in
-//!   place, never copied.
+//!   one in the 8x8 kernel (a gradient's products read one operand
+//!   transposed). One by one through their layouts otherwise: a transposed
+//!   operand is read in place, never copied.
 //! - **16 deep slices**: a slice of both operands fits WebGPU's guaranteed
 //!   16 KiB of workgroup memory; deeper ones would need a limit not every
 //!   adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
@@ -195,6 +197,8 @@ pub(super) fn product(
     let mut functions = String::new();
     // Each operand's base (and strides, for a matrix), whether it loads
     // four at a time, and how one element of its tile is read.
+    // The 8x8 kernel, for large products.
+    let large = r == 8;
     // Four at a time only where a tile holds whole vectors for every
     // thread's share (a tile at least 64 wide).
     let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, wide: bool| {
@@ -219,7 +223,10 @@ pub(super) fn product(
                     "a" => ("ar", "ac", "in0"),
                     _ => ("br", "bc", "in1"),
                 };
-                let vectors = vectors(access).filter(|_| wide);
+                // Down the columns only in the 8x8 kernel: on SwiftShader
+                // the 4x4 one ran attention's products (64 wide, 16 deep,
+                // one operand transposed) 1.05-1.09x slower with them.
+                let vectors = vectors(access).filter(|&v| wide && (large || v == Vectors::Rows));
                 // Along a vector's dim the stride is 1: not multiplied.
                 let index = match vectors {
                     None => format!("{name}_base + {i} * {name}_rows + {j} * {name}_cols"),
@@ -295,7 +302,6 @@ pub(super) fn product(
     // its columns and skips the guards inside the operands; the 4x4 one
     // does neither, as SwiftShader ran a step of 784x512 products 2-4%
     // slower with each.
-    let large = r == 8;
     let staging = Staging::new(
         [tile_m, tile_n, threads.count()],
         [large && column_major(a), large && column_major(b)],

@@ -263,7 +263,9 @@ mod tests {
             (false, true)
         );
         // A transposed operand is loaded down its columns where they are
-        // aligned (k = 12), one by one where they are not (k = 6).
+        // aligned (k = 12), one by one where they are not (k = 6), in the
+        // 8x8 kernel of a product of 128 tiles or more; one by one in the
+        // 4x4 kernel of a smaller one.
         let transposed = |k: usize, n: usize| Access {
             shape: vec![k, n],
             layout: Layout {
@@ -272,18 +274,22 @@ mod tests {
             },
             dtype: DType::Float32,
         };
+        let large = [1024, 1024];
         assert_eq!(
-            declared(&contiguous(&[64, 12]), &transposed(12, 64), &[64, 64]),
+            declared(&contiguous(&[1024, 12]), &transposed(12, 1024), &large),
             (true, true)
         );
         assert_eq!(
-            declared(&contiguous(&[64, 6]), &transposed(6, 64), &[64, 64]),
+            declared(&contiguous(&[1024, 6]), &transposed(6, 1024), &large),
             (false, false)
         );
-        // So is a transposed left operand, down its columns of m = 64.
         assert_eq!(
-            declared(&transposed(64, 12), &contiguous(&[12, 64]), &[64, 64]),
+            declared(&transposed(1024, 12), &contiguous(&[12, 1024]), &large),
             (true, true)
+        );
+        assert_eq!(
+            declared(&contiguous(&[64, 12]), &transposed(12, 64), &[64, 64]),
+            (true, false)
         );
         // A tile narrower than 64 stages one element at a time.
         assert_eq!(

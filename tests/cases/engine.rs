@@ -808,9 +808,10 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 /// Both product kernels (64x64 tiles at 4x4, and the wide 64x128 tiles at
 /// 8x8 that 16 batches of 3x3 tiles reach) with each operand stored as is
 /// or transposed, every dim a multiple of four but past whole tiles: each
-/// operand is then loaded four at a time along whichever dim is
-/// contiguous, down the columns of a transposed one. Every element against
-/// the CPU, ragged edges included, through an epilogue.
+/// operand is then loaded four at a time along its rows, and in the 8x8
+/// kernel down the columns of a transposed one (one by one in the 4x4).
+/// Every element against the CPU, ragged edges included, through an
+/// epilogue.
 pub async fn products_of_operands_stored_either_way_match_the_cpu_on_both_kernels() {
     let gpu = kernels_only().await;
     for (batches, m, k, n) in [(1, 100, 40, 132), (16, 132, 40, 260)] {

@@ -299,13 +299,17 @@ pub(super) fn product(
     let looped = [(a, vectors_a), (b, vectors_b)]
         .map(|(o, v)| matches!(o, Operand::Loaded { .. }) && v.is_none());
     // The 8x8 kernel (large products) stages a column-major operand down
-    // its columns and skips the guards inside the operands; the 4x4 one
-    // does neither, as SwiftShader ran a step of 784x512 products 2-4%
-    // slower with each.
+    // its columns; the 4x4 one does not, as SwiftShader ran a step of
+    // 784x512 products 2-4% slower with it.
+    let guards = match (m % tile_m, n % tile_n, k % TILE_K, large) {
+        (0, 0, 0, _) if k > 0 => Guards::None,
+        (.., true) => Guards::AtEdges,
+        _ => Guards::Every,
+    };
     let staging = Staging::new(
         [tile_m, tile_n, threads.count()],
         [large && column_major(a), large && column_major(b)],
-        large,
+        guards,
         [(vectors_a, &a_elem), (vectors_b, &b_elem)],
         looped,
         [&p_m, &p_n, &p_k],
@@ -362,7 +366,8 @@ pub(super) fn product(
         );
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
-    let put = write_outputs(&mut body, r, threads, layout, &p_m, &p_n);
+    let checked = guards != Guards::None;
+    let put = write_outputs(&mut body, r, threads, layout, [&p_m, &p_n], checked);
     let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
     let (staged, per_row) = match layout {
         Layout4::Vectors => ("vec4<f32>", 4),
@@ -434,12 +439,11 @@ impl Layout4 {
 
 /// The statements that stage one `TILE_K`-deep slice of each operand's
 /// tile (`tile_m` by `TILE_K`, `TILE_K` by `tile_n`) into workgroup memory
-/// (`ta` transposed, `tb` as is), zero past the edges. The workgroup's
-/// threads stage a tile's elements one at a time (down the columns of a
-/// column-major operand where `columns` says so), or four at a time from
-/// an operand whose tile rows are contiguous and 16-byte aligned. Where
-/// `unguarded_inside`, a slice wholly inside both operands is fetched
-/// without the guards that zero the edges.
+/// (`ta` transposed, `tb` as is), zero past the edges (`guards` says which
+/// fetches check them). The workgroup's threads stage a tile's elements one
+/// at a time (down the columns of a column-major operand where `columns`
+/// says so), or four at a time from an operand whose tile rows are
+/// contiguous and 16-byte aligned.
 ///
 /// A matrix operand's slice is fetched into registers one step ahead
 /// (`before` fetches the first, `next` the one after the slice being
@@ -459,7 +463,7 @@ impl Staging {
     fn new(
         [tile_m, tile_n, threads]: [usize; 3],
         columns: [bool; 2],
-        unguarded_inside: bool,
+        guards: Guards,
         reads: [(Option<Vectors>, &str); 2],
         looped: [bool; 2],
         [p_m, p_n, p_k]: [&str; 3],
@@ -526,12 +530,16 @@ impl Staging {
             let place = format!("let {first} = e / {per}u; let {second} = e % {per}u; {place}");
             let store = layout.slot(staged, d, t);
             if looped[o] {
+                let value = match guards {
+                    Guards::None => elem.to_string(),
+                    _ => format!("select(0.0, {elem}, {guard})"),
+                };
                 let _ = writeln!(
                     staging.top,
                     "        for (var q = 0u; q < {loads}u; q = q + 1u) {{\n\
                      \x20           let e = lid + q * {threads}u; let tt = t;\n\
                      \x20           {place}\n\
-                     \x20           {store} = select(0.0, {elem}, {guard});\n\
+                     \x20           {store} = {value};\n\
                      \x20       }}"
                 );
                 continue;
@@ -554,9 +562,13 @@ impl Staging {
             }
         }
         if !fetches.is_empty() {
+            let first = match guards {
+                Guards::None => &inside,
+                _ => &fetches,
+            };
             let _ = write!(
                 staging.before,
-                "    {{\n        let tt = 0u;\n{fetches}    }}\n"
+                "    {{\n        let tt = 0u;\n{first}    }}\n"
             );
             // The condition is the same for every thread: uniform.
             let _ = write!(
@@ -566,20 +578,39 @@ impl Staging {
             // So is the one that a slice is inside. The guards' selects cost
             // an H200 6% of a 4096 product and 15% of a 1024 one, where
             // every slice is inside.
-            match unguarded_inside {
-                true => {
+            match guards {
+                Guards::None => staging.next += &inside,
+                Guards::AtEdges => {
                     let _ = write!(
                         staging.next,
                         "            if (row0 + {tile_m}u <= {p_m} && col0 + {tile_n}u <= {p_n} && tt + {TILE_K}u <= {p_k}) {{\n{inside}\
                          \x20           }} else {{\n{fetches}            }}\n"
                     );
                 }
-                false => staging.next += &fetches,
+                Guards::Every => staging.next += &fetches,
             }
             staging.next += "        }\n";
         }
         staging
     }
+}
+
+/// Which of a product's fetches check that they are inside its operands
+/// (zero past the edges), and whether `put` checks its outputs are.
+/// The checks' selects cost an H200 6% of a 4096 product and 20% of a
+/// 1024 one where no slice crosses an edge (`examples/matmul_lab.rs`,
+/// our text with and without them).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Guards {
+    /// Every fetch: the 4x4 kernel, where SwiftShader ran a step of
+    /// 784x512 products 2-4% slower with a second, unguarded copy of them.
+    Every,
+    /// Only a slice that crosses an edge: one uniform branch per slice
+    /// picks unguarded fetches for the others (the 8x8 kernel).
+    AtEdges,
+    /// None: the product is a whole number of tiles and slices, so no
+    /// fetch or output is past an edge.
+    None,
 }
 
 /// How the staging text names one operand's parts: its index in the tile
@@ -747,8 +778,8 @@ fn write_outputs(
     r: usize,
     threads: Threads,
     layout: Layout4,
-    p_m: &str,
-    p_n: &str,
+    [p_m, p_n]: [&str; 2],
+    checked: bool,
 ) -> String {
     for i in 0..r {
         let (row_lane, ri) = layout.position("ty", threads.rows, i);
@@ -764,10 +795,12 @@ fn write_outputs(
             );
         }
     }
-    format!(
-        "fn put(batch: u32, row: u32, col: u32, value: f32) {{\n\
-         \x20   if (row < {p_m} && col < {p_n}) {{ _ = fused((batch * {p_m} + row) * {p_n} + col, value); }}\n}}\n"
-    )
+    let write = format!("_ = fused((batch * {p_m} + row) * {p_n} + col, value);");
+    let write = match checked {
+        true => format!("if (row < {p_m} && col < {p_n}) {{ {write} }}"),
+        false => write,
+    };
+    format!("fn put(batch: u32, row: u32, col: u32, value: f32) {{\n    {write}\n}}\n")
 }
 
 #[cfg(test)]

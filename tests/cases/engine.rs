@@ -806,15 +806,22 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 }
 
 /// Both product kernels (64x64 tiles at 4x4, and the wide 64x128 tiles at
-/// 8x8 that 16 batches of 3x3 tiles reach) with each operand stored as is
-/// or transposed, every dim a multiple of four but past whole tiles: each
-/// operand is then loaded four at a time along its rows, and in the 8x8
-/// kernel down the columns of a transposed one (one by one in the 4x4).
-/// Every element against the CPU, ragged edges included, through an
-/// epilogue.
+/// 8x8 that 128 tiles reach) with each operand stored as is or
+/// transposed, every dim a multiple of four: each operand is then loaded
+/// four at a time along its rows, and in the 8x8 kernel down the columns
+/// of a transposed one (one by one in the 4x4). Shapes past whole tiles
+/// (ragged edges, each fetch or only an edge's checked) and of whole tiles
+/// and slices (nothing checked). Every element against the CPU, through
+/// an epilogue.
 pub async fn products_of_operands_stored_either_way_match_the_cpu_on_both_kernels() {
     let gpu = kernels_only().await;
-    for (batches, m, k, n) in [(1, 100, 40, 132), (16, 132, 40, 260)] {
+    let shapes = [
+        (1, 100, 40, 132),
+        (16, 132, 40, 260),
+        (1, 128, 48, 192),
+        (16, 128, 32, 512),
+    ];
+    for (batches, m, k, n) in shapes {
         let a: Vec<f32> = (0..batches * m * k)
             .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
             .collect();

@@ -24,10 +24,12 @@
 //!   18.5 -> 32.2 (the plain product: 36.6). The 4x4 kernel reads it along
 //!   its rows: SwiftShader ran attention's 64-wide products 1.05-1.09x
 //!   slower with the vectors.
-//! - **A slice inside both operands is fetched unguarded** (`Staging`'s
-//!   `inside`, a uniform branch): the guards that zero the edges cost ours
-//!   6% at 4096 (37.9 -> 40.1 with them gone) and 15% at 1024 (26.9 ->
-//!   31.4), in the lab's timing of our text.
+//! - **No edge checks where no edge is crossed** (`Guards`): a product of
+//!   whole tiles and 16-deep slices checks nothing, and in other products
+//!   the 8x8 kernel fetches a slice inside both operands unguarded (a
+//!   uniform branch). The checks that zero the edges cost ours 6% at 4096
+//!   (37.9 -> 40.1 with them gone) and 15-20% at 1024 (26.9 -> 31.4), in
+//!   the lab's timing of our text.
 //! - **A thread's outputs are vectors of four columns**, and each output is
 //!   one `put` call: the text is written for every launch (and hashed to
 //!   find its pipeline), and this made the 8x8 kernel's 68 KB -> 26 KB,
@@ -518,16 +520,11 @@ impl Staging {
             let OperandNames {
                 tile: t,
                 depth: d,
-                place,
                 staged,
                 fetched,
                 ..
             } = names;
-            let (first, second, per) = match columns[o] == (o == 1) {
-                true => (t, d, TILE_K),
-                false => (d, t, tile),
-            };
-            let place = format!("let {first} = e / {per}u; let {second} = e % {per}u; {place}");
+            let place = names.place(columns[o] == (o == 1), tile, 1);
             let store = layout.slot(staged, d, t);
             if looped[o] {
                 let value = match guards {
@@ -624,6 +621,25 @@ struct OperandNames {
     fetched: &'static str,
 }
 
+impl OperandNames {
+    /// Where a thread's element (or vector of `width`) `e` of a slice sits:
+    /// its indices in the tile and the depth, and in the operand.
+    /// Neighbouring threads take neighbouring elements (or vectors) along
+    /// the depth where `depth_fastest`, along the tile otherwise.
+    fn place(&self, depth_fastest: bool, tile: usize, width: usize) -> String {
+        let (t, d) = (self.tile, self.depth);
+        let (first, second, per) = match depth_fastest {
+            true => (t, d, TILE_K / width),
+            false => (d, t, tile / width),
+        };
+        let second_at = match width {
+            1 => format!("e % {per}u"),
+            _ => format!("(e % {per}u) * {width}u"),
+        };
+        format!("let {first} = e / {per}u; let {second} = {second_at}; {}", self.place)
+    }
+}
+
 const OPERAND_NAMES: [OperandNames; 2] = [
     OperandNames {
         tile: "am",
@@ -665,20 +681,13 @@ fn stage_vectors(
     let OperandNames {
         tile: t,
         depth: d,
-        place,
         staged,
         fetched,
         ..
     } = names;
-    let (first, second, per) = match along_depth {
-        true => (t, d, TILE_K / 4),
-        false => (d, t, tile / 4),
-    };
+    let place = names.place(along_depth, tile, 4);
     for q in 0..loads {
-        let at = format!(
-            "let e = lid + {}u; let {first} = e / {per}u; let {second} = (e % {per}u) * 4u; {place}",
-            q * threads
-        );
+        let at = format!("let e = lid + {}u; {place}", q * threads);
         let _ = writeln!(staging.before, "    var {fetched}{q} = vec4<f32>(0.0);");
         let _ = writeln!(
             fetches,

@@ -18,12 +18,10 @@
 //! - **The 8x8 kernel's depths unrolled**, so its workgroup reads have
 //!   constant first indices: ours, 4096 32.1 -> 36.6, 1024 19.9 -> 27.2.
 //! - **A column-major operand is staged down its columns** in the 8x8
-//!   kernel, neighbouring threads reading neighbouring words: four at a
-//!   time where its columns are aligned (`vectors`), one by one otherwise
-//!   (`column_major`). One by one, a transposed right operand at 4096 went
-//!   18.5 -> 32.2 (the plain product: 36.6). The 4x4 kernel reads it along
-//!   its rows: SwiftShader ran attention's 64-wide products 1.05-1.09x
-//!   slower with the vectors.
+//!   kernel, one by one, neighbouring threads reading neighbouring words
+//!   (`column_major`): a transposed right operand at 4096 went 18.5 ->
+//!   32.2 (the plain product: 36.6). Four at a time down the columns was
+//!   slower (below). The 4x4 kernel reads it along its rows.
 //! - **No edge checks where no edge is crossed** (`Guards`): a product of
 //!   whole tiles and 16-deep slices checks nothing, and in other products
 //!   the 8x8 kernel fetches a slice inside both operands unguarded (a
@@ -42,12 +40,13 @@
 //!   multiplies** (`Staging`): the global loads are in flight during the
 //!   arithmetic, and the two barriers of a step only cover the stores to
 //!   workgroup memory and the reads of it.
-//! - **Operands four floats at a time** from global memory along whichever
-//!   of their last two dims is contiguous and 16-byte aligned (`vectors`):
-//!   along the rows of a stored operand, down the columns of a transposed
-//!   one in the 8x8 kernel (a gradient's products read one operand
-//!   transposed). One by one through their layouts otherwise: a transposed
-//!   operand is read in place, never copied.
+//! - **A stored operand four floats at a time** from global memory along
+//!   its rows, where they are contiguous and 16-byte aligned (`vectors`).
+//!   A transposed one (a gradient's products read one) is read one by one
+//!   through its layout, in place, never copied: four at a time down its
+//!   columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s against 32.6 one by
+//!   one (H200). A convolution's operands use both directions
+//!   (`codegen::conv`).
 //! - **16 deep slices**: a slice of both operands fits WebGPU's guaranteed
 //!   16 KiB of workgroup memory; deeper ones would need a limit not every
 //!   adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
@@ -77,14 +76,8 @@ pub(super) const TILE_K: usize = 16;
 /// be staged by some threads only, which lost SwiftShader its device.
 pub(super) const NARROWEST_TILE: usize = 16;
 
-/// Which of a matmul operand's last two dims it is loaded along four floats
-/// at a time, if either: the contiguous one, where its length, the offset
-/// and every other stride are multiples of four, so `index / 4` is exact
-/// and a vector never reaches past the dim's end into the next row (or
-/// column). Along its rows for a stored operand, down its columns for a
-/// transposed one: a gradient's products read one operand transposed
-/// (`x^T dy`, `dy w^T`), and one by one such an operand ran at 88% of
-/// the stored product's speed on the H200 at 4096.
+/// The two directions an operand's vectors of four can run in its last two
+/// dims (a matrix's, or a convolution's implicit one).
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub(super) enum Vectors {
     /// Along the last dim (rows are contiguous).
@@ -93,22 +86,19 @@ pub(super) enum Vectors {
     Columns,
 }
 
-pub(super) fn vectors(operand: &Access) -> Option<Vectors> {
+/// Whether a matrix operand is loaded four floats at a time along its
+/// rows: its last dim is contiguous, and its length, the offset and every
+/// other stride are multiples of four, so `index / 4` is exact and a
+/// vector never reaches past a row's end into the next. A transposed
+/// operand is read one by one (module docs: four at a time down its
+/// columns ran slower).
+pub(super) fn rows_in_fours(operand: &Access) -> bool {
     let (shape, strides) = (&operand.shape, &operand.layout.strides);
     let r = strides.len();
-    let along = |dim: usize| {
-        shape[dim].is_multiple_of(4)
-            && strides[dim] == 1
-            && operand.layout.offset.is_multiple_of(4)
-            && (0..r).all(|d| d == dim || strides[d].is_multiple_of(4))
-    };
-    if along(r - 1) {
-        Some(Vectors::Rows)
-    } else if along(r - 2) {
-        Some(Vectors::Columns)
-    } else {
-        None
-    }
+    shape[r - 1].is_multiple_of(4)
+        && strides[r - 1] == 1
+        && operand.layout.offset.is_multiple_of(4)
+        && strides[..r - 1].iter().all(|s| s.is_multiple_of(4))
 }
 
 /// Whether a matmul operand is stored column by column (its rows dim, not
@@ -225,17 +215,17 @@ pub(super) fn product(
                     "a" => ("ar", "ac", "in0"),
                     _ => ("br", "bc", "in1"),
                 };
-                // Down the columns only in the 8x8 kernel: on SwiftShader
-                // the 4x4 one ran attention's products (64 wide, 16 deep,
-                // one operand transposed) 1.05-1.09x slower with them.
-                let vectors = vectors(access).filter(|&v| wide && (large || v == Vectors::Rows));
+                // Along the rows only: a transposed operand read four at a
+                // time down its columns ran slower than one by one (H200,
+                // 8x8 kernel, right operand transposed: 2048 23.4 against
+                // 32.6 TFLOP/s, 4096 34.0 against 34.4, 1024 25.4 against
+                // 26.3), and so did attention's 64-wide products in the
+                // 4x4 kernel on SwiftShader (1.05-1.09x the time).
+                let vectors = (wide && rows_in_fours(access)).then_some(Vectors::Rows);
                 // Along a vector's dim the stride is 1: not multiplied.
                 let index = match vectors {
                     None => format!("{name}_base + {i} * {name}_rows + {j} * {name}_cols"),
-                    Some(Vectors::Rows) => format!("({name}_base + {i} * {name}_rows + {j}) / 4u"),
-                    Some(Vectors::Columns) => {
-                        format!("({name}_base + {i} + {j} * {name}_cols) / 4u")
-                    }
+                    Some(_) => format!("({name}_base + {i} * {name}_rows + {j}) / 4u"),
                 };
                 (
                     format!(
@@ -636,7 +626,10 @@ impl OperandNames {
             1 => format!("e % {per}u"),
             _ => format!("(e % {per}u) * {width}u"),
         };
-        format!("let {first} = e / {per}u; let {second} = {second_at}; {}", self.place)
+        format!(
+            "let {first} = e / {per}u; let {second} = {second_at}; {}",
+            self.place
+        )
     }
 }
 

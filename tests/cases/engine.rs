@@ -807,9 +807,9 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 
 /// Both product kernels (64x64 tiles at 4x4, and the wide 64x128 tiles at
 /// 8x8 that 128 tiles reach) with each operand stored as is or
-/// transposed, every dim a multiple of four: each operand is then loaded
-/// four at a time along its rows, and in the 8x8 kernel down the columns
-/// of a transposed one (one by one in the 4x4). Shapes past whole tiles
+/// transposed, every dim a multiple of four: a stored operand is then
+/// loaded four at a time along its rows, a transposed one one by one (in
+/// the 8x8 kernel down its columns). Shapes past whole tiles
 /// (ragged edges, each fetch or only an edge's checked) and of whole tiles
 /// and slices (nothing checked). Every element against the CPU, through
 /// an epilogue.

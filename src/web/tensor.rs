@@ -136,27 +136,15 @@ impl JsTensor {
     /// `Int32Array`, or for a bool a `Uint8Array` of 0 and 1, as TF.js's.
     #[wasm_bindgen(unchecked_return_type = "Promise<TypedValues>")]
     pub fn data(&self) -> Result<Promise, JsValue> {
-        let tensor = self.tensor("data")?;
-        let asked_at = errors::site_if_captured(tensor.device());
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
-            match tensor.read(asked_at).await {
-                Ok(values) => Ok(typed(&values)),
-                Err(e) => Err(errors::tensor(&e)),
-            }
-        }))
+        Ok(read(self.tensor("data")?, |values, _| typed(values)))
     }
 
     /// `Promise` of the values as nested arrays of numbers (a number for a
     /// scalar; a bool's as 1 and 0, as TF.js gives them).
     #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]
     pub fn array(&self) -> Result<Promise, JsValue> {
-        let tensor = self.tensor("array")?;
-        let asked_at = errors::site_if_captured(tensor.device());
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
-            match tensor.read(asked_at).await {
-                Ok(values) => Ok(nest(&numbers(&values), tensor.shape())),
-                Err(e) => Err(errors::tensor(&e)),
-            }
+        Ok(read(self.tensor("array")?, |values, shape| {
+            nest(&numbers(values), shape)
         }))
     }
 
@@ -629,6 +617,20 @@ impl JsTensor {
         let t = self.tensor("flatten")?;
         register(t.device(), || t.flatten())
     }
+}
+
+/// A `Promise` of `tensor`'s values, as `finish` gives them from the
+/// values and the shape: `data()`'s and `array()`'s one body (the read's
+/// future, copied into each, was 5 KB of wasm apiece).
+#[inline(never)]
+fn read(tensor: Tensor, finish: fn(&Values, &[usize]) -> JsValue) -> Promise {
+    let asked_at = errors::site_if_captured(tensor.device());
+    wasm_bindgen_futures::future_to_promise(async move {
+        match tensor.read(asked_at).await {
+            Ok(values) => Ok(finish(&values, tensor.shape())),
+            Err(e) => Err(errors::tensor(&e)),
+        }
+    })
 }
 
 /// `values` as the typed array TF.js's `data()` gives for its dtype. A

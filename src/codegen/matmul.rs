@@ -41,12 +41,12 @@
 //!   arithmetic, and the two barriers of a step only cover the stores to
 //!   workgroup memory and the reads of it.
 //! - **A stored operand four floats at a time** from global memory along
-//!   its rows, where they are contiguous and 16-byte aligned (`vectors`).
-//!   A transposed one (a gradient's products read one) is read one by one
-//!   through its layout, in place, never copied: four at a time down its
-//!   columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s against 32.6 one by
-//!   one (H200). A convolution's operands use both directions
-//!   (`codegen::conv`).
+//!   its rows, where they are contiguous and 16-byte aligned
+//!   (`rows_in_fours`). A transposed one (a gradient's products read one)
+//!   is read one by one through its layout, in place, never copied: four
+//!   at a time down its columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s
+//!   against 32.6 one by one (H200). A convolution's operands use both
+//!   directions (`codegen::conv`).
 //! - **16 deep slices**: a slice of both operands fits WebGPU's guaranteed
 //!   16 KiB of workgroup memory; deeper ones would need a limit not every
 //!   adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
@@ -562,9 +562,7 @@ impl Staging {
                 staging.next,
                 "        if (t + {TILE_K}u < {p_k}) {{\n            let tt = t + {TILE_K}u;\n"
             );
-            // So is the one that a slice is inside. The guards' selects cost
-            // an H200 6% of a 4096 product and 15% of a 1024 one, where
-            // every slice is inside.
+            // So is the one that a slice is inside (`Guards::AtEdges`).
             match guards {
                 Guards::None => staging.next += &inside,
                 Guards::AtEdges => {

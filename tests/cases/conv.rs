@@ -228,7 +228,8 @@ fn reference_grads(x: &[f32], f: &[f32], w: &[f32], g: Geometry) -> [Vec<f64>; 2
 /// (forward) and a stored output gradient (for the filter's) are read as
 /// the matrices they are. On both product kernels (64x128 tiles where 4
 /// images of 33x33 reach them), with every padding, strides, dilations
-/// and ragged edges; and the same numbers where none of it holds: images
+/// and ragged edges, and passes of whole tiles that check no edge; and
+/// the same numbers where none of it holds: images
 /// given channels first (NCHW, each channel strided), and a filter that is
 /// a transposed view.
 pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_reference() {
@@ -238,12 +239,16 @@ pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_ref
         Padding::Same,
         Padding::Explicit([[1, 2], [0, 1]]),
     ];
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         ([2, 13, 11, 8], [3, 3, 8, 68], [1, 1], [1, 1]),
         ([2, 9, 10, 4], [2, 3, 4, 64], [2, 3], [1, 1]),
         ([2, 9, 10, 12], [3, 2, 12, 72], [1, 1], [2, 3]),
         ([2, 9, 8, 64], [3, 3, 64, 68], [2, 1], [1, 1]),
         ([4, 33, 33, 4], [3, 3, 4, 132], [1, 1], [1, 1]),
+        // The images' gradient (1024 x 16, 576 deep), and with 'same'
+        // padding the forward pass (1024 x 64, 144 deep), are whole tiles
+        // and slices: no edge checks.
+        ([4, 16, 16, 16], [3, 3, 16, 64], [1, 1], [1, 1]),
     ];
     for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
         let x = values(xs.iter().product(), 30 + seed as u64);

@@ -649,10 +649,11 @@ const OPERAND_NAMES: [OperandNames; 2] = [
 ];
 
 /// Stages an operand loaded four at a time, `along_depth` (a stored left
-/// operand, a transposed right one: four depths of one row or column of
-/// the tile, stored to four depths) or along the tile (a stored right
-/// operand, a transposed left one: four neighbours at one depth, one
-/// vector store where the tile holds vectors): each thread's `loads`
+/// operand, or a convolution's whose channels run along the depth: four
+/// depths of one row or column of the tile, stored to four depths) or
+/// along the tile (a stored right operand, or a convolution's whose
+/// channels run along the tile: four neighbours at one depth, one vector
+/// store where the tile holds vectors): each thread's `loads`
 /// vectors of a slice (each `load`, zero where not `guard`), declared in
 /// `staging.before`, fetched guarded into `fetches` and unguarded into
 /// `inside`, stored at `staging.top`.

@@ -25,10 +25,7 @@
 //! block the host ran in the warm-up (and would in a first step) that the
 //! next step runs as a kernel, its inputs then on the GPU (Adam's powers
 //! of the betas: uploads at first, committed values after), compiles then,
-//! as it would in a second step without a warm-up. The warm-up's launches
-//! do not count as a size set's first run, so a product's sized text comes
-//! after its second real launch, in the background on the web, as without
-//! a warm-up (`runtime::Family`).
+//! as it would in a second step without a warm-up.
 
 use super::flush::BlockRun;
 use super::{Device, DeviceState, State};

@@ -8,7 +8,7 @@ pub mod host;
 pub mod lower;
 
 use rustc_hash::FxHashMap;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -244,6 +244,17 @@ const ARENA_BYTES: u64 = 65536;
 const UNIFORM_ALIGN: u64 = 256;
 
 /// The compiled forms of one kernel text: the same ops, on any sizes.
+///
+/// Each new set of written words is compiled specialised, at its first
+/// launch, until the family has its room of them; past that the text as
+/// is. So a text compiles at most `MAX_SIZED + 1` times (one that writes in
+/// only its scalars twice), and a loop of fixed shapes compiles everything
+/// in its first step and nothing after. Compiling the general text first
+/// and specialising a size set once it came again (as this did before)
+/// cost a training step of 135 launches two and three more steps of
+/// pipeline compiles on SwiftShader (W9: 6.8 s and 7.7 s against 0.8 s
+/// once warm), for the one case it saves: a text launched at more sizes
+/// than its room, which now compiles `MAX_SIZED` texts more, once.
 #[derive(Default)]
 struct Family {
     /// Its text with the words of its first launches written in
@@ -252,99 +263,42 @@ struct Family {
     /// layers of one net that share a product's text).
     specialized: Vec<(Vec<u32>, wgpu::ComputePipeline)>,
     /// Its text as is (words read as uniforms), compiled once a launch
-    /// brings other words than those. Every such launch uses it: a loop
-    /// whose scalars change compiles each kernel at most twice (a sized
-    /// one at most `MAX_SIZED + 1` times).
+    /// brings other words than those and the room is full. Every such
+    /// launch uses it.
     general: Option<wgpu::ComputePipeline>,
-    /// A sized text's word sets launched once, on `general`: one launched
-    /// again (a training loop's next step) is specialised then. So a first
-    /// step compiles one pipeline per text, as a text that writes in only
-    /// its scalars does, and a shape launched once never costs a second.
-    seen: Vec<Vec<u32>>,
-    /// Sized word sets whose specialised text is compiling off the launch
-    /// path (`Compiler::background`), each with its flag, set once the
-    /// compiled pipeline is there to take: until then their launches run
-    /// `general`, so a second step never waits for what only speeds up
-    /// the third.
-    compiling: Vec<(Vec<u32>, Rc<Cell<bool>>)>,
 }
 
 /// The most size sets a text that writes in its sizes is specialised for.
 const MAX_SIZED: usize = 4;
 
 impl Family {
-    /// The pipeline `kernel` launches on, and whether a compile was asked
-    /// for (now or in the background) to answer it. Only a launch that
-    /// `runs` makes its size set one seen.
+    /// The pipeline `kernel` launches on, and whether it was compiled to
+    /// answer it.
     fn pipeline(
         &mut self,
         kernel: &Kernel,
         compiler: &mut Compiler<'_>,
-        runs: bool,
     ) -> (wgpu::ComputePipeline, bool) {
         let words = kernel.written_words();
         if let Some((_, pipeline)) = self.specialized.iter().find(|(w, _)| *w == words) {
             return (pipeline.clone(), false);
         }
-        if let Some(at) = self.compiling.iter().position(|(w, _)| *w == words)
-            && self.compiling[at].1.get()
-        {
-            // Compiled in the background: taking it compiles nothing.
-            self.compiling.remove(at);
-            let pipeline = compiler.now(&kernel.specialized());
-            self.specialized.push((words, pipeline.clone()));
-            return (pipeline, false);
+        if let Some(general) = &self.general {
+            return (general.clone(), false);
         }
         let room = match kernel.sizes {
             true => MAX_SIZED,
             false => 1,
         };
-        let roomy = self.specialized.len() + self.compiling.len() < room;
-        match &self.general {
-            // Sized, and launched before on the general text: now worth
-            // its own, compiled in the background where the platform can.
-            Some(general) if kernel.sizes && roomy && self.seen.contains(&words) => {
-                self.seen.retain(|w| *w != words);
-                let text = kernel.specialized();
-                match compiler.background(&text) {
-                    Some(ready) => {
-                        self.compiling.push((words, ready));
-                        (general.clone(), true)
-                    }
-                    None => {
-                        let pipeline = compiler.now(&text);
-                        self.specialized.push((words, pipeline.clone()));
-                        (pipeline, true)
-                    }
-                }
-            }
-            Some(general) => {
-                let general = general.clone();
-                let waiting = self.compiling.iter().any(|(w, _)| *w == words);
-                if runs && kernel.sizes && roomy && !waiting && self.seen.len() < 2 * MAX_SIZED {
-                    self.seen.push(words);
-                }
-                (general, false)
-            }
-            None if kernel.sizes => {
-                if runs {
-                    self.seen.push(words);
-                }
-                (
-                    self.general.insert(compiler.now(&kernel.wgsl)).clone(),
-                    true,
-                )
-            }
-            None if roomy => {
-                let pipeline = compiler.now(&kernel.specialized());
-                self.specialized.push((words, pipeline.clone()));
-                (pipeline, true)
-            }
-            None => (
-                self.general.insert(compiler.now(&kernel.wgsl)).clone(),
-                true,
-            ),
+        if self.specialized.len() < room {
+            let pipeline = compiler.now(&kernel.specialized());
+            self.specialized.push((words, pipeline.clone()));
+            return (pipeline, true);
         }
+        (
+            self.general.insert(compiler.now(&kernel.wgsl)).clone(),
+            true,
+        )
     }
 }
 
@@ -394,60 +348,6 @@ impl Compiler<'_> {
                 compilation_options: Default::default(),
                 cache: None,
             })
-    }
-
-    /// Starts compiling `text` without waiting, and returns a flag set
-    /// once `now` of the same text would find it compiled; `None` where
-    /// the platform compiles only `now`. On the web,
-    /// `createComputePipelineAsync` of the same descriptor
-    /// `now` makes: the browser compiles it off the page's thread and off
-    /// the queue, and keeps it, so `now` of the same text once it resolved
-    /// takes the compiled one (Dawn keeps pipelines by content). A
-    /// rejection sets the flag too: `now` then reports the error in its
-    /// error scope, as any compile's.
-    fn background(&mut self, text: &str) -> Option<Rc<Cell<bool>>> {
-        #[cfg(target_arch = "wasm32")]
-        {
-            use js_sys::{Function, Object, Promise, Reflect};
-            use wasm_bindgen::{JsCast, JsValue};
-            let device: &JsValue = self.device.as_webgpu()?.as_ref();
-            let call = |target: &JsValue, method: &str, arg: &JsValue| -> Option<JsValue> {
-                let f = Reflect::get(target, &method.into())
-                    .ok()?
-                    .dyn_into::<Function>()
-                    .ok()?;
-                f.call1(target, arg).ok()
-            };
-            let object = |fields: &[(&str, &JsValue)]| -> Option<JsValue> {
-                let o = Object::new();
-                for (k, v) in fields {
-                    Reflect::set(&o, &(*k).into(), v).ok()?;
-                }
-                Some(o.into())
-            };
-            let module = call(
-                device,
-                "createShaderModule",
-                &object(&[("code", &text.into())])?,
-            )?;
-            let stage = object(&[("module", &module), ("entryPoint", &"main".into())])?;
-            let descriptor = object(&[("layout", &"auto".into()), ("compute", &stage)])?;
-            let promise = call(device, "createComputePipelineAsync", &descriptor)?
-                .dyn_into::<Promise>()
-                .ok()?;
-            let ready = Rc::new(Cell::new(false));
-            let flag = ready.clone();
-            wasm_bindgen_futures::spawn_local(async move {
-                let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
-                flag.set(true);
-            });
-            Some(ready)
-        }
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let _ = text;
-            None
-        }
     }
 }
 
@@ -642,19 +542,18 @@ impl Gpu {
         };
         // Looked up by reference: the text is cloned only for a new family,
         // not on every launch.
-        let runs = !self.compile_only;
         let (pipeline, compiled) = match self.pipelines.get_mut(&kernel.wgsl) {
-            Some(family) => family.pipeline(kernel, &mut compiler, runs),
+            Some(family) => family.pipeline(kernel, &mut compiler),
             None => {
                 let mut family = Family::default();
-                let found = family.pipeline(kernel, &mut compiler, runs);
+                let found = family.pipeline(kernel, &mut compiler);
                 self.pipelines.insert(kernel.wgsl.clone(), family);
                 found
             }
         };
         stats.pipelines_compiled += u64::from(compiled);
         stats.pipeline_cache_hits += u64::from(!compiled);
-        if !runs {
+        if self.compile_only {
             return;
         }
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);

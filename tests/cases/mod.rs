@@ -238,7 +238,11 @@ macro_rules! all_cases {
         );
         $run!(
             engine,
-            a_repeated_loop_stops_compiling_pipelines_after_its_second_iteration
+            a_repeated_loop_compiles_pipelines_in_its_first_iteration_only
+        );
+        $run!(
+            engine,
+            a_product_at_ever_new_sizes_compiles_at_most_five_pipelines_and_stays_right
         );
         $run!(engine, a_warmup_fails_only_what_its_function_made_and_consumes_no_fault);
         $run!(

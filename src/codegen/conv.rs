@@ -38,6 +38,7 @@ fn tiled(
     second: &Access,
     shape: &[usize],
     epilogue: Group<'_>,
+    cpu: bool,
 ) -> Kernel {
     let mut params = Params::default();
     // An operand that is a plain matrix, where one is.
@@ -91,7 +92,14 @@ fn tiled(
             if second.layout.is_contiguous(&second.shape) {
                 matrix = plain(second, [kh * kw * c, o]);
                 let operands = [images, Operand::Matrix(&matrix)];
-                return product(params, operands, &[n, oh * ow, o], kh * kw * c, epilogue);
+                return product(
+                    params,
+                    operands,
+                    &[n, oh * ow, o],
+                    kh * kw * c,
+                    epilogue,
+                    cpu,
+                );
             }
             (images, (b, None), vec![n, oh * ow, o], kh * kw * c)
         }
@@ -181,14 +189,21 @@ fn tiled(
             if second.layout.is_contiguous(&second.shape) {
                 matrix = plain(second, [n * oh * ow, o]);
                 let operands = [images, Operand::Matrix(&matrix)];
-                return product(params, operands, &[kh * kw * c, o], n * oh * ow, epilogue);
+                return product(
+                    params,
+                    operands,
+                    &[kh * kw * c, o],
+                    n * oh * ow,
+                    epilogue,
+                    cpu,
+                );
             }
             (images, (b, None), vec![kh * kw * c, o], n * oh * ow)
         }
     };
     let (loader, fours) = second_loader;
     let second = loader.operand(1, second, 0, fours);
-    product(params, [first_operand, second], &out, k, epilogue)
+    product(params, [first_operand, second], &out, k, epilogue, cpu)
 }
 
 /// How an operand's function finds its element: `body` computes the
@@ -273,7 +288,8 @@ const DIRECT_WORKGROUP: u32 = 64;
 /// output channel `ci * m + mi` from input channel `ci` alone), writing
 /// `shape` row-major through `epilogue`. A depthwise pass, and a pass whose
 /// product would be narrower than the narrowest tile, runs `direct`; the
-/// others are implicit products on the matmul's tiles (`tiled`).
+/// others are implicit products on the matmul's tiles (`tiled`), shaped
+/// for a CPU adapter where `cpu` says it is one.
 pub fn conv(
     pass: ConvPass,
     geometry: ConvGeometry,
@@ -282,6 +298,7 @@ pub fn conv(
     second: &Access,
     shape: &[usize],
     epilogue: Group<'_>,
+    cpu: bool,
 ) -> Kernel {
     // Every pass writes its product's columns last: the forward pass's and
     // the filter's gradient's output channels, the images' gradient's
@@ -290,7 +307,7 @@ pub fn conv(
     if depthwise || columns < NARROWEST_TILE {
         direct(pass, geometry, depthwise, first, second, shape, epilogue)
     } else {
-        tiled(pass, geometry, first, second, shape, epilogue)
+        tiled(pass, geometry, first, second, shape, epilogue, cpu)
     }
 }
 

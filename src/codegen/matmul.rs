@@ -53,6 +53,9 @@
 //!   TFLOP/s: a next step where an adapter grants the memory.)
 //! - **The epilogue is fused**: each output goes through the elementwise
 //!   ops that follow the product before it is written.
+//! - **A CPU adapter's small products take small tiles**
+//!   (`Threads::for_product`): there a pipeline's compile grows with its
+//!   workgroup memory, and small products ran faster on them too.
 //!
 //! Left for later (issue 24): subgroup and cooperative-matrix operations,
 //! split-K for products with few tiles, and larger tiles where the adapter
@@ -71,6 +74,11 @@ const LANES: [&str; 4] = ["x", "y", "z", "w"];
 
 /// The depth of one shared-memory stage of the matmul.
 pub(super) const TILE_K: usize = 16;
+
+/// The most multiply-adds a product has to take a CPU's smaller tiles
+/// (`Threads::for_product`): 2^26, between W9's largest products (2^24,
+/// faster on them) and W4's (10^8, slower).
+const CPU_SMALL: usize = 1 << 26;
 
 /// The fewest rows or columns a tile has: a slice of a narrower one would
 /// be staged by some threads only, which lost SwiftShader its device.
@@ -125,10 +133,16 @@ fn column_major(operand: &Operand<'_>) -> bool {
 /// (`epilogue`: the anchored block, the ops, how to read its inputs). Operands
 /// are read through their layouts, so a transposed operand is never copied.
 /// Writes `[batch.., m, n]` row-major.
-pub fn matmul(a: &Access, b: &Access, out_shape: &[usize], epilogue: Group<'_>) -> Kernel {
+pub fn matmul(
+    a: &Access,
+    b: &Access,
+    out_shape: &[usize],
+    epilogue: Group<'_>,
+    cpu: bool,
+) -> Kernel {
     let k = a.shape[a.shape.len() - 1];
     let operands = [Operand::Matrix(a), Operand::Matrix(b)];
-    product(Params::default(), operands, out_shape, k, epilogue)
+    product(Params::default(), operands, out_shape, k, epilogue, cpu)
 }
 
 /// How a product reads one of its operands.
@@ -155,18 +169,20 @@ pub(super) enum Operand<'a> {
 
 /// The tiled product of `operands` (`k` deep) into `[batch.., m, n]`
 /// (`out_shape`), with its epilogue: the kernel `matmul` and the
-/// convolutions share. `params` holds what the operands' functions read.
+/// convolutions share. `params` holds what the operands' functions read;
+/// `cpu` says the adapter is a CPU (`Threads::for_product`).
 pub(super) fn product(
     mut params: Params,
     operands: [Operand<'_>; 2],
     out_shape: &[usize],
     k: usize,
     epilogue: Group<'_>,
+    cpu: bool,
 ) -> Kernel {
     let rank = out_shape.len();
     let batch_shape = &out_shape[..rank - 2];
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
-    let (threads, r) = Threads::for_product(m, n, shape::numel(batch_shape));
+    let (threads, r) = Threads::for_product(m, n, k, shape::numel(batch_shape), cpu);
     let (tile_m, tile_n) = (threads.rows * r, threads.cols * r);
     let (tiles_m, tiles_n) = (m.div_ceil(tile_m), n.div_ceil(tile_n));
     let batches = shape::numel(batch_shape);
@@ -191,8 +207,9 @@ pub(super) fn product(
     // four at a time, and how one element of its tile is read.
     // The 8x8 kernel, for large products.
     let large = r == 8;
-    // Four at a time only where a tile holds whole vectors for every
-    // thread's share (a tile at least 64 wide).
+    // Four at a time only where each thread's share of a slice is whole
+    // vectors (a tile of 64 on 256 threads, of 32 on 64).
+    let wide = |tile: usize| (tile * TILE_K).is_multiple_of(4 * threads.count());
     let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, wide: bool| {
         match operand {
             Operand::Matrix(access) => {
@@ -264,8 +281,8 @@ pub(super) fn product(
         }
     };
     let [a, b] = &operands;
-    let (a_base, vectors_a, a_elem) = read(&mut params, a, "a", tile_m >= 64);
-    let (b_base, vectors_b, b_elem) = read(&mut params, b, "b", tile_n >= 64);
+    let (a_base, vectors_a, a_elem) = read(&mut params, a, "a", wide(tile_m));
+    let (b_base, vectors_b, b_elem) = read(&mut params, b, "b", wide(tile_n));
     body += &a_base;
     body += &b_base;
     let layout = Layout4::of(r);
@@ -713,8 +730,9 @@ struct Threads {
 }
 
 impl Threads {
-    /// The threads and `r` for `batches` products of `m` by `n`, chosen on
-    /// an H200 (`examples/matmul_lab.rs`, kernel time, 1024 to 4096 square):
+    /// The threads and `r` for `batches` products of `m` by `n`, on a GPU
+    /// chosen on an H200 (`examples/matmul_lab.rs`, kernel time, 1024 to
+    /// 4096 square):
     /// - Enough work for 128 workgroups of 64x128 outputs (a 1024 square)
     ///   gets them: 8x8 outputs per thread, 128 threads. 8x8 reuses each
     ///   staged value eight times from registers, and the smaller workgroup
@@ -726,26 +744,51 @@ impl Threads {
     ///   its edges (ties to the larger r, then the squarer shape): a
     ///   product of 8 columns (a convolution of 8 channels) on a 64x64 tile
     ///   would compute seven eighths of it for nothing.
-    fn for_product(m: usize, n: usize, batches: usize) -> (Threads, usize) {
-        if m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
+    ///
+    /// On a CPU adapter (`cpu`), a product of fewer than `CPU_SMALL`
+    /// multiply-adds takes a tile of 64 threads instead (32x32 at 4x4 where
+    /// it fills one), by the narrow rule. A pipeline's compile there grows
+    /// with the workgroup memory it declares (SwiftShader: a kernel of
+    /// 1 KiB 40 ms, 4 KiB 175 ms, 16 KiB 1.1 s), and the 64x64 tile's
+    /// 8 KiB made each product's pipeline 550 ms of a first W9 step's
+    /// 10 s, against 20 ms for its other kernels; and a small product ran
+    /// faster on the smaller tiles too (W9's 1024x64x256 0.67x the time,
+    /// its attention's 0.59x). A larger product keeps the GPU's tiles: it
+    /// loads half as much per multiply-add from them, which decides its
+    /// time (one of 256x512x784 with a transposed operand ran 1.85x as
+    /// long on 32x32 tiles, 1024 square 1.22x).
+    fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> (Threads, usize) {
+        let work = m
+            .saturating_mul(n)
+            .saturating_mul(k)
+            .saturating_mul(batches);
+        let cpu = cpu && work < CPU_SMALL;
+        if !cpu && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
             return (Threads { rows: 8, cols: 16 }, 8);
         }
         // A product 64 wide each way keeps the square tile: a thinner one
         // wastes less at the edges but reuses each staged value less (W4's
         // 784x512 products ran 1.5x slower on 16x64 tiles).
-        if m >= 64 && n >= 64 {
+        if !cpu && m >= 64 && n >= 64 {
             return (Threads { rows: 16, cols: 16 }, 4);
         }
-        let shapes = [(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)];
+        let shapes: &[(usize, usize)] = match cpu {
+            true => &[(8, 8), (16, 4), (4, 16)],
+            false => &[(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)],
+        };
         let padded = |(rows, cols): (usize, usize), r: usize| {
             let (tm, tn) = (rows * r, cols * r);
             m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
         };
-        // Both staged slices fit WebGPU's 16 KiB of workgroup memory, and
-        // each is at least `NARROWEST_TILE` wide (256 elements, one per
-        // thread).
+        // Both staged slices fit WebGPU's 16 KiB of workgroup memory (a
+        // CPU's 4 KiB), and each is at least `NARROWEST_TILE` wide (256
+        // elements, one per thread).
+        let memory = match cpu {
+            true => 4096,
+            false => 16384,
+        };
         let fits = |(rows, cols): (usize, usize), r: usize| {
-            (rows + cols) * r * TILE_K * 4 <= 16384
+            (rows + cols) * r * TILE_K * 4 <= memory
                 && rows * r >= NARROWEST_TILE
                 && cols * r >= NARROWEST_TILE
         };
@@ -810,29 +853,51 @@ mod tests {
 
     #[test]
     fn every_product_shape_gets_a_tile_that_fits_webgpu_s_workgroup_memory() {
-        for m in [1, 7, 8, 16, 25, 64, 144, 200, 576, 2048, 5000] {
-            for n in [1, 8, 10, 16, 64, 100, 2048, 4096] {
-                for batches in [1, 4, 64] {
-                    let (t, r) = Threads::for_product(m, n, batches);
-                    assert!(t.count() <= 256, "{m}x{n}");
-                    let (tm, tn) = (t.rows * r, t.cols * r);
-                    let bytes = (tm + tn) * TILE_K * 4;
-                    assert!(bytes <= 16384, "{m}x{n}: {t:?} r {r} stages {bytes} bytes");
-                    // Each thread stages a whole number of elements of a
-                    // slice, of vectors where a tile loads by four.
-                    for tile in [tm, tn] {
-                        let per = if tile >= 64 { 4 * t.count() } else { t.count() };
-                        assert_eq!(tile * TILE_K % per, 0, "{m}x{n}: {t:?} r {r}");
-                    }
-                }
+        let ms = [1, 7, 8, 16, 25, 64, 144, 200, 576, 2048, 5000];
+        let ns = [1, 8, 10, 16, 64, 100, 2048, 4096];
+        for (cpu, m, n, batches) in [false, true].into_iter().flat_map(|cpu| {
+            ms.into_iter().flat_map(move |m| {
+                ns.into_iter()
+                    .flat_map(move |n| [1, 4, 64].map(|batches| (cpu, m, n, batches)))
+            })
+        }) {
+            let (t, r) = Threads::for_product(m, n, 64, batches, cpu);
+            assert!(t.count() <= 256, "{m}x{n}");
+            let (tm, tn) = (t.rows * r, t.cols * r);
+            let bytes = (tm + tn) * TILE_K * 4;
+            assert!(bytes <= 16384, "{m}x{n}: {t:?} r {r} stages {bytes} bytes");
+            // A CPU's tiles for a small product declare little workgroup
+            // memory: it is what their compile grows with.
+            let small = m * n * 64 * batches < CPU_SMALL;
+            assert!(
+                !(cpu && small) || bytes <= 4096,
+                "{m}x{n} on a CPU: {bytes} bytes"
+            );
+            // Each thread stages a whole number of elements of a slice,
+            // and a tile 64 wide or more a whole number of vectors (it
+            // loads by four, as a CPU's 32 wide does).
+            for tile in [tm, tn] {
+                assert_eq!(tile * TILE_K % t.count(), 0, "{m}x{n}: {t:?} r {r}");
+                let vectors = tile * TILE_K % (4 * t.count());
+                assert!(tile < 64 || vectors == 0, "{m}x{n}: {t:?} r {r}");
             }
         }
         // A narrow product takes a narrow tile; none is under 16 wide.
-        let (t, r) = Threads::for_product(9216, 8, 1);
-        assert_eq!(t.cols * r, 16, "{t:?} r {r}");
-        for (m, n) in [(1, 1), (8, 8), (25, 8), (4096, 1)] {
-            let (t, r) = Threads::for_product(m, n, 1);
-            assert!(t.rows * r >= 16 && t.cols * r >= 16, "{m}x{n}: {t:?} r {r}");
+        for cpu in [false, true] {
+            let (t, r) = Threads::for_product(9216, 8, 64, 1, cpu);
+            assert_eq!(t.cols * r, 16, "{t:?} r {r}");
+            for (m, n) in [(1, 1), (8, 8), (25, 8), (4096, 1)] {
+                let (t, r) = Threads::for_product(m, n, 64, 1, cpu);
+                assert!(t.rows * r >= 16 && t.cols * r >= 16, "{m}x{n}: {t:?} r {r}");
+            }
         }
+        // A CPU's small products take the 4x4 kernel on 32x32 tiles, its
+        // large ones a GPU's tiles.
+        let wide = (Threads { rows: 8, cols: 16 }, 8);
+        assert_eq!(Threads::for_product(1024, 1024, 1024, 1, false), wide);
+        assert_eq!(Threads::for_product(1024, 1024, 1024, 1, true), wide);
+        let small = (Threads { rows: 8, cols: 8 }, 4);
+        assert_eq!(Threads::for_product(1024, 256, 64, 1, true), small);
+        assert_eq!(Threads::for_product(1024, 256, 64, 1, false).0.count(), 256);
     }
 }

@@ -218,7 +218,7 @@ mod tests {
             numerics: Numerics::Off,
         };
         let (a, b) = (contiguous(&[40, 12]), contiguous(&[12, 24]));
-        let kernel = matmul(&a, &b, &[40, 24], epilogue);
+        let kernel = matmul(&a, &b, &[40, 24], epilogue, false);
         let text = kernel.specialized();
         assert!(!text.contains("param(0u)"), "{text}");
         assert!(text.contains("_ = params[0];"), "{text}");
@@ -229,6 +229,7 @@ mod tests {
             &contiguous(&[16, 24]),
             &[40, 24],
             epilogue,
+            false,
         );
         assert_eq!(other.wgsl, kernel.wgsl);
         assert_ne!(other.written_words(), kernel.written_words());
@@ -245,7 +246,7 @@ mod tests {
             numerics: Numerics::Off,
         };
         let declared = |a: &Access, b: &Access, out: &[usize]| {
-            let text = matmul(a, b, out, epilogue).wgsl;
+            let text = matmul(a, b, out, epilogue, false).wgsl;
             (
                 text.contains("in0: array<vec4<f32>>"),
                 text.contains("in1: array<vec4<f32>>"),
@@ -452,6 +453,7 @@ mod tests {
                 anchor: Some(product.output),
                 numerics: Numerics::Off,
             },
+            false,
         );
         assert_eq!(kernel.workgroups, 3 * 2 * 2);
     }

@@ -87,6 +87,12 @@ pub struct DeviceOptions {
     /// scalar's) pass through unflagged: they are not the op's doing. Off by
     /// default; switchable on a live device (`set_check_numerics`).
     pub check_numerics: bool,
+    /// Shape kernels as for a CPU adapter (`Some(true)`) or a GPU
+    /// (`Some(false)`), whatever the adapter is; `None` (the default)
+    /// follows the adapter (`runtime::Gpu::cpu`: products' tiles,
+    /// reductions' threads). This machine's adapters are CPUs: its tests
+    /// run the GPU's kernels through this, as a GPU would.
+    pub cpu_kernels: Option<bool>,
 }
 
 /// The default `host_max_elements`, TF.js's threshold for the same
@@ -112,6 +118,7 @@ impl Default for DeviceOptions {
             error_scopes: true,
             host_max_elements: HOST_MAX_ELEMENTS,
             check_numerics: false,
+            cpu_kernels: None,
         }
     }
 }
@@ -185,7 +192,8 @@ impl Device {
     pub async fn request(options: DeviceOptions) -> Result<Device, RequestError> {
         thread_local!(static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(1) });
         install_panic_hook();
-        let gpu = Gpu::request().await?;
+        let mut gpu = Gpu::request().await?;
+        gpu.cpu = options.cpu_kernels.unwrap_or(gpu.cpu);
         let lost_signal: LostSignal = Arc::new(Mutex::new(None));
         let signal = lost_signal.clone();
         gpu.device.set_device_lost_callback(move |reason, message| {

@@ -191,8 +191,17 @@ impl Lowering<'_> {
                 pass,
                 geometry,
                 depthwise,
-            } => codegen::conv(pass, geometry, depthwise, a, b, &ops[i].shape, group),
-            _ => codegen::matmul(a, b, &ops[i].shape, group),
+            } => codegen::conv(
+                pass,
+                geometry,
+                depthwise,
+                a,
+                b,
+                &ops[i].shape,
+                group,
+                self.gpu.cpu,
+            ),
+            _ => codegen::matmul(a, b, &ops[i].shape, group, self.gpu.cpu),
         };
         refuse_broken(&kernel)?;
         let written = self.allocate_outputs(epilogue, &epilogue.outputs);

@@ -153,7 +153,8 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     pub adapter_info: String,
     /// Whether the adapter is a CPU implementation (SwiftShader, lavapipe),
-    /// for which some kernels are shaped differently.
+    /// for which some kernels are shaped differently (or as
+    /// `DeviceOptions::cpu_kernels` says).
     pub cpu: bool,
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.

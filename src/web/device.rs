@@ -97,6 +97,7 @@ impl JsDevice {
             capture_stacks: debug.boolean_or("captureStacks", defaults.capture_stacks)?,
             error_scopes: debug.boolean_or("errorScopes", defaults.error_scopes)?,
             check_numerics: debug.boolean_or("checkNumerics", defaults.check_numerics)?,
+            cpu_kernels: defaults.cpu_kernels,
             host_max_elements: options.integer_or(
                 "hostMaxElements",
                 0.0,

@@ -5,9 +5,9 @@
 //! Pooling: `maxPool` and `avgPool` against a CPU reference, fused with
 //! what computes their input, and their gradients.
 
-use webfusion::{DataFormat, Device, Padding, Tensor};
+use webfusion::{DataFormat, Device, DeviceOptions, Padding, Tensor};
 
-use super::engine::kernels_only;
+use super::engine::{device_with, kernels_only};
 
 /// Seeded values in `[-1, 1)`.
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -232,8 +232,21 @@ fn reference_grads(x: &[f32], f: &[f32], w: &[f32], g: Geometry) -> [Vec<f64>; 2
 /// the same numbers where none of it holds: images
 /// given channels first (NCHW, each channel strided), and a filter that is
 /// a transposed view.
+/// Each on a GPU's product kernels and on a CPU's
+/// (`DeviceOptions::cpu_kernels`).
 pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_reference() {
-    let gpu = kernels_only().await;
+    for cpu in [false, true] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: 0,
+            cpu_kernels: Some(cpu),
+            ..DeviceOptions::default()
+        })
+        .await;
+        convolutions_in_fours_match(&gpu).await;
+    }
+}
+
+async fn convolutions_in_fours_match(gpu: &Device) {
     let pads = [
         Padding::Valid,
         Padding::Same,

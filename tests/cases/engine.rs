@@ -834,21 +834,34 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
     }
 }
 
-/// Both product kernels (64x64 tiles at 4x4, and the wide 64x128 tiles at
-/// 8x8 that 128 tiles reach) with each operand stored as is or
-/// transposed, every dim a multiple of four: a stored operand is then
-/// loaded four at a time along its rows, a transposed one one by one (in
-/// the 8x8 kernel down its columns). Shapes past whole tiles
-/// (ragged edges, each fetch or only an edge's checked) and of whole tiles
-/// and slices (nothing checked). Every element against the CPU, through
-/// an epilogue.
-pub async fn products_of_operands_stored_either_way_match_the_cpu_on_both_kernels() {
-    let gpu = kernels_only().await;
+/// Every product kernel: a GPU's (64x64 tiles at 4x4, and the wide 64x128
+/// tiles at 8x8 that 128 tiles reach) and a CPU's (32x32 and narrower
+/// tiles of 64 threads), each run here through `DeviceOptions::cpu_kernels`,
+/// with each operand stored as is or transposed, every dim a multiple of
+/// four but one product's: a stored operand is then loaded four at a time
+/// along its rows (on 64-wide tiles), a transposed one one by one (in the
+/// 8x8 kernel down its columns). Shapes past whole tiles (ragged edges,
+/// each fetch or only an edge's checked) and of whole tiles and slices
+/// (nothing checked). Every element against the CPU, through an epilogue.
+pub async fn products_of_operands_stored_either_way_match_the_cpu_on_every_kernel() {
+    for cpu in [false, true] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: 0,
+            cpu_kernels: Some(cpu),
+            ..DeviceOptions::default()
+        })
+        .await;
+        products_match_the_cpu(&gpu, cpu).await;
+    }
+}
+
+async fn products_match_the_cpu(gpu: &Device, cpu: bool) {
     let shapes = [
         (1, 100, 40, 132),
         (16, 132, 40, 260),
         (1, 128, 48, 192),
         (16, 128, 32, 512),
+        (2, 37, 21, 13),
     ];
     for (batches, m, k, n) in shapes {
         let a: Vec<f32> = (0..batches * m * k)
@@ -887,8 +900,8 @@ pub async fn products_of_operands_stored_either_way_match_the_cpu_on_both_kernel
                 let want = dot - 1.0;
                 assert!(
                     (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                    "{batches}x{m}x{k}x{n}, left transposed {a_t}, right {b_t}: \
-                     ({batch}, {row}, {col}): {g} vs {want}"
+                    "{batches}x{m}x{k}x{n} (cpu kernels: {cpu}), left transposed {a_t}, \
+                     right {b_t}: ({batch}, {row}, {col}): {g} vs {want}"
                 );
             }
         }

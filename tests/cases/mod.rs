@@ -333,7 +333,7 @@ macro_rules! all_cases {
         $run!(engine, a_large_matmul_with_ragged_edges_matches_the_cpu);
         $run!(engine, a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everywhere);
         $run!(engine, a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere);
-        $run!(engine, products_of_operands_stored_either_way_match_the_cpu_on_both_kernels);
+        $run!(engine, products_of_operands_stored_either_way_match_the_cpu_on_every_kernel);
         $run!(
             engine,
             an_mlp_layer_is_one_matmul_kernel_with_its_bias_and_activation_as_epilogue

@@ -762,17 +762,17 @@ impl Threads {
             .saturating_mul(n)
             .saturating_mul(k)
             .saturating_mul(batches);
-        let cpu = cpu && work < CPU_SMALL;
-        if !cpu && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
+        let cpu_tiles = cpu && work < CPU_SMALL;
+        if !cpu_tiles && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
             return (Threads { rows: 8, cols: 16 }, 8);
         }
         // A product 64 wide each way keeps the square tile: a thinner one
         // wastes less at the edges but reuses each staged value less (W4's
         // 784x512 products ran 1.5x slower on 16x64 tiles).
-        if !cpu && m >= 64 && n >= 64 {
+        if !cpu_tiles && m >= 64 && n >= 64 {
             return (Threads { rows: 16, cols: 16 }, 4);
         }
-        let shapes: &[(usize, usize)] = match cpu {
+        let shapes: &[(usize, usize)] = match cpu_tiles {
             true => &[(8, 8), (16, 4), (4, 16)],
             false => &[(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)],
         };
@@ -783,7 +783,7 @@ impl Threads {
         // Both staged slices fit WebGPU's 16 KiB of workgroup memory (a
         // CPU's 4 KiB), and each is at least `NARROWEST_TILE` wide (256
         // elements, one per thread).
-        let memory = match cpu {
+        let memory = match cpu_tiles {
             true => 4096,
             false => 16384,
         };
@@ -853,14 +853,7 @@ mod tests {
 
     #[test]
     fn every_product_shape_gets_a_tile_that_fits_webgpu_s_workgroup_memory() {
-        let ms = [1, 7, 8, 16, 25, 64, 144, 200, 576, 2048, 5000];
-        let ns = [1, 8, 10, 16, 64, 100, 2048, 4096];
-        for (cpu, m, n, batches) in [false, true].into_iter().flat_map(|cpu| {
-            ms.into_iter().flat_map(move |m| {
-                ns.into_iter()
-                    .flat_map(move |n| [1, 4, 64].map(|batches| (cpu, m, n, batches)))
-            })
-        }) {
+        let check = |m: usize, n: usize, batches: usize, cpu: bool| {
             let (t, r) = Threads::for_product(m, n, 64, batches, cpu);
             assert!(t.count() <= 256, "{m}x{n}");
             let (tm, tn) = (t.rows * r, t.cols * r);
@@ -880,6 +873,15 @@ mod tests {
                 assert_eq!(tile * TILE_K % t.count(), 0, "{m}x{n}: {t:?} r {r}");
                 let vectors = tile * TILE_K % (4 * t.count());
                 assert!(tile < 64 || vectors == 0, "{m}x{n}: {t:?} r {r}");
+            }
+        };
+        for cpu in [false, true] {
+            for m in [1, 7, 8, 16, 25, 64, 144, 200, 576, 2048, 5000] {
+                for n in [1, 8, 10, 16, 64, 100, 2048, 4096] {
+                    for batches in [1, 4, 64] {
+                        check(m, n, batches, cpu);
+                    }
+                }
             }
         }
         // A narrow product takes a narrow tile; none is under 16 wide.

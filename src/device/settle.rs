@@ -704,19 +704,12 @@ pub(super) fn non_finite_message(
         crate::ir::shape::display(&op.shape)
     );
     if !operands.is_empty() {
-        let shown: Vec<String> = operands.iter().map(|&v| number(v)).collect();
+        let shown: Vec<String> = operands
+            .iter()
+            .map(|&v| crate::error::number_f32(v))
+            .collect();
         message.push_str(": ");
         message.push_str(&shown.join(" and "));
     }
     message
-}
-
-/// A float as a reader of the message expects it: `0`, `2.5`, `1e30`.
-fn number(v: f32) -> String {
-    let magnitude = v.abs();
-    if v == 0.0 || (1e-4..1e16).contains(&magnitude) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
 }

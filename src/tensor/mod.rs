@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::panic::Location;
 
 use crate::device::read::ReadStep;
-use crate::error::{ErrorClass, RegistrationError};
+use crate::error::{ErrorClass, RegistrationError, number};
 use crate::failure::TensorError;
 use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 
@@ -156,7 +156,7 @@ impl Device {
                 return Err(RegistrationError::new(
                     op,
                     ErrorClass::Range,
-                    format!("{value} is not an int32"),
+                    format!("{} is not an int32", number(value)),
                 ));
             }
             DType::Bool => f64::from(u8::from(value != 0.0)),

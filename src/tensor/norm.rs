@@ -4,7 +4,7 @@
 //! their gradients are the tape's, exact for every input.
 
 use super::ops::{axes_indices, invalid, range, signed};
-use crate::error::RegistrationError;
+use crate::error::{RegistrationError, number_f32};
 use crate::ir::DType;
 use crate::ir::shape::{self, display};
 use crate::tensor::Tensor;
@@ -55,7 +55,10 @@ impl Tensor {
         if !(epsilon.is_finite() && epsilon >= 0.0) {
             return Err(range(
                 op,
-                format!("varianceEpsilon must be finite and at least 0, got {epsilon}"),
+                format!(
+                    "varianceEpsilon must be finite and at least 0, got {}",
+                    number_f32(epsilon)
+                ),
             ));
         }
         if mean.rank() != variance.rank() {

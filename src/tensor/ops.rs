@@ -2,7 +2,7 @@
 //! queue. An op that fails a check returns an error and queues nothing.
 
 use crate::device::Device;
-use crate::error::{ErrorClass, RegistrationError};
+use crate::error::{ErrorClass, RegistrationError, number, number_f32};
 use crate::ir::shape::{self, display};
 use crate::ir::{
     BinaryOp, DType, Distribution, OpKind, ReduceOp, ScanOp, TensorId, UnaryOp, ViewOp,
@@ -256,7 +256,10 @@ impl Device {
             return Err(range(
                 "arange",
                 format!(
-                    "an int32 range takes whole int32 bounds and step, got {start}, {stop}, {step}"
+                    "an int32 range takes whole int32 bounds and step, got {}, {}, {}",
+                    number(start),
+                    number(stop),
+                    number(step)
                 ),
             ));
         }
@@ -268,20 +271,31 @@ impl Device {
             return Err(range(
                 "arange",
                 format!(
-                    "start, stop and step must be finite and step non-zero, got {start}, {stop}, {step}"
+                    "start, stop and step must be finite and step non-zero, got {}, {}, {}",
+                    number(start),
+                    number(stop),
+                    number(step)
                 ),
             ));
         }
         let n = ((stop - start) / step).ceil().max(0.0);
         if n > u32::MAX as f64 {
-            return Err(range("arange", format!("{n} elements are too many")));
+            return Err(range(
+                "arange",
+                format!("{} elements are too many", number(n)),
+            ));
         }
         // An int32 range whose last value would pass int32 wraps nowhere:
         // it is refused.
         if dtype == DType::Int32 && n > 0.0 && !whole(start + (n - 1.0) * step) {
             return Err(range(
                 "arange",
-                format!("{n} values from {start} by {step} pass int32"),
+                format!(
+                    "{} values from {} by {} pass int32",
+                    number(n),
+                    number(start),
+                    number(step)
+                ),
             ));
         }
         self.record(OpKind::Arange { start, step }, &[], vec![n as usize], dtype)
@@ -294,7 +308,11 @@ impl Device {
         if !(min.is_finite() && max.is_finite() && min <= max) {
             return Err(range(
                 "randomUniform",
-                format!("needs finite min <= max, got {min}, {max}"),
+                format!(
+                    "needs finite min <= max, got {}, {}",
+                    number_f32(min),
+                    number_f32(max)
+                ),
             ));
         }
         self.random(shape, Distribution::Uniform { min, max }, seed)
@@ -306,7 +324,11 @@ impl Device {
         if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
             return Err(range(
                 "randomNormal",
-                format!("needs a finite mean and std >= 0, got {mean}, {std}"),
+                format!(
+                    "needs a finite mean and std >= 0, got {}, {}",
+                    number_f32(mean),
+                    number_f32(std)
+                ),
             ));
         }
         self.random(shape, Distribution::Normal { mean, std }, seed)
@@ -541,7 +563,11 @@ impl Tensor {
         if min.is_nan() || max.is_nan() || min > max {
             return Err(range(
                 "clamp",
-                format!("needs min <= max (neither NaN), got {min}, {max}"),
+                format!(
+                    "needs min <= max (neither NaN), got {}, {}",
+                    number_f32(min),
+                    number_f32(max)
+                ),
             ));
         }
         // An int stays an int, clamped to the ints within the bounds.
@@ -1018,7 +1044,10 @@ impl Tensor {
         self.device().admit(op, &[self])?;
         float_only(op, self)?;
         if !(0.0..1.0).contains(&rate) {
-            return Err(range(op, format!("rate must be in [0, 1), got {rate}")));
+            return Err(range(
+                op,
+                format!("rate must be in [0, 1), got {}", number_f32(rate)),
+            ));
         }
         let noise = noise_shape.unwrap_or(self.shape());
         let fits = noise.len() == self.rank()
@@ -1082,7 +1111,7 @@ impl Tensor {
             {
                 Ok(v)
             }
-            DType::Int32 => Err(range(op, format!("{v} is not an int32"))),
+            DType::Int32 => Err(range(op, format!("{} is not an int32", number(v)))),
             DType::Bool => Ok(f64::from(u8::from(v != 0.0))),
         };
         let (on, off) = (value(on)?, value(off)?);

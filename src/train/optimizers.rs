@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use super::{Result, Slot, Variable, commit, one_device, variable_grads};
 use crate::device::Device;
-use crate::error::{ErrorClass, RegistrationError};
+use crate::error::{ErrorClass, RegistrationError, number_f32};
 use crate::tensor::Tensor;
 
 /// How an optimizer turns a gradient into an update.
@@ -94,7 +94,7 @@ impl Optimizer {
                 return Err(RegistrationError::new(
                     "adam",
                     ErrorClass::Range,
-                    format!("{what} must be in [0, 1), got {v}"),
+                    format!("{what} must be in [0, 1), got {}", number_f32(v)),
                 ));
             }
         }
@@ -351,7 +351,7 @@ fn finite(op: &'static str, what: &str, v: f32) -> Result<()> {
         false => Err(RegistrationError::new(
             op,
             ErrorClass::Range,
-            format!("the {what} must be a finite number, got {v}"),
+            format!("the {what} must be a finite number, got {}", number_f32(v)),
         )),
     }
 }

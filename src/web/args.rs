@@ -8,6 +8,7 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
+use crate::error::number as show;
 use crate::ir::{DType, Values};
 use crate::{DataFormat, Device, ErrorClass, Operand, Padding, Tensor};
 
@@ -40,7 +41,7 @@ pub fn describe(value: &JsValue) -> String {
         return "null".to_string();
     }
     if let Some(n) = value.as_f64() {
-        return js_number(n);
+        return show(n);
     }
     if let Some(n) = value.dyn_ref::<js_sys::BigInt>() {
         return n
@@ -111,13 +112,6 @@ pub fn range_error(op: &'static str, reason: String) -> JsValue {
     op_error(op, ErrorClass::Range, reason)
 }
 
-/// A number, as JS prints it (`Infinity`, `1e+21`).
-fn js_number(n: f64) -> String {
-    js_sys::Number::from(n)
-        .to_string_with_radix(10)
-        .map_or_else(|_| n.to_string(), String::from)
-}
-
 pub fn number(op: &'static str, what: &str, value: &JsValue) -> Result<f64, JsValue> {
     value.as_f64().ok_or_else(|| {
         type_error(
@@ -184,9 +178,9 @@ pub fn integer(
             op,
             format!(
                 "{what} must be an integer from {} to {}, got {}",
-                js_number(min),
-                js_number(max),
-                js_number(n)
+                show(min),
+                show(max),
+                show(n)
             ),
         ))
     }
@@ -584,7 +578,7 @@ fn convert(
                 if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
                     return Err(range_error(
                         op,
-                        format!("value {v} at position {i} is not an int32"),
+                        format!("value {} at position {i} is not an int32", show(v)),
                     ));
                 }
                 ints.push(v as i32);

@@ -3,7 +3,7 @@
 //! (`tests/web.rs`, WebGPU in headless Chrome). Values are small and checked
 //! by hand; `properties.rs` compares random graphs with a CPU reference.
 
-use webfusion::{Device, DeviceOptions, FailureKind, Tensor};
+use webfusion::{DType, Device, DeviceOptions, FailureKind, Tensor};
 
 pub async fn device() -> Device {
     device_with(DeviceOptions::default()).await
@@ -905,6 +905,38 @@ async fn products_match_the_cpu(gpu: &Device, cpu: bool) {
                 );
             }
         }
+    }
+}
+
+/// A number in a message reads as JS writes it, natively as in the
+/// browser (where JS itself writes it): an f32 with the fewest digits that
+/// give it back, the exponent form from 1e21 and below 1e-6, signed.
+pub async fn messages_write_numbers_as_javascript_does_in_both_worlds() {
+    let gpu = device().await;
+    let reason = |r: Result<Tensor, webfusion::RegistrationError>| match r {
+        Ok(_) => panic!("a bad call was accepted"),
+        Err(e) => e.reason,
+    };
+    let cases = [
+        (
+            reason(gpu.random_uniform(&[2], 0.1, -0.1, 0)),
+            "needs finite min <= max, got 0.1, -0.1",
+        ),
+        (
+            reason(gpu.random_uniform(&[2], 1e30, 3.5e-7, 0)),
+            "needs finite min <= max, got 1e+30, 3.5e-7",
+        ),
+        (
+            reason(gpu.random_normal(&[2], f32::INFINITY, 1.0, 0)),
+            "needs a finite mean and std >= 0, got Infinity, 1",
+        ),
+        (
+            reason(gpu.range(0.5, 4.0, 1.0, DType::Int32)),
+            "an int32 range takes whole int32 bounds and step, got 0.5, 4, 1",
+        ),
+    ];
+    for (got, want) in cases {
+        assert_eq!(got, want);
     }
 }
 

@@ -236,8 +236,11 @@ pub async fn dropout_zeroes_at_the_rate_scales_the_rest_and_repeats_with_its_see
     let ints = gpu.tensor_of(Values::int32(&[1, 2]), None).unwrap();
     let queued = gpu.stats().ops_registered;
     let cases: [(Result<Tensor, _>, &str); 4] = [
-        (x.dropout(1.0, None, None), "rate must be in [0, 1)"),
-        (x.dropout(-0.1, None, None), "rate must be in [0, 1)"),
+        (x.dropout(1.0, None, None), "rate must be in [0, 1), got 1"),
+        (
+            x.dropout(-0.1, None, None),
+            "rate must be in [0, 1), got -0.1",
+        ),
         (x.dropout(0.5, Some(&[64]), None), "noiseShape"),
         (ints.dropout(0.5, None, None), "must be a float32"),
     ];

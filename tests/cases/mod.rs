@@ -240,6 +240,7 @@ macro_rules! all_cases {
             engine,
             a_repeated_loop_compiles_pipelines_in_its_first_iteration_only
         );
+        $run!(engine, messages_write_numbers_as_javascript_does_in_both_worlds);
         $run!(
             engine,
             a_product_at_ever_new_sizes_compiles_at_most_five_pipelines_and_stays_right

@@ -474,7 +474,12 @@ pub async fn a_report_from_the_host_gives_the_operands_values_where_the_op_went_
                 "+Infinity at [1]",
                 ": 1 and 0",
             ),
-            (ones.mul(1e10).unwrap(), "mul", "+Infinity at [3]", ": 1e30"),
+            (
+                ones.mul(1e10).unwrap(),
+                "mul",
+                "+Infinity at [3]",
+                ": 1e+30",
+            ),
         ];
         for (t, op, says, operands) in cases {
             let report = non_finite_at(name, &t, op, says).await;

@@ -563,8 +563,21 @@ pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_b
     );
 }
 
+/// On a GPU's choice of reduction and on a CPU's
+/// (`DeviceOptions::cpu_kernels`): a CPU also gives each of the 300 row
+/// sums a thread, a GPU a workgroup.
 pub async fn reductions_over_leading_axes_run_one_thread_per_column_and_match_the_cpu() {
-    let gpu = device().await;
+    for cpu in [false, true] {
+        let gpu = device_with(DeviceOptions {
+            cpu_kernels: Some(cpu),
+            ..DeviceOptions::default()
+        })
+        .await;
+        leading_axes_match_the_cpu(&gpu).await;
+    }
+}
+
+async fn leading_axes_match_the_cpu(gpu: &Device) {
     let (rows, cols) = (300, 1024);
     let data: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0)
@@ -613,6 +626,20 @@ pub async fn reductions_over_leading_axes_run_one_thread_per_column_and_match_th
     );
     let rows_of_transpose = x.transpose(None).unwrap().sum(Some(&[1]), false).unwrap();
     close(&read(&rows_of_transpose).await, &per_column(&|c| c.sum()));
+    // Along the rows: 300 outputs, each of 1024.
+    let row_sums: Vec<f32> = (0..rows)
+        .map(|r| data[r * cols..(r + 1) * cols].iter().sum())
+        .collect();
+    close(&read(&x.sum(Some(&[1]), false).unwrap()).await, &row_sums);
+    let row_max: Vec<f32> = (0..rows)
+        .map(|r| {
+            data[r * cols..(r + 1) * cols]
+                .iter()
+                .copied()
+                .fold(f32::MIN, f32::max)
+        })
+        .collect();
+    close(&read(&x.max(Some(&[1]), false).unwrap()).await, &row_max);
 }
 
 pub async fn log_sum_exp_is_stable_for_large_values_and_long_rows() {

@@ -5,9 +5,9 @@
 //! Pooling: `maxPool` and `avgPool` against a CPU reference, fused with
 //! what computes their input, and their gradients.
 
-use webfusion::{DataFormat, Device, DeviceOptions, Padding, Tensor};
+use webfusion::{DataFormat, Device, Padding, Tensor};
 
-use super::engine::{device_with, kernels_only};
+use super::engine::{kernels_only, kernels_shaped_for};
 
 /// Seeded values in `[-1, 1)`.
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -236,13 +236,7 @@ fn reference_grads(x: &[f32], f: &[f32], w: &[f32], g: Geometry) -> [Vec<f64>; 2
 /// (`DeviceOptions::cpu_kernels`).
 pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_reference() {
     for cpu in [false, true] {
-        let gpu = device_with(DeviceOptions {
-            host_max_elements: 0,
-            cpu_kernels: Some(cpu),
-            ..DeviceOptions::default()
-        })
-        .await;
-        convolutions_in_fours_match(&gpu).await;
+        convolutions_in_fours_match(&kernels_shaped_for(cpu).await).await;
     }
 }
 

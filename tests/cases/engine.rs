@@ -20,6 +20,17 @@ pub async fn kernels_only() -> Device {
     .await
 }
 
+/// `kernels_only`, its kernels shaped as for a CPU adapter or a GPU
+/// (`DeviceOptions::cpu_kernels`) whatever this machine's adapter is.
+pub async fn kernels_shaped_for(cpu: bool) -> Device {
+    device_with(DeviceOptions {
+        host_max_elements: 0,
+        cpu_kernels: Some(cpu),
+        ..DeviceOptions::default()
+    })
+    .await
+}
+
 pub async fn device_with(options: DeviceOptions) -> Device {
     Device::request(options)
         .await
@@ -568,12 +579,7 @@ pub async fn a_sum_of_ten_distinct_inputs_is_split_across_kernels_that_fit_the_b
 /// sums a thread, a GPU a workgroup.
 pub async fn reductions_over_leading_axes_run_one_thread_per_column_and_match_the_cpu() {
     for cpu in [false, true] {
-        let gpu = device_with(DeviceOptions {
-            cpu_kernels: Some(cpu),
-            ..DeviceOptions::default()
-        })
-        .await;
-        leading_axes_match_the_cpu(&gpu).await;
+        leading_axes_match_the_cpu(&kernels_shaped_for(cpu).await).await;
     }
 }
 
@@ -872,13 +878,7 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 /// (nothing checked). Every element against the CPU, through an epilogue.
 pub async fn products_of_operands_stored_either_way_match_the_cpu_on_every_kernel() {
     for cpu in [false, true] {
-        let gpu = device_with(DeviceOptions {
-            host_max_elements: 0,
-            cpu_kernels: Some(cpu),
-            ..DeviceOptions::default()
-        })
-        .await;
-        products_match_the_cpu(&gpu, cpu).await;
+        products_match_the_cpu(&kernels_shaped_for(cpu).await, cpu).await;
     }
 }
 

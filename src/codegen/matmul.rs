@@ -5,7 +5,7 @@
 //! hand-written variants ("lab") and this kernel ("ours") in one run.
 //! Ours went 29.2 -> 36.6 TFLOP/s at 4096 (PyTorch fp32: 51.3) and 18.3
 //! -> 27.2 at 1024 (PyTorch: 37.8) with the first four items below.
-//! - **Each thread an r x r block of outputs** (`Threads::for_product`):
+//! - **Each thread an r x r block of outputs** (`Tiling::for_product`):
 //!   r = 8 on 64x128 tiles of 128 threads where there is work for 128 such
 //!   workgroups (a 1024 square), else 4 on 64x64 tiles of 256 threads, or
 //!   a narrow tile for a narrow product. Each value staged in workgroup
@@ -47,15 +47,15 @@
 //!   at a time down its columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s
 //!   against 32.6 one by one (H200). A convolution's operands use both
 //!   directions (`codegen::conv`).
-//! - **16 deep slices**: a slice of both operands fits WebGPU's guaranteed
-//!   16 KiB of workgroup memory; deeper ones would need a limit not every
-//!   adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
+//! - **16 deep slices** on a GPU: a slice of both operands fits WebGPU's
+//!   guaranteed 16 KiB of workgroup memory; deeper ones would need a limit
+//!   not every adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
 //!   TFLOP/s: a next step where an adapter grants the memory.)
 //! - **The epilogue is fused**: each output goes through the elementwise
 //!   ops that follow the product before it is written.
-//! - **A CPU adapter's small products take small tiles**
-//!   (`Threads::for_product`): there a pipeline's compile grows with its
-//!   workgroup memory, and small products ran faster on them too.
+//! - **A CPU adapter's small products take small tiles in slices that
+//!   fit 2 KiB** (`Tiling::for_product`): there a pipeline's compile grows
+//!   with its workgroup memory, and small products ran faster on them too.
 //!
 //! Left for later (issue 24): subgroup and cooperative-matrix operations,
 //! split-K for products with few tiles, and larger tiles where the adapter
@@ -72,11 +72,20 @@ use super::kernel::*;
 /// A vector's lanes, in order.
 const LANES: [&str; 4] = ["x", "y", "z", "w"];
 
-/// The depth of one shared-memory stage of the matmul.
-pub(super) const TILE_K: usize = 16;
+/// The depth of one staged slice of a GPU's tiles: 16 fits both operands'
+/// slices of a 64x128 tile in WebGPU's guaranteed 16 KiB.
+const DEPTH: usize = 16;
+
+/// The depth of one staged slice of a CPU's 32x32 tiles
+/// (`Tiling::for_product`): 8, so they declare 2 KiB. W9 on SwiftShader,
+/// against 16: first step 5.1 -> 3.5 s, steady 0.92x the time. A CPU's
+/// 16x16 tiles keep 16 (2 KiB too): W8's convolutions of 8 and 16
+/// channels, on them, ran 1.08x as long at 8. A GPU's tiles on a CPU keep
+/// 16: W3's 256x784x512 products ran 1.15x as long at 8.
+const CPU_DEPTH: usize = 8;
 
 /// The most multiply-adds a product has to take a CPU's smaller tiles
-/// (`Threads::for_product`): 2^26, between W9's largest products (2^24,
+/// (`Tiling::for_product`): 2^26, between W9's largest products (2^24,
 /// faster on them) and W4's (10^8, slower).
 const CPU_SMALL: usize = 1 << 26;
 
@@ -170,7 +179,7 @@ pub(super) enum Operand<'a> {
 /// The tiled product of `operands` (`k` deep) into `[batch.., m, n]`
 /// (`out_shape`), with its epilogue: the kernel `matmul` and the
 /// convolutions share. `params` holds what the operands' functions read;
-/// `cpu` says the adapter is a CPU (`Threads::for_product`).
+/// `cpu` says the adapter is a CPU (`Tiling::for_product`).
 pub(super) fn product(
     mut params: Params,
     operands: [Operand<'_>; 2],
@@ -182,7 +191,7 @@ pub(super) fn product(
     let rank = out_shape.len();
     let batch_shape = &out_shape[..rank - 2];
     let (m, n) = (out_shape[rank - 2], out_shape[rank - 1]);
-    let (threads, r) = Threads::for_product(m, n, k, shape::numel(batch_shape), cpu);
+    let Tiling { threads, r, depth } = Tiling::for_product(m, n, k, shape::numel(batch_shape), cpu);
     let (tile_m, tile_n) = (threads.rows * r, threads.cols * r);
     let (tiles_m, tiles_n) = (m.div_ceil(tile_m), n.div_ceil(tile_n));
     let batches = shape::numel(batch_shape);
@@ -209,7 +218,7 @@ pub(super) fn product(
     let large = r == 8;
     // Four at a time only where each thread's share of a slice is whole
     // vectors (a tile of 64 on 256 threads, of 32 on 64).
-    let wide = |tile: usize| (tile * TILE_K).is_multiple_of(4 * threads.count());
+    let wide = |tile: usize| (tile * depth).is_multiple_of(4 * threads.count());
     let mut read = |params: &mut Params, operand: &Operand<'_>, name: &str, wide: bool| {
         match operand {
             Operand::Matrix(access) => {
@@ -310,13 +319,13 @@ pub(super) fn product(
     // The 8x8 kernel (large products) stages a column-major operand down
     // its columns; the 4x4 one does not, as SwiftShader ran a step of
     // 784x512 products 2-4% slower with it.
-    let guards = match (m % tile_m, n % tile_n, k % TILE_K, large) {
+    let guards = match (m % tile_m, n % tile_n, k % depth, large) {
         (0, 0, 0, _) if k > 0 => Guards::None,
         (.., true) => Guards::AtEdges,
         _ => Guards::Every,
     };
     let staging = Staging::new(
-        [tile_m, tile_n, threads.count()],
+        [tile_m, tile_n, threads.count(), depth],
         [large && column_major(a), large && column_major(b)],
         guards,
         [(vectors_a, &a_elem), (vectors_b, &b_elem)],
@@ -325,10 +334,7 @@ pub(super) fn product(
         layout,
     );
     body += &staging.before;
-    let _ = writeln!(
-        body,
-        "    for (var t = 0u; t < {p_k}; t = t + {TILE_K}u) {{"
-    );
+    let _ = writeln!(body, "    for (var t = 0u; t < {p_k}; t = t + {depth}u) {{");
     body += &staging.top;
     body += "        workgroupBarrier();\n";
     body += &staging.next;
@@ -365,13 +371,13 @@ pub(super) fn product(
     // CPU adapters that compile it in the first step).
     if large {
         body += "        {\n";
-        for kk in 0..TILE_K {
+        for kk in 0..depth {
             let _ = writeln!(body, "        {{ let kk = {kk}u;\n{step}        }}");
         }
     } else {
         let _ = writeln!(
             body,
-            "        for (var kk = 0u; kk < {TILE_K}u; kk = kk + 1u) {{\n{step}"
+            "        for (var kk = 0u; kk < {depth}u; kk = kk + 1u) {{\n{step}"
         );
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
@@ -385,8 +391,8 @@ pub(super) fn product(
     let mut decls = format!(
         "@group(0) @binding(1) var<storage, read> in0: array<{}>;\n\
          @group(0) @binding(2) var<storage, read> in1: array<{}>;\n\
-         var<workgroup> ta: array<array<{staged}, {}>, {TILE_K}>;\n\
-         var<workgroup> tb: array<array<{staged}, {}>, {TILE_K}>;\n",
+         var<workgroup> ta: array<array<{staged}, {}>, {depth}>;\n\
+         var<workgroup> tb: array<array<{staged}, {}>, {depth}>;\n",
         element(vectors_a.is_some()),
         element(vectors_b.is_some()),
         tile_m / per_row,
@@ -446,8 +452,8 @@ impl Layout4 {
     }
 }
 
-/// The statements that stage one `TILE_K`-deep slice of each operand's
-/// tile (`tile_m` by `TILE_K`, `TILE_K` by `tile_n`) into workgroup memory
+/// The statements that stage one slice of each operand's tile (`tile_m`
+/// by `depth`, `depth` by `tile_n`) into workgroup memory
 /// (`ta` transposed, `tb` as is), zero past the edges (`guards` says which
 /// fetches check them). The workgroup's threads stage a tile's elements one
 /// at a time (down the columns of a column-major operand where `columns`
@@ -470,7 +476,7 @@ struct Staging {
 
 impl Staging {
     fn new(
-        [tile_m, tile_n, threads]: [usize; 3],
+        [tile_m, tile_n, threads, depth]: [usize; 4],
         columns: [bool; 2],
         guards: Guards,
         reads: [(Option<Vectors>, &str); 2],
@@ -500,10 +506,9 @@ impl Staging {
         for (o, (tile, depth_vectors, guard)) in operands.into_iter().enumerate() {
             let names = &OPERAND_NAMES[o];
             let (vectors, elem) = reads[o];
-            // Each thread's share of a slice: a tile is at least 16 wide
-            // and a workgroup at most 256 threads, so a slice is a whole
-            // number of workgroups.
-            let loads = tile * TILE_K / threads;
+            // Each thread's share of a slice: a whole number of elements
+            // (`Tiling::for_product`'s test keeps it so).
+            let loads = tile * depth / threads;
             if let (false, Some(vectors)) = (looped[o], vectors) {
                 let shares = [threads, loads / 4];
                 let codes = [&mut fetches, &mut inside];
@@ -513,7 +518,7 @@ impl Staging {
                     codes,
                     names,
                     along,
-                    tile,
+                    [tile, depth],
                     shares,
                     layout,
                     [elem, &guard],
@@ -531,7 +536,7 @@ impl Staging {
                 fetched,
                 ..
             } = names;
-            let place = names.place(columns[o] == (o == 1), tile, 1);
+            let place = names.place(columns[o] == (o == 1), [tile, depth], 1);
             let store = layout.slot(staged, d, t);
             if looped[o] {
                 let value = match guards {
@@ -577,7 +582,7 @@ impl Staging {
             // The condition is the same for every thread: uniform.
             let _ = write!(
                 staging.next,
-                "        if (t + {TILE_K}u < {p_k}) {{\n            let tt = t + {TILE_K}u;\n"
+                "        if (t + {depth}u < {p_k}) {{\n            let tt = t + {depth}u;\n"
             );
             // So is the one that a slice is inside (`Guards::AtEdges`).
             match guards {
@@ -585,7 +590,7 @@ impl Staging {
                 Guards::AtEdges => {
                     let _ = write!(
                         staging.next,
-                        "            if (row0 + {tile_m}u <= {p_m} && col0 + {tile_n}u <= {p_n} && tt + {TILE_K}u <= {p_k}) {{\n{inside}\
+                        "            if (row0 + {tile_m}u <= {p_m} && col0 + {tile_n}u <= {p_n} && tt + {depth}u <= {p_k}) {{\n{inside}\
                          \x20           }} else {{\n{fetches}            }}\n"
                     );
                 }
@@ -631,10 +636,10 @@ impl OperandNames {
     /// its indices in the tile and the depth, and in the operand.
     /// Neighbouring threads take neighbouring elements (or vectors) along
     /// the depth where `depth_fastest`, along the tile otherwise.
-    fn place(&self, depth_fastest: bool, tile: usize, width: usize) -> String {
+    fn place(&self, depth_fastest: bool, [tile, depth]: [usize; 2], width: usize) -> String {
         let (t, d) = (self.tile, self.depth);
         let (first, second, per) = match depth_fastest {
-            true => (t, d, TILE_K / width),
+            true => (t, d, depth / width),
             false => (d, t, tile / width),
         };
         let second_at = match width {
@@ -682,7 +687,7 @@ fn stage_vectors(
     [fetches, inside]: [&mut String; 2],
     names: &OperandNames,
     along_depth: bool,
-    tile: usize,
+    tile: [usize; 2],
     [threads, loads]: [usize; 2],
     layout: Layout4,
     [load, guard]: [&str; 2],
@@ -729,8 +734,17 @@ struct Threads {
     cols: usize,
 }
 
-impl Threads {
-    /// The threads and `r` for `batches` products of `m` by `n`, on a GPU
+/// How a product is tiled: its threads, each thread's r x r outputs, and
+/// the depth of the slices of both operands staged at a time.
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Tiling {
+    threads: Threads,
+    r: usize,
+    depth: usize,
+}
+
+impl Tiling {
+    /// The tiling of `batches` products of `m` by `n`, on a GPU
     /// chosen on an H200 (`examples/matmul_lab.rs`, kernel time, 1024 to
     /// 4096 square):
     /// - Enough work for 128 workgroups of 64x128 outputs (a 1024 square)
@@ -747,7 +761,8 @@ impl Threads {
     ///
     /// On a CPU adapter (`cpu`), a product of fewer than `CPU_SMALL`
     /// multiply-adds takes a tile of 64 threads instead (32x32 at 4x4 where
-    /// it fills one), by the narrow rule. A pipeline's compile there grows
+    /// it fills one), by the narrow rule, in slices as deep as fit 2 KiB
+    /// (`CPU_DEPTH`). A pipeline's compile there grows
     /// with the workgroup memory it declares (SwiftShader: a kernel of
     /// 1 KiB 40 ms, 4 KiB 175 ms, 16 KiB 1.1 s), and the 64x64 tile's
     /// 8 KiB made each product's pipeline 550 ms of a first W9 step's
@@ -757,20 +772,25 @@ impl Threads {
     /// loads half as much per multiply-add from them, which decides its
     /// time (one of 256x512x784 with a transposed operand ran 1.85x as
     /// long on 32x32 tiles, 1024 square 1.22x).
-    fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> (Threads, usize) {
+    fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> Tiling {
         let work = m
             .saturating_mul(n)
             .saturating_mul(k)
             .saturating_mul(batches);
         let cpu_tiles = cpu && work < CPU_SMALL;
+        let gpu = |rows, cols, r| Tiling {
+            threads: Threads { rows, cols },
+            r,
+            depth: DEPTH,
+        };
         if !cpu_tiles && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
-            return (Threads { rows: 8, cols: 16 }, 8);
+            return gpu(8, 16, 8);
         }
         // A product 64 wide each way keeps the square tile: a thinner one
         // wastes less at the edges but reuses each staged value less (W4's
         // 784x512 products ran 1.5x slower on 16x64 tiles).
         if !cpu_tiles && m >= 64 && n >= 64 {
-            return (Threads { rows: 16, cols: 16 }, 4);
+            return gpu(16, 16, 4);
         }
         let shapes: &[(usize, usize)] = match cpu_tiles {
             true => &[(8, 8), (16, 4), (4, 16)],
@@ -780,34 +800,41 @@ impl Threads {
             let (tm, tn) = (rows * r, cols * r);
             m.div_ceil(tm) * tm * n.div_ceil(tn) * tn
         };
-        // Both staged slices fit WebGPU's 16 KiB of workgroup memory (a
-        // CPU's 4 KiB), and each is at least `NARROWEST_TILE` wide (256
-        // elements, one per thread).
-        let memory = match cpu_tiles {
-            true => 4096,
-            false => 16384,
+        // Each tile is at least `NARROWEST_TILE` wide (a GPU's 16 deep
+        // slice then has 256 elements, one per thread), and both staged
+        // slices fit WebGPU's 16 KiB of workgroup memory, or a CPU's 2 KiB
+        // at the deeper depth that does.
+        let (memory, depths): (usize, &[usize]) = match cpu_tiles {
+            true => (2048, &[DEPTH, CPU_DEPTH]),
+            false => (16384, &[DEPTH]),
         };
-        let fits = |(rows, cols): (usize, usize), r: usize| {
-            (rows + cols) * r * TILE_K * 4 <= memory
-                && rows * r >= NARROWEST_TILE
-                && cols * r >= NARROWEST_TILE
+        let depth = |(rows, cols): (usize, usize), r: usize| {
+            let wide = rows * r >= NARROWEST_TILE && cols * r >= NARROWEST_TILE;
+            let fits = |&&depth: &&usize| (rows + cols) * r * depth * 4 <= memory;
+            depths.iter().find(fits).filter(|_| wide).copied()
         };
         [4, 2]
             .iter()
             .flat_map(|&r| shapes.iter().map(move |&s| (s, r)))
-            .filter(|&(s, r)| fits(s, r))
-            .min_by_key(|&(s, r)| padded(s, r))
-            .map(|((rows, cols), r)| (Threads { rows, cols }, r))
-            .unwrap_or((Threads { rows: 16, cols: 16 }, 4))
+            .filter_map(|(s, r)| Some((s, r, depth(s, r)?)))
+            .min_by_key(|&(s, r, _)| padded(s, r))
+            .map(|((rows, cols), r, depth)| Tiling {
+                threads: Threads { rows, cols },
+                r,
+                depth,
+            })
+            .unwrap_or(gpu(16, 16, 4))
     }
+}
 
+impl Threads {
     /// How many threads a workgroup has.
     fn count(self) -> usize {
         self.rows * self.cols
     }
 
     /// The workgroup size the kernel declares: at most 256 by
-    /// construction (`for_product`); one that were not would fail its
+    /// construction (`Tiling::for_product`); one that were not would fail its
     /// compile, not run.
     fn workgroup(self) -> u32 {
         u32::try_from(self.count()).unwrap_or(u32::MAX)
@@ -854,24 +881,28 @@ mod tests {
     #[test]
     fn every_product_shape_gets_a_tile_that_fits_webgpu_s_workgroup_memory() {
         let check = |m: usize, n: usize, batches: usize, cpu: bool| {
-            let (t, r) = Threads::for_product(m, n, 64, batches, cpu);
+            let Tiling {
+                threads: t,
+                r,
+                depth,
+            } = Tiling::for_product(m, n, 64, batches, cpu);
             assert!(t.count() <= 256, "{m}x{n}");
             let (tm, tn) = (t.rows * r, t.cols * r);
-            let bytes = (tm + tn) * TILE_K * 4;
+            let bytes = (tm + tn) * depth * 4;
             assert!(bytes <= 16384, "{m}x{n}: {t:?} r {r} stages {bytes} bytes");
             // A CPU's tiles for a small product declare little workgroup
             // memory: it is what their compile grows with.
             let small = m * n * 64 * batches < CPU_SMALL;
             assert!(
-                !(cpu && small) || bytes <= 4096,
+                !(cpu && small) || bytes <= 2048,
                 "{m}x{n} on a CPU: {bytes} bytes"
             );
             // Each thread stages a whole number of elements of a slice,
             // and a tile 64 wide or more a whole number of vectors (it
             // loads by four, as a CPU's 32 wide does).
             for tile in [tm, tn] {
-                assert_eq!(tile * TILE_K % t.count(), 0, "{m}x{n}: {t:?} r {r}");
-                let vectors = tile * TILE_K % (4 * t.count());
+                assert_eq!(tile * depth % t.count(), 0, "{m}x{n}: {t:?} r {r}");
+                let vectors = tile * depth % (4 * t.count());
                 assert!(tile < 64 || vectors == 0, "{m}x{n}: {t:?} r {r}");
             }
         };
@@ -886,20 +917,29 @@ mod tests {
         }
         // A narrow product takes a narrow tile; none is under 16 wide.
         for cpu in [false, true] {
-            let (t, r) = Threads::for_product(9216, 8, 64, 1, cpu);
+            let Tiling { threads: t, r, .. } = Tiling::for_product(9216, 8, 64, 1, cpu);
             assert_eq!(t.cols * r, 16, "{t:?} r {r}");
             for (m, n) in [(1, 1), (8, 8), (25, 8), (4096, 1)] {
-                let (t, r) = Threads::for_product(m, n, 64, 1, cpu);
+                let Tiling { threads: t, r, .. } = Tiling::for_product(m, n, 64, 1, cpu);
                 assert!(t.rows * r >= 16 && t.cols * r >= 16, "{m}x{n}: {t:?} r {r}");
             }
         }
-        // A CPU's small products take the 4x4 kernel on 32x32 tiles, its
-        // large ones a GPU's tiles.
-        let wide = (Threads { rows: 8, cols: 16 }, 8);
-        assert_eq!(Threads::for_product(1024, 1024, 1024, 1, false), wide);
-        assert_eq!(Threads::for_product(1024, 1024, 1024, 1, true), wide);
-        let small = (Threads { rows: 8, cols: 8 }, 4);
-        assert_eq!(Threads::for_product(1024, 256, 64, 1, true), small);
-        assert_eq!(Threads::for_product(1024, 256, 64, 1, false).0.count(), 256);
+        // A CPU's small products take the 4x4 kernel on 32x32 tiles in
+        // 8-deep slices, its large ones a GPU's tiles.
+        let wide = Tiling {
+            threads: Threads { rows: 8, cols: 16 },
+            r: 8,
+            depth: DEPTH,
+        };
+        assert_eq!(Tiling::for_product(1024, 1024, 1024, 1, false), wide);
+        assert_eq!(Tiling::for_product(1024, 1024, 1024, 1, true), wide);
+        let small = Tiling {
+            threads: Threads { rows: 8, cols: 8 },
+            r: 4,
+            depth: CPU_DEPTH,
+        };
+        assert_eq!(Tiling::for_product(1024, 256, 64, 1, true), small);
+        let gpu = Tiling::for_product(1024, 256, 64, 1, false);
+        assert_eq!((gpu.threads.count(), gpu.depth), (256, DEPTH));
     }
 }

@@ -76,17 +76,19 @@ const LANES: [&str; 4] = ["x", "y", "z", "w"];
 /// slices of a 64x128 tile in WebGPU's guaranteed 16 KiB.
 const DEPTH: usize = 16;
 
-/// The depth of one staged slice of a CPU's 32x32 tiles
-/// (`Tiling::for_product`): 8, so they declare 2 KiB. W9 on SwiftShader,
-/// against 16: first step 5.1 -> 3.5 s, steady 0.92x the time. A CPU's
-/// 16x16 tiles keep 16 (2 KiB too): W8's convolutions of 8 and 16
-/// channels, on them, ran 1.08x as long at 8. A GPU's tiles on a CPU keep
-/// 16: W3's 256x784x512 products ran 1.15x as long at 8.
+/// The depth of one staged slice of a CPU's 32x32 and 64x64 tiles
+/// (`Tiling::for_product`): 8, so they declare 2 and 4 KiB. SwiftShader,
+/// against 16: W9's first step 5.1 -> 3.5 s and its steps 0.92x the time
+/// (32x32); W4's first step 6.1 -> 3.4 s, its steps 1.02x the time
+/// (64x64). At 4 deep W4's first step took 2.7 s but its steps 1.10x,
+/// W2-1024's 1.25x. A CPU's 16x16 tiles keep 16 (2 KiB too): W8's
+/// convolutions of 8 and 16 channels, on them, ran 1.08x as long at 8.
 const CPU_DEPTH: usize = 8;
 
 /// The most multiply-adds a product has to take a CPU's smaller tiles
 /// (`Tiling::for_product`): 2^26, between W9's largest products (2^24,
-/// faster on them) and W4's (10^8, slower).
+/// faster on them, and their 2 KiB compile at a third of the 64x64 8x8
+/// kernel's 4 KiB) and W4's (10^8, slower).
 const CPU_SMALL: usize = 1 << 26;
 
 /// The fewest rows or columns a tile has: a slice of a narrower one would
@@ -365,11 +367,13 @@ pub(super) fn product(
             let _ = writeln!(step, "            acc{i}_{g} = acc{i}_{g} + {a} * b{g};");
         }
     }
-    // The 8x8 kernel's depths unrolled: each depth's workgroup reads then
-    // have constant first indices. H200, 4096: 32.1 -> 36.6 TFLOP/s; 1024:
-    // 19.9 -> 27.2. The 4x4 kernel keeps its loop (a short shader for the
-    // CPU adapters that compile it in the first step).
-    if large {
+    // A GPU's 8x8 kernel's depths unrolled: each depth's workgroup reads
+    // then have constant first indices. H200, 4096: 32.1 -> 36.6 TFLOP/s;
+    // 1024: 19.9 -> 27.2. The 4x4 kernel and a CPU's 8x8 keep their loop:
+    // a short shader for the CPU adapters that compile it in the first
+    // step, and SwiftShader ran W4's steps 0.81x the time, W2-1024's 0.75x,
+    // with the loop than unrolled.
+    if large && !cpu {
         body += "        {\n";
         for kk in 0..depth {
             let _ = writeln!(body, "        {{ let kk = {kk}u;\n{step}        }}");
@@ -759,19 +763,23 @@ impl Tiling {
     ///   product of 8 columns (a convolution of 8 channels) on a 64x64 tile
     ///   would compute seven eighths of it for nothing.
     ///
-    /// On a CPU adapter (`cpu`), a product of fewer than `CPU_SMALL`
-    /// multiply-adds takes a tile of 64 threads instead (32x32 at 4x4 where
-    /// it fills one), by the narrow rule, in slices as deep as fit 2 KiB
-    /// (`CPU_DEPTH`). A pipeline's compile there grows
-    /// with the workgroup memory it declares (SwiftShader: a kernel of
-    /// 1 KiB 40 ms, 4 KiB 175 ms, 16 KiB 1.1 s), and the 64x64 tile's
-    /// 8 KiB made each product's pipeline 550 ms of a first W9 step's
-    /// 10 s, against 20 ms for its other kernels; and a small product ran
-    /// faster on the smaller tiles too (W9's 1024x64x256 0.67x the time,
-    /// its attention's 0.59x). A larger product keeps the GPU's tiles: it
-    /// loads half as much per multiply-add from them, which decides its
-    /// time (one of 256x512x784 with a transposed operand ran 1.85x as
-    /// long on 32x32 tiles, 1024 square 1.22x).
+    /// On a CPU adapter (`cpu`), every tile has 64 threads:
+    /// - A product of fewer than `CPU_SMALL` multiply-adds: 32x32 at 4x4
+    ///   where it fills one, by the narrow rule, in slices as deep as fit
+    ///   2 KiB (`CPU_DEPTH`). A pipeline's compile there grows with the
+    ///   workgroup memory it declares (SwiftShader: a kernel of 1 KiB
+    ///   40 ms, 4 KiB 175 ms, 16 KiB 1.1 s), and the GPU's 64x64 tile's
+    ///   8 KiB made each product's pipeline 550 ms of a first W9 step's
+    ///   10 s, against 20 ms for its other kernels; and a small product
+    ///   ran faster on the smaller tiles too (W9's 1024x64x256 0.67x the
+    ///   time, its attention's 0.59x).
+    /// - A larger one 64 wide each way: 64x64 at 8x8, 8 deep (4 KiB). It
+    ///   loads as little per multiply-add as the GPU's 64x64 tile (one of
+    ///   256x512x784 with a transposed operand ran 1.85x as long on 32x32
+    ///   tiles), and a thread's 64 outputs pay for each barrier four times
+    ///   over. Against the GPU's tiles on SwiftShader: W4's steps 0.58x
+    ///   the time, W3's 0.62x, W2-1024's 0.76x; W4's first step 3.9 ->
+    ///   3.4 s.
     fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> Tiling {
         let work = m
             .saturating_mul(n)
@@ -783,6 +791,13 @@ impl Tiling {
             r,
             depth: DEPTH,
         };
+        if cpu && m >= 64 && n >= 64 && !cpu_tiles {
+            return Tiling {
+                threads: Threads { rows: 8, cols: 8 },
+                r: 8,
+                depth: CPU_DEPTH,
+            };
+        }
         if !cpu_tiles && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
             return gpu(8, 16, 8);
         }
@@ -925,14 +940,19 @@ mod tests {
             }
         }
         // A CPU's small products take the 4x4 kernel on 32x32 tiles in
-        // 8-deep slices, its large ones a GPU's tiles.
+        // 8-deep slices, its large ones the 8x8 kernel on 64x64 tiles.
         let wide = Tiling {
             threads: Threads { rows: 8, cols: 16 },
             r: 8,
             depth: DEPTH,
         };
         assert_eq!(Tiling::for_product(1024, 1024, 1024, 1, false), wide);
-        assert_eq!(Tiling::for_product(1024, 1024, 1024, 1, true), wide);
+        let cpu_wide = Tiling {
+            threads: Threads { rows: 8, cols: 8 },
+            r: 8,
+            depth: CPU_DEPTH,
+        };
+        assert_eq!(Tiling::for_product(1024, 1024, 1024, 1, true), cpu_wide);
         let small = Tiling {
             threads: Threads { rows: 8, cols: 8 },
             r: 4,

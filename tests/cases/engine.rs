@@ -869,7 +869,8 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 
 /// Every product kernel: a GPU's (64x64 tiles at 4x4, and the wide 64x128
 /// tiles at 8x8 that 128 tiles reach) and a CPU's (32x32 and narrower
-/// tiles of 64 threads), each run here through `DeviceOptions::cpu_kernels`,
+/// tiles of 64 threads, and 64x64 at 8x8 from 2^26 multiply-adds, each in
+/// 8 or 16 deep slices), each run here through `DeviceOptions::cpu_kernels`,
 /// with each operand stored as is or transposed, every dim a multiple of
 /// four but one product's: a stored operand is then loaded four at a time
 /// along its rows (on 64-wide tiles), a transposed one one by one (in the
@@ -889,6 +890,9 @@ async fn products_match_the_cpu(gpu: &Device, cpu: bool) {
         (1, 128, 48, 192),
         (16, 128, 32, 512),
         (2, 37, 21, 13),
+        // 2^26 multiply-adds and more: a CPU's 8x8 kernel, ragged and whole.
+        (1, 520, 260, 500),
+        (1, 512, 256, 512),
     ];
     for (batches, m, k, n) in shapes {
         let a: Vec<f32> = (0..batches * m * k)

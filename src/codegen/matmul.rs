@@ -771,7 +771,7 @@ impl Tiling {
     ///   product of 8 columns (a convolution of 8 channels) on a 64x64 tile
     ///   would compute seven eighths of it for nothing.
     ///
-    /// On a CPU adapter (`cpu`), every tile has 64 threads:
+    /// On a CPU adapter (`cpu`), tiles of 64 threads:
     /// - A product of fewer than `CPU_SMALL` multiply-adds: 32x32 at 4x4
     ///   where it fills one, by the narrow rule, in slices as deep as fit
     ///   2 KiB (`CPU_DEPTH`). A pipeline's compile there grows with the
@@ -787,7 +787,9 @@ impl Tiling {
     ///   tiles), and a thread's 64 outputs pay for each barrier four times
     ///   over. Against the GPU's tiles on SwiftShader: W4's steps 0.58x
     ///   the time, W3's 0.62x, W2-1024's 0.76x; W4's first step 3.9 ->
-    ///   3.4 s.
+    ///   3.4 s, and 2.2 s with its outputs written in a loop
+    ///   (`write_outputs`). A large product narrower than 64 takes a GPU's
+    ///   narrow tile.
     fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> Tiling {
         let work = m
             .saturating_mul(n)

@@ -15,7 +15,7 @@
 //!   are resident at once.
 //! - **No forced loop bounding** (`runtime::Compiler::now`): wgpu's extra
 //!   counter in every iteration cost the lab's kernel 10% at 4096.
-//! - **The 8x8 kernel's depths unrolled**, so its workgroup reads have
+//! - **A GPU's 8x8 kernel's depths unrolled**, so its workgroup reads have
 //!   constant first indices: ours, 4096 32.1 -> 36.6, 1024 19.9 -> 27.2.
 //! - **A column-major operand is staged down its columns** in the 8x8
 //!   kernel, one by one, neighbouring threads reading neighbouring words
@@ -23,15 +23,16 @@
 //!   32.2 (the plain product: 36.6). Four at a time down the columns was
 //!   slower (below). The 4x4 kernel reads it along its rows.
 //! - **No edge checks where no edge is crossed** (`Guards`): a product of
-//!   whole tiles and 16-deep slices checks nothing, and in other products
+//!   whole tiles and whole slices checks nothing, and in other products
 //!   the 8x8 kernel fetches a slice inside both operands unguarded (a
 //!   uniform branch). The checks that zero the edges cost ours 6% at 4096
 //!   (37.9 -> 40.1 with them gone) and 15-20% at 1024 (26.9 -> 31.4), in
 //!   the lab's timing of our text.
 //! - **A thread's outputs are vectors of four columns**, and each output is
-//!   one `put` call: the text is written for every launch (and hashed to
-//!   find its pipeline), and this made the 8x8 kernel's 68 KB -> 26 KB,
-//!   125 -> 36 us of codegen per launch here.
+//!   one `put` call (a CPU's 8x8 kernel: one call in a loop): the text is
+//!   written for every launch (and hashed to find its pipeline), and this
+//!   made the 8x8 kernel's 68 KB -> 26 KB, 125 -> 36 us of codegen per
+//!   launch here.
 //! - **A thread's rows and columns come in runs of four** (`Layout4`), so
 //!   one depth of the staged tiles is r / 4 vector loads per operand, not r
 //!   scalar ones: at r = 8, 4 workgroup loads feed 64 multiply-adds
@@ -49,13 +50,16 @@
 //!   directions (`codegen::conv`).
 //! - **16 deep slices** on a GPU: a slice of both operands fits WebGPU's
 //!   guaranteed 16 KiB of workgroup memory; deeper ones would need a limit
-//!   not every adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran 4096 at 43.6
-//!   TFLOP/s: a next step where an adapter grants the memory.)
+//!   not every adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran
+//!   4096 at 43.6 TFLOP/s: a next step where an adapter grants the memory.)
 //! - **The epilogue is fused**: each output goes through the elementwise
 //!   ops that follow the product before it is written.
-//! - **A CPU adapter's small products take small tiles in slices that
-//!   fit 2 KiB** (`Tiling::for_product`): there a pipeline's compile grows
-//!   with its workgroup memory, and small products ran faster on them too.
+//! - **A CPU adapter's tiles have 64 threads** (`Tiling::for_product`):
+//!   32x32 at 4x4 for a small product, in slices that fit 2 KiB, and 64x64
+//!   at 8x8, 8 deep, its loops kept, for a large one. There a pipeline's
+//!   compile grows with its workgroup memory and its length, and barriers
+//!   cost more than on a GPU (SwiftShader ran W4's steps 0.58x the time
+//!   on these tiles).
 //!
 //! Left for later (issue 24): subgroup and cooperative-matrix operations,
 //! split-K for products with few tiles, and larger tiles where the adapter
@@ -87,8 +91,8 @@ const CPU_DEPTH: usize = 8;
 
 /// The most multiply-adds a product has to take a CPU's smaller tiles
 /// (`Tiling::for_product`): 2^26, between W9's largest products (2^24,
-/// faster on them, and their 2 KiB compile at a third of the 64x64 8x8
-/// kernel's 4 KiB) and W4's (10^8, slower).
+/// faster on them, and their 2 KiB kernels compile in a third of the time
+/// of the 8x8 kernel's 4 KiB) and W4's (10^8, slower).
 const CPU_SMALL: usize = 1 << 26;
 
 /// The fewest rows or columns a tile has: a slice of a narrower one would
@@ -372,7 +376,7 @@ pub(super) fn product(
     // 1024: 19.9 -> 27.2. The 4x4 kernel and a CPU's 8x8 keep their loop:
     // a short shader for the CPU adapters that compile it in the first
     // step, and SwiftShader ran W4's steps 0.81x the time, W2-1024's 0.75x,
-    // with the loop than unrolled.
+    // with the loop than with it unrolled.
     if large && !cpu {
         body += "        {\n";
         for kk in 0..depth {
@@ -386,15 +390,7 @@ pub(super) fn product(
     }
     body += "        }\n        workgroupBarrier();\n    }\n";
     let checked = guards != Guards::None;
-    let looped = large && cpu;
-    let put = write_outputs(
-        &mut body,
-        r,
-        threads,
-        layout,
-        [&p_m, &p_n],
-        [checked, looped],
-    );
+    let put = write_outputs(&mut body, r, threads, layout, [&p_m, &p_n], [checked, cpu]);
     let element = |wide: bool| if wide { "vec4<f32>" } else { "f32" };
     let (staged, per_row) = match layout {
         Layout4::Vectors => ("vec4<f32>", 4),
@@ -699,7 +695,7 @@ fn stage_vectors(
     [fetches, inside]: [&mut String; 2],
     names: &OperandNames,
     along_depth: bool,
-    tile: [usize; 2],
+    [tile, depth]: [usize; 2],
     [threads, loads]: [usize; 2],
     layout: Layout4,
     [load, guard]: [&str; 2],
@@ -711,7 +707,7 @@ fn stage_vectors(
         fetched,
         ..
     } = names;
-    let place = names.place(along_depth, tile, 4);
+    let place = names.place(along_depth, [tile, depth], 4);
     for q in 0..loads {
         let at = format!("let e = lid + {}u; {place}", q * threads);
         let _ = writeln!(staging.before, "    var {fetched}{q} = vec4<f32>(0.0);");
@@ -771,7 +767,8 @@ impl Tiling {
     ///   product of 8 columns (a convolution of 8 channels) on a 64x64 tile
     ///   would compute seven eighths of it for nothing.
     ///
-    /// On a CPU adapter (`cpu`), tiles of 64 threads:
+    /// On a CPU adapter (`cpu`), tiles of 64 threads, but for a large
+    /// product narrower than 64 (a GPU's narrow tile):
     /// - A product of fewer than `CPU_SMALL` multiply-adds: 32x32 at 4x4
     ///   where it fills one, by the narrow rule, in slices as deep as fit
     ///   2 KiB (`CPU_DEPTH`). A pipeline's compile there grows with the
@@ -788,36 +785,35 @@ impl Tiling {
     ///   over. Against the GPU's tiles on SwiftShader: W4's steps 0.58x
     ///   the time, W3's 0.62x, W2-1024's 0.76x; W4's first step 3.9 ->
     ///   3.4 s, and 2.2 s with its outputs written in a loop
-    ///   (`write_outputs`). A large product narrower than 64 takes a GPU's
-    ///   narrow tile.
+    ///   (`write_outputs`).
     fn for_product(m: usize, n: usize, k: usize, batches: usize, cpu: bool) -> Tiling {
         let work = m
             .saturating_mul(n)
             .saturating_mul(k)
             .saturating_mul(batches);
-        let cpu_tiles = cpu && work < CPU_SMALL;
+        let cpu_small = cpu && work < CPU_SMALL;
         let gpu = |rows, cols, r| Tiling {
             threads: Threads { rows, cols },
             r,
             depth: DEPTH,
         };
-        if cpu && m >= 64 && n >= 64 && !cpu_tiles {
+        if cpu && m >= 64 && n >= 64 && !cpu_small {
             return Tiling {
                 threads: Threads { rows: 8, cols: 8 },
                 r: 8,
                 depth: CPU_DEPTH,
             };
         }
-        if !cpu_tiles && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
+        if !cpu_small && m >= 64 && n >= 128 && m.div_ceil(64) * n.div_ceil(128) * batches >= 128 {
             return gpu(8, 16, 8);
         }
         // A product 64 wide each way keeps the square tile: a thinner one
         // wastes less at the edges but reuses each staged value less (W4's
         // 784x512 products ran 1.5x slower on 16x64 tiles).
-        if !cpu_tiles && m >= 64 && n >= 64 {
+        if !cpu_small && m >= 64 && n >= 64 {
             return gpu(16, 16, 4);
         }
-        let shapes: &[(usize, usize)] = match cpu_tiles {
+        let shapes: &[(usize, usize)] = match cpu_small {
             true => &[(8, 8), (16, 4), (4, 16)],
             false => &[(16, 16), (32, 8), (8, 32), (64, 4), (4, 64)],
         };
@@ -829,7 +825,7 @@ impl Tiling {
         // slice then has 256 elements, one per thread), and both staged
         // slices fit WebGPU's 16 KiB of workgroup memory, or a CPU's 2 KiB
         // at the deeper depth that does.
-        let (memory, depths): (usize, &[usize]) = match cpu_tiles {
+        let (memory, depths): (usize, &[usize]) = match cpu_small {
             true => (2048, &[DEPTH, CPU_DEPTH]),
             false => (16384, &[DEPTH]),
         };
@@ -868,23 +864,24 @@ impl Threads {
 
 /// Each output goes through the epilogue, which writes what the block
 /// writes (the product itself only when it is an output), by `put`, the
-/// function returned: one short call per output, or one call in a loop
-/// over a thread's outputs (`looped`: a CPU's 8x8 kernel, whose r is 8 and
-/// layout `Layout4::Vectors`). A compiler inlines `put` and the epilogue
-/// in it at every call: SwiftShader took 807 ms to compile W4's 8x8 kernel
-/// with its 64 calls, 340 ms with the loop. (The 4x4 kernel's 16 calls
-/// stay: W9's steps ran 1.03x as long on SwiftShader with a loop.)
+/// function returned: one short call per output, or on a CPU (`cpu`) one
+/// call in a loop over the 8x8 kernel's outputs. A compiler inlines `put`
+/// and the epilogue in it at every call: SwiftShader took 807 ms to compile
+/// W4's 8x8 kernel with its 64 calls, 340 ms with the loop. (The 4x4
+/// kernel's 16 calls stay: W9's steps ran 1.03x as long on SwiftShader
+/// with a loop.)
 fn write_outputs(
     body: &mut String,
     r: usize,
     threads: Threads,
     layout: Layout4,
     [p_m, p_n]: [&str; 2],
-    [checked, looped]: [bool; 2],
+    [checked, cpu]: [bool; 2],
 ) -> String {
-    if looped {
-        // Row i's two runs picked by a switch (a private array indexed by
-        // `i` would keep the accumulators in memory), then its outputs.
+    if cpu && r == 8 && layout == Layout4::Vectors {
+        // Row i's two runs of four picked by a switch (a private array
+        // indexed by `i` would keep the accumulators in memory), then its
+        // outputs, where `Layout4::position` puts them.
         body.push_str(
             "    for (var i = 0u; i < 8u; i = i + 1u) {\n        var v0 = vec4<f32>(0.0);\n        var v1 = v0;\n        switch i {\n",
         );
@@ -902,19 +899,20 @@ fn write_outputs(
             4 * threads.rows,
             4 * threads.cols
         );
-    }
-    for i in (0..r).filter(|_| !looped) {
-        let (row_lane, ri) = layout.position("ty", threads.rows, i);
-        for j in 0..r {
-            let (col_lane, cj) = layout.position("tx", threads.cols, j);
-            let acc = match layout {
-                Layout4::Vectors => format!("acc{i}_{}.{}", j / 4, LANES[j % 4]),
-                Layout4::Scalars => format!("acc{i}_{j}"),
-            };
-            let _ = writeln!(
-                body,
-                "    put(batch, row0 + {row_lane} + {ri}u, col0 + {col_lane} + {cj}u, {acc});"
-            );
+    } else {
+        for i in 0..r {
+            let (row_lane, ri) = layout.position("ty", threads.rows, i);
+            for j in 0..r {
+                let (col_lane, cj) = layout.position("tx", threads.cols, j);
+                let acc = match layout {
+                    Layout4::Vectors => format!("acc{i}_{}.{}", j / 4, LANES[j % 4]),
+                    Layout4::Scalars => format!("acc{i}_{j}"),
+                };
+                let _ = writeln!(
+                    body,
+                    "    put(batch, row0 + {row_lane} + {ri}u, col0 + {col_lane} + {cj}u, {acc});"
+                );
+            }
         }
     }
     let write = format!("_ = fused((batch * {p_m} + row) * {p_n} + col, value);");

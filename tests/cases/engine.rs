@@ -776,14 +776,14 @@ pub async fn a_large_matmul_with_ragged_edges_matches_the_cpu() {
     }
 }
 
-/// The products large enough for 8x8 outputs a thread (64x128 tiles of 128
-/// threads), with operands loaded four at a time, one by one, and
-/// transposed, and an epilogue: every element against the CPU, ragged
-/// edges included.
+/// The products large enough for 8x8 outputs a thread (a GPU's 64x128
+/// tiles of 128 threads, its depths unrolled; a CPU's 64x64 of 64, its
+/// outputs written in a loop), with operands loaded four at a time, one by
+/// one, and transposed, and an epilogue: every element against the CPU,
+/// ragged edges included.
 pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everywhere() {
-    let gpu = device().await;
     // Rows and columns past a whole number of tiles; k a multiple of four
-    // over several 16-deep steps.
+    // over several slices, and past a whole number of them.
     let (m, k, n) = (2051, 36, 2056);
     let a: Vec<f32> = (0..m * k)
         .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)
@@ -799,32 +799,44 @@ pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everyw
             (dot + bias[col]).max(0.0)
         })
         .collect();
-    let left = gpu.tensor(&a, Some(&[m, k])).unwrap();
-    let right = gpu.tensor(&b, Some(&[k, n])).unwrap();
-    let bias = gpu.tensor(&bias, Some(&[n])).unwrap();
     // The right operand stored transposed: read column by column.
     let b_t: Vec<f32> = (0..n * k).map(|e| b[(e % k) * n + e / k]).collect();
-    let right_t = gpu
-        .tensor(&b_t, Some(&[n, k]))
-        .unwrap()
-        .transpose(None)
-        .unwrap();
-    for (what, right) in [("as stored", &right), ("transposed", &right_t)] {
+    for cpu in [false, true] {
+        let gpu = kernels_shaped_for(cpu).await;
+        let left = gpu.tensor(&a, Some(&[m, k])).unwrap();
+        let right = gpu.tensor(&b, Some(&[k, n])).unwrap();
+        let bias = gpu.tensor(&bias, Some(&[n])).unwrap();
+        let right_t = gpu
+            .tensor(&b_t, Some(&[n, k]))
+            .unwrap()
+            .transpose(None)
+            .unwrap();
+        large_products_match(&want, [&left, &right, &right_t, &bias], n, cpu).await;
+    }
+}
+
+async fn large_products_match(
+    want: &[f32],
+    [left, right, right_t, bias]: [&Tensor; 4],
+    n: usize,
+    cpu: bool,
+) {
+    for (what, right) in [("as stored", right), ("transposed", right_t)] {
         let got = read(
             &left
                 .matmul(right)
                 .unwrap()
-                .add(&bias)
+                .add(bias)
                 .unwrap()
                 .relu()
                 .unwrap(),
         )
         .await;
         assert_eq!(got.len(), want.len());
-        for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+        for (e, (g, w)) in got.iter().zip(want).enumerate() {
             assert!(
                 (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                "{what}: ({}, {}): {g} vs {w}",
+                "{what} (cpu kernels: {cpu}): ({}, {}): {g} vs {w}",
                 e / n,
                 e % n
             );
@@ -832,12 +844,12 @@ pub async fn a_large_aligned_matmul_and_its_transposed_form_match_the_cpu_everyw
     }
 }
 
-/// A batch of small products whose tiles together are enough for the wide
-/// 64x128 tiles (32 batches of 2x2 tiles), the left operand broadcast over
-/// the batch and the right one transposed per batch, with an epilogue:
-/// every element against the CPU, ragged edges included.
+/// A batch of small products whose tiles together are enough for a GPU's
+/// wide 64x128 tiles (32 batches of 2x2 tiles), the left operand broadcast
+/// over the batch and the right one transposed per batch, with an
+/// epilogue: every element against the CPU, ragged edges included.
 pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() {
-    let gpu = kernels_only().await;
+    let gpu = kernels_shaped_for(false).await;
     let (batches, m, k, n) = (32, 70, 21, 130);
     let a: Vec<f32> = (0..m * k)
         .map(|i| ((i * 7 % 13) as f32 - 6.0) / 4.0)

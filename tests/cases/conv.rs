@@ -232,8 +232,8 @@ fn reference_grads(x: &[f32], f: &[f32], w: &[f32], g: Geometry) -> [Vec<f64>; 2
 /// the same numbers where none of it holds: images
 /// given channels first (NCHW, each channel strided), and a filter that is
 /// a transposed view.
-/// Each on a GPU's product kernels and on a CPU's
-/// (`DeviceOptions::cpu_kernels`).
+/// Each on a GPU's product kernels and on a CPU's (`DeviceOptions::cpu_kernels`:
+/// its small tiles, and its 8x8 kernel past 2^26 multiply-adds).
 pub async fn convolutions_of_channels_in_fours_and_their_gradients_match_the_reference() {
     for cpu in [false, true] {
         convolutions_in_fours_match(&kernels_shaped_for(cpu).await).await;
@@ -246,7 +246,7 @@ async fn convolutions_in_fours_match(gpu: &Device) {
         Padding::Same,
         Padding::Explicit([[1, 2], [0, 1]]),
     ];
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         ([2, 13, 11, 8], [3, 3, 8, 68], [1, 1], [1, 1]),
         ([2, 9, 10, 4], [2, 3, 4, 64], [2, 3], [1, 1]),
         ([2, 9, 10, 12], [3, 2, 12, 72], [1, 1], [2, 3]),
@@ -256,6 +256,10 @@ async fn convolutions_in_fours_match(gpu: &Device) {
         // padding the forward pass (1024 x 64, 144 deep), are whole tiles
         // and slices: no edge checks.
         ([4, 16, 16, 16], [3, 3, 16, 64], [1, 1], [1, 1]),
+        // Past 2^26 multiply-adds, a CPU's 8x8 kernel (but for the forward
+        // pass with no padding): forward 1024 x 128, 576 deep; the images'
+        // gradient 1024 x 64, 1152 deep; the filter's 576 x 128, 1024 deep.
+        ([4, 16, 16, 64], [3, 3, 64, 128], [1, 1], [1, 1]),
     ];
     for (seed, (xs, fs, stride, dilation)) in cases.into_iter().enumerate() {
         let x = values(xs.iter().product(), 30 + seed as u64);

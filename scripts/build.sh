@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the release npm package into pkg/: the wasm module, its JS glue and
-# TypeScript types, optimised for speed by binaryen's wasm-opt. With weak
+# Builds the release npm package into pkg/: the wasm module, optimised for
+# speed by binaryen's wasm-opt, its minified JS glue and TypeScript types. With weak
 # references, a Rust closure handed to JS (`grads(f)`'s function) is freed
 # when the collector takes it. Also run by
 # `npm pack` and `npm publish` (prepack), so a package is never packed from
@@ -37,6 +37,23 @@ node_modules/.bin/wasm-opt -O3 \
   pkg/webfusion_bg.wasm -o pkg/webfusion_bg.wasm
 after=$(stat -c %s pkg/webfusion_bg.wasm)
 echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after"
+# The glue is minified as a bundler would (oxc, through rolldown): a page
+# loading the package without one downloads it as shipped, and wasm-bindgen
+# writes it for reading (112 KB, 18.3 KB gzip; minified 39 KB, 9.6 KB).
+# Names the glue's behaviour rests on survive: its exports and classes,
+# import names (object keys), and the wasm's exports; `user_stack` cuts a
+# stack by function, not by name.
+node --input-type=module -e '
+import { minifySync } from "rolldown/experimental";
+import { readFileSync, writeFileSync } from "node:fs";
+const file = "pkg/webfusion.js";
+const { code, errors } = minifySync("webfusion.js", readFileSync(file, "utf8"), { module: true });
+if (errors.length > 0) {
+  console.error(`[build] minifying ${file} failed:`, errors);
+  process.exit(1);
+}
+writeFileSync(file, code);
+'
 # What a page downloads, as servers compress it (the README keeps these),
 # and the budget it must stay within: the build fails past it. The budget
 # is today's size with a little room (issue 23 aims at 150 KB gzip; see
@@ -47,9 +64,10 @@ echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after
 # Lowered by 1 KB when `Device::with_state`'s prologue stopped being
 # copied into each of its callers (3.4 KB gzip), by 0.5 KB when
 # `data()` and `array()` came to share their read, and by 12 KB when
-# messages stopped formatting floats in Rust (`error::number`).
+# messages stopped formatting floats in Rust (`error::number`), and by
+# 8.5 KB when the glue was minified.
 node -e '
-const BUDGET_GZIP = 338500;
+const BUDGET_GZIP = 330000;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -197,7 +197,7 @@ pub struct Group<'a> {
 /// `OpsAndAnchor` the anchor's too, whose operands the kernel does not see
 /// (the lowering asks for it only where they are known finite). A
 /// prologue's checks are its reduction kernel's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Numerics {
     Off,
     Ops,
@@ -206,7 +206,7 @@ pub enum Numerics {
 
 /// How a kernel reads one input: its shape, where its elements sit, and
 /// what they are.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Access {
     pub shape: Vec<usize>,
     pub layout: Layout,

@@ -6,7 +6,8 @@
 //! That makes the text itself the kernel cache's key, and a loop that repeats
 //! the same ops on new data compiles each kernel once. The runtime may compile
 //! a kernel with its scalars written in (`Kernel::specialized`) while they do
-//! not change.
+//! not change. Generating a text is itself remembered (`memo`), so a loop's
+//! later steps generate none.
 //!
 //! Every kernel numbers its workgroups linearly (`wid.x + wid.y * groups.x`)
 //! so the runtime can fold any count into a 2-D grid that stays within
@@ -16,6 +17,7 @@ mod conv;
 mod elementwise;
 mod kernel;
 mod matmul;
+mod memo;
 mod pool;
 mod reduce;
 mod scan;
@@ -24,6 +26,7 @@ pub use conv::conv;
 pub use elementwise::{copy, elementwise, finite_scan, flag_value, int_bounds};
 pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
 pub use matmul::matmul;
+pub use memo::{Generator, Key, Memo};
 pub use pool::{pool, pool_grad};
 pub use reduce::{Fused, OutputCheck, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
 pub use scan::scan;

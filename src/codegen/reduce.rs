@@ -57,7 +57,7 @@ pub const REDUCE_CHUNK: usize = 256 * REDUCE_WORKGROUP as usize;
 pub(super) const REDUCE_WORKGROUP: u32 = 32;
 
 /// Which launch of a reduction a kernel is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// The whole reduction in one launch: writes the final values.
     Whole,
@@ -262,7 +262,7 @@ impl Fold {
 }
 
 /// What a reduction kernel computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reducer {
     /// A fold of the values along its axes.
     Fold(ReduceOp),

@@ -4,7 +4,7 @@
 
 use crate::ir::ViewOp;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Layout {
     pub offset: usize,
     pub strides: Vec<usize>,

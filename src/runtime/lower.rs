@@ -11,8 +11,11 @@
 
 use std::borrow::Cow;
 
+use std::rc::Rc;
+
 use crate::codegen::{
-    self, Access, CheckOf, Fused, Group, Kernel, Numerics, REDUCE_CHUNK, Reducer, Stage,
+    self, Access, CheckOf, Fused, Generator, Group, Kernel, Key, Numerics, REDUCE_CHUNK, Reducer,
+    Stage,
 };
 use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
@@ -123,7 +126,8 @@ impl Lowering<'_> {
             anchor: None,
             numerics: self.numerics(None),
         };
-        let kernel = codegen::elementwise(group);
+        let key = Key::of(Generator::Elementwise, &(), &[Some(&group)]);
+        let kernel = self.generate(key, || codegen::elementwise(group));
         refuse_broken(&kernel)?;
         // Generated before anything is allocated or recorded: a broken one
         // refuses the block whole.
@@ -135,7 +139,8 @@ impl Lowering<'_> {
             let access = accesses
                 .get(input)
                 .ok_or_else(|| format!("check {slot} reads input {input} it does not have"))?;
-            let value = codegen::flag_value(access, &block.shape, slot);
+            let key = Key::of(Generator::FlagValue, &(access, &block.shape, slot), &[]);
+            let value = self.generate(key, || codegen::flag_value(access, &block.shape, slot));
             refuse_broken(&value)?;
             values.push((value, buffers[input].clone()));
         }
@@ -186,22 +191,27 @@ impl Lowering<'_> {
             anchor: Some(ops[i].output),
             numerics: self.numerics(Some(&ops[i])),
         };
-        let kernel = match ops[i].kind {
+        let cpu = self.gpu.cpu;
+        let conv = match ops[i].kind {
             OpKind::Conv {
                 pass,
                 geometry,
                 depthwise,
-            } => codegen::conv(
-                pass,
-                geometry,
-                depthwise,
-                [a, b],
-                &ops[i].shape,
-                group,
-                self.gpu.cpu,
-            ),
-            _ => codegen::matmul(a, b, &ops[i].shape, group, self.gpu.cpu),
+            } => Some((pass, geometry, depthwise)),
+            _ => None,
         };
+        let shape = &ops[i].shape;
+        let key = Key::of(
+            Generator::Product,
+            &(conv, a, b, shape, cpu),
+            &[Some(&group)],
+        );
+        let kernel = self.generate(key, || match conv {
+            Some((pass, geometry, depthwise)) => {
+                codegen::conv(pass, geometry, depthwise, [a, b], shape, group, cpu)
+            }
+            None => codegen::matmul(a, b, shape, group, cpu),
+        });
         refuse_broken(&kernel)?;
         let written = self.allocate_outputs(epilogue, &epilogue.outputs);
         Ok(self.launch_anchored(&kernel, operand_buffers, buffers, written, epilogue))
@@ -254,7 +264,11 @@ impl Lowering<'_> {
             false => Stage::Whole,
         };
         let fused = Fused::Epilogue(group, write_reduced);
-        let kernel = codegen::reduce(x, &last, Reducer::Fold(*op), stage, fused, None);
+        let reducer = Reducer::Fold(*op);
+        let key = Key::reduce(x, &last, reducer, stage, &fused, None);
+        let kernel = self.generate(key, || {
+            codegen::reduce(x, &last, reducer, stage, fused, None)
+        });
         refuse_broken(&kernel)?;
         let mut written = self.allocate_outputs(epilogue, &others);
         if write_reduced {
@@ -318,7 +332,11 @@ impl Lowering<'_> {
         } = op.kind
         {
             let (buffers, accesses) = bind(&op.inputs, inputs)?;
-            let kernel = codegen::pool_grad(pool, size, geometry, &accesses, &op.shape);
+            let how = (pool, size, geometry, &accesses, &op.shape);
+            let key = Key::of(Generator::PoolGrad, &how, &[]);
+            let kernel = self.generate(key, || {
+                codegen::pool_grad(pool, size, geometry, &accesses, &op.shape)
+            });
             let written = self.launch_one(&kernel, &buffers, &op.shape)?;
             self.check_written(op, 0, &written);
             return Ok(written);
@@ -369,7 +387,11 @@ impl Lowering<'_> {
                 geometry,
             } => {
                 let (buffers, input, prologue) = source;
-                let kernel = codegen::pool(*pool, *size, *geometry, input, prologue, &op.shape);
+                let how = (*pool, *size, *geometry, input, &op.shape);
+                let key = Key::of(Generator::Pool, &how, &[prologue.as_ref()]);
+                let kernel = self.generate(key, || {
+                    codegen::pool(*pool, *size, *geometry, input, prologue, &op.shape)
+                });
                 let written = self.launch_one(&kernel, buffers, &op.shape)?;
                 self.check_written(op, at, &written);
                 return Ok(written);
@@ -398,7 +420,11 @@ impl Lowering<'_> {
         else {
             return Err(format!("`{}` is not a scan", op.kind.name()));
         };
-        let kernel = codegen::scan(input, prologue, scan, axis, exclusive, reverse);
+        let how = (scan, axis, exclusive, reverse);
+        let key = Key::of(Generator::Scan, &(input, how), &[prologue.as_ref()]);
+        let kernel = self.generate(key, || {
+            codegen::scan(input, prologue, scan, axis, exclusive, reverse)
+        });
         self.launch_one(&kernel, buffers, &op.shape)
     }
 
@@ -414,7 +440,8 @@ impl Lowering<'_> {
         if !self.checks_value(op) {
             return;
         }
-        let kernel = codegen::finite_scan(&op.shape, at);
+        let key = Key::of(Generator::FiniteScan, &(&op.shape, at), &[]);
+        let kernel = self.generate(key, || codegen::finite_scan(&op.shape, at));
         let buffer = out.buffer.clone();
         self.launch(&kernel, &[buffer], &[]);
     }
@@ -510,7 +537,8 @@ impl Lowering<'_> {
         let mut kernels = Vec::new();
         for access in &accesses {
             if shape::numel(&access.shape) > 0 {
-                let kernel = codegen::copy(access, &dst);
+                let key = Key::of(Generator::Copy, &(access, &dst), &[]);
+                let kernel = self.generate(key, || codegen::copy(access, &dst));
                 refuse_broken(&kernel)?;
                 kernels.push(Some(kernel));
             } else {
@@ -529,7 +557,9 @@ impl Lowering<'_> {
 
     /// `input` copied row-major into a new buffer.
     fn copy(&mut self, buffer: &wgpu::Buffer, input: &Access) -> Result<Written, String> {
-        let kernel = codegen::copy(input, &Layout::contiguous(&input.shape));
+        let to = Layout::contiguous(&input.shape);
+        let key = Key::of(Generator::Copy, &(input, &to), &[]);
+        let kernel = self.generate(key, || codegen::copy(input, &to));
         refuse_broken(&kernel)?;
         let out = self.allocate(&input.shape);
         self.launch(&kernel, std::slice::from_ref(buffer), &[&out]);
@@ -562,7 +592,10 @@ impl Lowering<'_> {
             None
         };
         if let Some(stage) = single {
-            let kernel = codegen::reduce(input, axes, reducer, stage, prologue, checked);
+            let key = Key::reduce(input, axes, reducer, stage, &prologue, checked.as_ref());
+            let kernel = self.generate(key, || {
+                codegen::reduce(input, axes, reducer, stage, prologue, checked)
+            });
             refuse_broken(&kernel)?;
             let out = self.allocate(out_shape);
             self.launch(&kernel, buffers, &[&out]);
@@ -570,27 +603,28 @@ impl Lowering<'_> {
         }
         let splits = total.div_ceil(REDUCE_CHUNK);
         let partial_shape = [n_out, splits];
-        let first = codegen::reduce(
-            input,
-            axes,
-            reducer,
-            Stage::First { splits },
-            prologue,
-            None,
-        );
+        let stage = Stage::First { splits };
+        let key = Key::reduce(input, axes, reducer, stage, &prologue, None);
+        let first = self.generate(key, || {
+            codegen::reduce(input, axes, reducer, stage, prologue, None)
+        });
         let partials = Access {
             shape: partial_shape.to_vec(),
             layout: Layout::contiguous(&partial_shape),
             dtype: input.dtype,
         };
-        let last = codegen::reduce(
+        let stage = Stage::Final { total };
+        let key = Key::reduce(
             &partials,
             &[1],
             reducer,
-            Stage::Final { total },
-            Fused::None,
-            checked,
+            stage,
+            &Fused::None,
+            checked.as_ref(),
         );
+        let last = self.generate(key, || {
+            codegen::reduce(&partials, &[1], reducer, stage, Fused::None, checked)
+        });
         refuse_broken(&first)?;
         refuse_broken(&last)?;
         let out = self.allocate(out_shape);
@@ -634,6 +668,18 @@ impl Lowering<'_> {
         }
     }
 
+    /// `make`'s kernel, or the one generated before from the same key
+    /// (`codegen::Memo`); a block no key describes generates its own.
+    fn generate(&mut self, key: Option<Key>, make: impl FnOnce() -> Kernel) -> Rc<Kernel> {
+        if let Some(kernel) = self.gpu.kernels.get(key.as_ref()) {
+            return kernel;
+        }
+        let kernel = Rc::new(make());
+        self.gpu.kernels.insert(key, &kernel);
+        self.stats.kernels_generated += 1;
+        kernel
+    }
+
     /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
     fn launch(&mut self, kernel: &Kernel, inputs: &[wgpu::Buffer], outputs: &[&Written]) {
         self.launch_with(kernel, inputs, outputs, &[]);
@@ -650,7 +696,7 @@ impl Lowering<'_> {
         kernel: &Kernel,
         inputs: &[wgpu::Buffer],
         outputs: &[&Written],
-        values: &[(Kernel, wgpu::Buffer)],
+        values: &[(Rc<Kernel>, wgpu::Buffer)],
     ) {
         let placeholder = self.gpu.placeholder.clone();
         let mut bound: Vec<&wgpu::Buffer> = inputs.iter().collect();

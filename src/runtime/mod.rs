@@ -67,6 +67,10 @@ counters! {
     /// Every GPU buffer created: tensors' storage, the kernels' uniform
     /// arenas and reads' staging buffers. Flat once a loop has warmed up.
     gpu_buffers_created => "gpuBuffersCreated",
+    /// Kernels whose text was generated: a launch of a block generated
+    /// before on the same shapes (a loop's later steps) reuses its kernel.
+    /// Flat once a loop has warmed up.
+    kernels_generated => "kernelsGenerated",
     pipelines_compiled => "pipelinesCompiled",
     pipeline_cache_hits => "pipelineCacheHits",
     failures_held => "failuresHeld",
@@ -161,6 +165,9 @@ pub struct Gpu {
     pub placeholder: wgpu::Buffer,
     /// Compiled kernels by text (see `Family`).
     pipelines: FxHashMap<String, Family>,
+    /// Kernels by what they were generated from (`codegen::Memo`): a loop's
+    /// later steps generate no text.
+    pub kernels: crate::codegen::Memo,
     /// Pipelines compiled since the current scope opened: when the scope
     /// reports an error they may be invalid, and leave the cache.
     compiled_in_scope: Vec<String>,
@@ -415,6 +422,7 @@ impl Gpu {
             adapter_info: format!("{} ({:?})", info.name, info.backend),
             cpu: info.device_type == wgpu::DeviceType::Cpu,
             pipelines: FxHashMap::default(),
+            kernels: crate::codegen::Memo::default(),
             compiled_in_scope: Vec::new(),
             traced: None,
             timestamps,

@@ -160,6 +160,8 @@ export interface Stats {
     hostOps: number;
     /** Every GPU buffer created: storage, uniforms, read staging. */
     gpuBuffersCreated: number;
+    /** Kernel texts generated: a loop's later steps reuse its first's. */
+    kernelsGenerated: number;
     pipelinesCompiled: number;
     pipelineCacheHits: number;
     failuresHeld: number;

@@ -166,6 +166,87 @@ pub async fn a_repeated_loop_compiles_pipelines_in_its_first_iteration_only() {
     assert!(gpu.stats().pipeline_cache_hits > 0);
 }
 
+/// A loop's later steps reuse the kernels its first step generated
+/// (`codegen::Memo`), and each thing a kernel's key must tell apart gets a
+/// kernel of its own that computes its own values: the sign of a zero
+/// scalar, which operand of a `sub` comes first, a transposed operand.
+pub async fn a_loop_generates_its_kernels_once_and_blocks_that_differ_get_their_own() {
+    let gpu = kernels_only().await;
+    let xs = [1.0f32, -2.0, 3.0, 0.5, 4.0, -1.5];
+    let ws = [0.5f32, -1.0, 2.0, 1.0, -0.5, 0.25];
+    // One step: a product and its epilogue, a softmax (a row reduction
+    // and its epilogue), a sum, and a scalar's reciprocal by elementwise
+    // ops; every intermediate kept, as JS code without `tidy` keeps them.
+    let step = |zero: f32, flip: bool, transposed: bool| {
+        let x = gpu.tensor(&xs, Some(&[2, 3])).unwrap();
+        let w = match transposed {
+            false => gpu.tensor(&ws, Some(&[3, 2])).unwrap(),
+            true => gpu
+                .tensor(&[0.5, 2.0, -0.5, -1.0, 1.0, 0.25], Some(&[2, 3]))
+                .unwrap()
+                .transpose(None)
+                .unwrap(),
+        };
+        let h = x.matmul(&w).unwrap().add(1.0).unwrap().relu().unwrap();
+        let p = h.softmax(-1).unwrap();
+        let d = match flip {
+            false => h.sub(&p).unwrap(),
+            true => p.sub(&h).unwrap(),
+        };
+        let scaled = x.mul(zero).unwrap();
+        let inverse = gpu.ones(&[2, 3]).unwrap().div(&scaled).unwrap();
+        (d.sum(Some(&[1]), false).unwrap(), inverse)
+    };
+    // The same on the host.
+    let want = |zero: f32, flip: bool| {
+        let mut sums = Vec::new();
+        for row in 0..2 {
+            let h: Vec<f32> = (0..2)
+                .map(|col| {
+                    let dot: f32 = (0..3).map(|k| xs[row * 3 + k] * ws[k * 2 + col]).sum();
+                    (dot + 1.0).max(0.0)
+                })
+                .collect();
+            let top = h[0].max(h[1]);
+            let total: f32 = h.iter().map(|v| (v - top).exp()).sum();
+            let d: f32 = h.iter().map(|v| v - (v - top).exp() / total).sum();
+            sums.push(if flip { -d } else { d });
+        }
+        let inverse: Vec<f32> = xs.iter().map(|x| 1.0 / (x * zero)).collect();
+        (sums, inverse)
+    };
+    let mut generated = vec![gpu.stats().kernels_generated];
+    for (zero, flip, transposed) in [
+        (0.0, false, false),
+        (0.0, false, false),
+        (-0.0, false, false),
+        (0.0, false, false),
+        (0.0, true, false),
+        (0.0, false, true),
+    ] {
+        let (sums, inverse) = step(zero, flip, transposed);
+        let (want_sums, want_inverse) = want(zero, flip);
+        close(&read(&sums).await, &want_sums);
+        let got = read(&inverse).await;
+        assert_eq!(got, want_inverse, "1 / (x * {zero})");
+        generated.push(gpu.stats().kernels_generated);
+    }
+    let new: Vec<u64> = generated.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(new[0] > 0, "{new:?}");
+    assert_eq!(new[1], 0, "a repeated step generates nothing: {new:?}");
+    assert_eq!(
+        new[3], 0,
+        "the first step's kernels are still there: {new:?}"
+    );
+    for (k, what) in [
+        (2, "-0.0"),
+        (4, "sub's operands swapped"),
+        (5, "a transposed operand"),
+    ] {
+        assert!(new[k] > 0, "{what} got a kernel of its own: {new:?}");
+    }
+}
+
 /// A product's text launched at ever new sizes compiles one pipeline per
 /// size set up to its room of four, then its general text once, which
 /// every later size set runs: the compiles a text costs are bounded.

@@ -240,6 +240,10 @@ macro_rules! all_cases {
             engine,
             a_repeated_loop_compiles_pipelines_in_its_first_iteration_only
         );
+        $run!(
+            engine,
+            a_loop_generates_its_kernels_once_and_blocks_that_differ_get_their_own
+        );
         $run!(engine, messages_write_numbers_as_javascript_does_in_both_worlds);
         $run!(
             engine,

@@ -9,8 +9,9 @@
 //!
 //! A key holds everything the generator reads, with tensor ids renamed to
 //! where they first appear in the group: codegen compares ids, never reads
-//! their values, so two groups equal up to that renaming generate the same
-//! text, words and checks. It is those parts' bytes as `Hash` writes them,
+//! their values (but in a broken kernel's reason, which is not remembered),
+//! so two groups equal up to that renaming generate the same text, words
+//! and checks. It is those parts' bytes as `Hash` writes them,
 //! not a struct of them: one derived comparison and hash of a key's many
 //! shapes cost 10 KB of wasm. Floats are held as their bits, so `-0.0` and
 //! `0.0` (and NaNs of different payloads) are different keys. A group
@@ -28,9 +29,11 @@ use super::kernel::{Access, Group, Kernel};
 use super::reduce::{Fused, OutputCheck, Reducer, Stage};
 
 /// How many kernels are remembered. A program whose shapes keep changing
-/// (a batch of every length) would otherwise grow the map without end; past
-/// this many it starts over, which a loop's steady state never reaches
-/// (W9's transformer step launches about 60 kernels).
+/// (a batch of every length) would otherwise grow the map without end. Past
+/// this many, each new kernel takes the place of one the map holds (an
+/// arbitrary one: the map keeps no order); emptying it instead would make a
+/// loop of more kernels than this miss every time. W4's training step
+/// launches 21.
 const CAPACITY: usize = 256;
 
 /// The kernels generated so far, by key.
@@ -49,14 +52,19 @@ impl Memo {
         self.kernels.get(key?).cloned()
     }
 
-    /// Remembers `kernel` as `key`'s (with a key).
+    /// Remembers `kernel` as `key`'s (with a key). A broken kernel is not
+    /// remembered: its reason may name the tensors of the block it was
+    /// generated for, and another block of the same key should name its own.
     #[inline(never)]
     pub fn insert(&mut self, key: Option<Key>, kernel: &Rc<Kernel>) {
-        let Some(key) = key else {
+        let Some(key) = key.filter(|_| kernel.broken.is_none()) else {
             return;
         };
         if self.kernels.len() >= CAPACITY {
-            self.kernels.clear();
+            let evicted = self.kernels.keys().next().map(|k| Key(k.0.clone()));
+            if let Some(evicted) = evicted {
+                self.kernels.remove(&evicted);
+            }
         }
         self.kernels.insert(key, kernel.clone());
     }
@@ -295,6 +303,44 @@ mod tests {
         assert!(key.is_some());
         assert_eq!(key, key_of(&renamed, &renamed_ops));
         assert_ne!(key, key_of(&square, &square_ops), "x * x is not x * y");
+    }
+
+    fn kernel(broken: Option<&str>) -> Rc<Kernel> {
+        Rc::new(Kernel {
+            wgsl: String::new(),
+            params: Vec::new(),
+            scalars: Vec::new(),
+            workgroups: 1,
+            broken: broken.map(str::to_string),
+            sizes: false,
+            checks: Vec::new(),
+        })
+    }
+
+    fn scan_key(n: usize) -> Option<Key> {
+        Key::of(Generator::FiniteScan, &(vec![n], 0usize), &[])
+    }
+
+    #[test]
+    fn a_full_memo_makes_room_one_kernel_at_a_time_and_keeps_no_broken_kernel() {
+        let mut memo = Memo::default();
+        for n in 0..CAPACITY + 10 {
+            memo.insert(scan_key(n), &kernel(None));
+            assert!(
+                memo.get(scan_key(n).as_ref()).is_some(),
+                "{n} was just remembered"
+            );
+        }
+        assert_eq!(memo.kernels.len(), CAPACITY);
+        let kept = (0..CAPACITY + 10)
+            .filter(|&n| memo.get(scan_key(n).as_ref()).is_some())
+            .count();
+        assert_eq!(kept, CAPACITY, "ten were evicted, not all");
+        memo.insert(
+            scan_key(1_000_000),
+            &kernel(Some("tensor #7 has no source")),
+        );
+        assert!(memo.get(scan_key(1_000_000).as_ref()).is_none());
     }
 
     #[test]

@@ -20,10 +20,18 @@
 //! - **A GPU's 8x8 kernel's depths unrolled**, so its workgroup reads have
 //!   constant first indices: ours, 4096 32.1 -> 36.6, 1024 19.9 -> 27.2.
 //! - **A column-major operand is staged down its columns** in the 8x8
-//!   kernel, one by one, neighbouring threads reading neighbouring words
+//!   kernel, neighbouring threads reading neighbouring words
 //!   (`column_major`): a transposed right operand at 4096 went 18.5 ->
-//!   32.2 (the plain product: 36.6). Four at a time down the columns was
-//!   slower (below). The 4x4 kernel reads it along its rows.
+//!   32.2 (the plain product: 36.6). On a GPU a right operand whose
+//!   columns are aligned is read four at a time down them
+//!   (`columns_in_fours`), and `tb`'s rows get one vector more, so the
+//!   four threads that store one column's depths do not all meet in one
+//!   bank: on an H100, transposed over plain went 86% -> 87-91% at 4096,
+//!   86% -> 95% at 3072 and 1536, 82% -> 94% at 1024, but 105% -> 95% at
+//!   2048 (and 86% -> 85% at 2560). Without the extra vector, these loads
+//!   were slower than one by one (the H200 figures in `read`), and the
+//!   extra vector alone changed nothing. The 4x4 kernel reads a transposed
+//!   operand along its rows.
 //! - **No edge checks where no edge is crossed** (`Guards`): a product of
 //!   whole tiles and whole slices checks nothing, and in other products
 //!   the 8x8 kernel fetches a slice inside both operands unguarded (a
@@ -115,8 +123,8 @@ pub(super) enum Vectors {
 /// rows: its last dim is contiguous, and its length, the offset and every
 /// other stride are multiples of four, so `index / 4` is exact and a
 /// vector never reaches past a row's end into the next. A transposed
-/// operand is read one by one (module docs: four at a time down its
-/// columns ran slower).
+/// operand is read one by one, or in a GPU's 8x8 kernel, as a right
+/// operand, down its columns (`columns_in_fours`, module docs).
 pub(super) fn rows_in_fours(operand: &Access) -> bool {
     let (shape, strides) = (&operand.shape, &operand.layout.strides);
     let r = strides.len();
@@ -124,6 +132,18 @@ pub(super) fn rows_in_fours(operand: &Access) -> bool {
         && strides[r - 1] == 1
         && operand.layout.offset.is_multiple_of(4)
         && strides[..r - 1].iter().all(|s| s.is_multiple_of(4))
+}
+
+/// `rows_in_fours` down the columns: the rows dim is contiguous, and its
+/// length, the offset and every other stride are multiples of four.
+fn columns_in_fours(operand: &Access) -> bool {
+    let (shape, strides) = (&operand.shape, &operand.layout.strides);
+    let r = strides.len();
+    shape[r - 2].is_multiple_of(4)
+        && strides[r - 2] == 1
+        && operand.layout.offset.is_multiple_of(4)
+        && strides[r - 1].is_multiple_of(4)
+        && strides[..r - 2].iter().all(|s| s.is_multiple_of(4))
 }
 
 /// Whether a matmul operand is stored column by column (its rows dim, not
@@ -249,17 +269,25 @@ pub(super) fn product(
                     "a" => ("ar", "ac", "in0"),
                     _ => ("br", "bc", "in1"),
                 };
-                // Along the rows only: a transposed operand read four at a
-                // time down its columns ran slower than one by one (H200,
-                // 8x8 kernel, right operand transposed: 2048 23.4 against
-                // 32.6 TFLOP/s, 4096 34.0 against 34.4, 1024 25.4 against
-                // 26.3), and so did attention's 64-wide products in the
-                // 4x4 kernel on SwiftShader (1.05-1.09x the time).
-                let vectors = (wide && rows_in_fours(access)).then_some(Vectors::Rows);
+                // Down the columns only for a GPU's 8x8 kernel's right
+                // operand, whose `tb` rows are padded for it (module docs):
+                // unpadded, those loads ran slower than one by one (H200,
+                // 2048 23.4 against 32.6 TFLOP/s, 4096 34.0 against 34.4,
+                // 1024 25.4 against 26.3), and so did attention's 64-wide
+                // products in the 4x4 kernel on SwiftShader (1.05-1.09x the
+                // time).
+                let down = name == "b" && large && !cpu && wide && columns_in_fours(access);
+                let vectors = match down {
+                    true => Some(Vectors::Columns),
+                    false => (wide && rows_in_fours(access)).then_some(Vectors::Rows),
+                };
                 // Along a vector's dim the stride is 1: not multiplied.
                 let index = match vectors {
                     None => format!("{name}_base + {i} * {name}_rows + {j} * {name}_cols"),
-                    Some(_) => format!("({name}_base + {i} * {name}_rows + {j}) / 4u"),
+                    Some(Vectors::Rows) => format!("({name}_base + {i} * {name}_rows + {j}) / 4u"),
+                    Some(Vectors::Columns) => {
+                        format!("({name}_base + {i} + {j} * {name}_cols) / 4u")
+                    }
                 };
                 (
                     format!(
@@ -406,7 +434,9 @@ pub(super) fn product(
         element(vectors_a.is_some()),
         element(vectors_b.is_some()),
         tile_m / per_row,
-        tile_n / per_row,
+        // A right operand staged down its columns: its four threads per
+        // column store a row of `tb` apart, 128 words (one bank) unpadded.
+        tile_n / per_row + usize::from(vectors_b == Some(Vectors::Columns)),
     );
     decls += &functions;
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);

@@ -239,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn matmul_loads_an_operand_by_vectors_only_along_aligned_contiguous_rows() {
+    fn matmul_loads_an_operand_by_vectors_only_along_its_aligned_contiguous_dim() {
         let (block, ops) = exp_block(0);
         let epilogue = Group {
             block: &block,
@@ -266,8 +266,10 @@ mod tests {
             declared(&contiguous(&[64, 6]), &contiguous(&[6, 64]), &[64, 64]),
             (false, true)
         );
-        // A transposed operand is loaded one by one, in either kernel,
-        // aligned or not; the other operand still four at a time.
+        // A transposed left operand is loaded one by one, in either
+        // kernel; a transposed right one four at a time down its columns in
+        // a GPU's 8x8 kernel (1024 square) where k is a multiple of four,
+        // else one by one; the other operand four at a time along its rows.
         let transposed = |k: usize, n: usize| Access {
             shape: vec![k, n],
             layout: Layout {
@@ -279,7 +281,7 @@ mod tests {
         let large = [1024, 1024];
         assert_eq!(
             declared(&contiguous(&[1024, 12]), &transposed(12, 1024), &large),
-            (true, false)
+            (true, true)
         );
         assert_eq!(
             declared(&contiguous(&[1024, 6]), &transposed(6, 1024), &large),

@@ -434,9 +434,12 @@ pub(super) fn product(
         element(vectors_a.is_some()),
         element(vectors_b.is_some()),
         tile_m / per_row,
-        // A right operand staged down its columns: its four threads per
-        // column store a row of `tb` apart, 128 words (one bank) unpadded.
-        tile_n / per_row + usize::from(vectors_b == Some(Vectors::Columns)),
+        // A matrix right operand staged down its columns: its four threads
+        // per column store a row of `tb` apart, 128 words (one bank)
+        // unpadded. (A convolution's operand read down its columns is not
+        // padded: measured neither way.)
+        tile_n / per_row
+            + usize::from(matches!(b, Operand::Matrix(_)) && vectors_b == Some(Vectors::Columns)),
     );
     decls += &functions;
     let (bindings, function) = fused(epilogue, &mut params, 3, AnchorParts::One);

@@ -29,7 +29,7 @@ fn dims(access: &Access) -> ([usize; 4], [usize; 4]) {
 /// Pass `pass` as an implicit product on the matmul's tiles: its
 /// operands' elements read where they sit in the windows, four
 /// neighbouring channels at a time where they lie contiguous and aligned
-/// (`in_fours`), and an operand that is a plain matrix (a stored filter
+/// (`Access::in_fours`), and an operand that is a plain matrix (a stored filter
 /// forward, a stored gradient for the filter's) read as one.
 fn tiled(
     pass: ConvPass,
@@ -86,7 +86,7 @@ fn tiled(
                     p(fs[3])
                 ),
             };
-            let fours = in_fours(first, c, 3).then_some(Vectors::Rows);
+            let fours = first.in_fours(3).then_some(Vectors::Rows);
             let images = a.operand(0, first, xs[0], fours);
             // A filter stored as laid out is the matrix [kh*kw*c, o].
             if second.layout.is_contiguous(&second.shape) {
@@ -143,9 +143,9 @@ fn tiled(
             };
             // Four output channels of one tap, of the gradient and of the
             // filter: along the product's depth for both.
-            let fours = in_fours(first, o, 3).then_some(Vectors::Rows);
+            let fours = first.in_fours(3).then_some(Vectors::Rows);
             let gradient = a.operand(0, first, ds[0], fours);
-            let fours = in_fours(second, o, 3).then_some(Vectors::Columns);
+            let fours = second.in_fours(3).then_some(Vectors::Columns);
             (gradient, (b, fours), vec![n, h * w, c], kh * kw * o)
         }
         ConvPass::Filter => {
@@ -183,7 +183,7 @@ fn tiled(
                 ),
             };
             // Four input channels of one tap: along the product's rows.
-            let fours = in_fours(first, c, 3).then_some(Vectors::Columns);
+            let fours = first.in_fours(3).then_some(Vectors::Columns);
             let images = a.operand(0, first, 0, fours);
             // A gradient stored as laid out is the matrix [n*oh*ow, o].
             if second.layout.is_contiguous(&second.shape) {
@@ -218,7 +218,7 @@ impl Loader {
     /// Operand `which` (0 or 1) as this loader reads it, its batches
     /// `batch_stride` apart: one
     /// element at a time, and four (`vector`'s dim) where it says so. The
-    /// vector's dim has stride 1 (`in_fours`), so the four are one
+    /// vector's dim has stride 1 (`Access::in_fours`), so the four are one
     /// `vec4<f32>` of the binding at `index / 4`.
     fn operand<'a>(
         self,
@@ -254,18 +254,6 @@ impl Loader {
             }),
         }
     }
-}
-
-/// Whether a rank-4 operand's last dim (`dim`, `count` long) can be read
-/// four at a time: contiguous, `count` a multiple of four, and every other
-/// stride and the offset whole vectors, so four neighbours along it lie in
-/// one aligned `vec4` and never straddle two taps or pixels.
-fn in_fours(access: &Access, count: usize, dim: usize) -> bool {
-    let (_, strides) = dims(access);
-    count.is_multiple_of(4)
-        && strides[dim] == 1
-        && access.layout.offset.is_multiple_of(4)
-        && (0..4).all(|d| d == dim || strides[d].is_multiple_of(4))
 }
 
 /// A stored operand as the plain matrix `[rows, cols]` it is.

@@ -214,6 +214,22 @@ pub struct Access {
 }
 
 impl Access {
+    /// Whether it can be read four elements at a time along `dim`: `dim`
+    /// is contiguous, and its length, the offset and every other stride
+    /// are multiples of four, so `index / 4` is exact and four neighbours
+    /// lie in one aligned `vec4` that never reaches past the dim's end into
+    /// the next row (or tap, or pixel).
+    pub(super) fn in_fours(&self, dim: usize) -> bool {
+        let strides = &self.layout.strides;
+        self.shape.get(dim).is_some_and(|n| n.is_multiple_of(4))
+            && strides.get(dim) == Some(&1)
+            && self.layout.offset.is_multiple_of(4)
+            && strides
+                .iter()
+                .enumerate()
+                .all(|(d, s)| d == dim || s.is_multiple_of(4))
+    }
+
     pub(super) fn is_direct(&self, out: &[usize]) -> bool {
         self.shape == out && self.layout.offset == 0 && self.layout.is_contiguous(&self.shape)
     }

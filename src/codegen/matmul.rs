@@ -24,7 +24,7 @@
 //!   (`column_major`): a transposed right operand at 4096 went 18.5 ->
 //!   32.2 (the plain product: 36.6). On a GPU a right operand whose
 //!   columns are aligned is read four at a time down them
-//!   (`columns_in_fours`), and `tb`'s rows get one vector more, so the
+//!   (`Access::in_fours`), and `tb`'s rows get one vector more, so the
 //!   four threads that store one column's depths do not all meet in one
 //!   bank: on an H100, transposed over plain went 86% -> 87-91% at 4096,
 //!   86% -> 95% at 3072 and 1536, 82% -> 94% at 1024, but 105% -> 95% at
@@ -53,7 +53,7 @@
 //!   workgroup memory and the reads of it.
 //! - **A stored operand four floats at a time** from global memory along
 //!   its rows, where they are contiguous and 16-byte aligned
-//!   (`rows_in_fours`). A transposed one (a gradient's products read one)
+//!   (`Access::in_fours`). A transposed one (a gradient's products read one)
 //!   is read one by one through its layout, in place, never copied: four
 //!   at a time down its columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s
 //!   against 32.6 one by one (H200). A convolution's operands use both
@@ -117,33 +117,6 @@ pub(super) enum Vectors {
     Rows,
     /// Along the rows dim (columns are contiguous).
     Columns,
-}
-
-/// Whether a matrix operand is loaded four floats at a time along its
-/// rows: its last dim is contiguous, and its length, the offset and every
-/// other stride are multiples of four, so `index / 4` is exact and a
-/// vector never reaches past a row's end into the next. A transposed
-/// operand is read one by one, or in a GPU's 8x8 kernel, as a right
-/// operand, down its columns (`columns_in_fours`, module docs).
-pub(super) fn rows_in_fours(operand: &Access) -> bool {
-    let (shape, strides) = (&operand.shape, &operand.layout.strides);
-    let r = strides.len();
-    shape[r - 1].is_multiple_of(4)
-        && strides[r - 1] == 1
-        && operand.layout.offset.is_multiple_of(4)
-        && strides[..r - 1].iter().all(|s| s.is_multiple_of(4))
-}
-
-/// `rows_in_fours` down the columns: the rows dim is contiguous, and its
-/// length, the offset and every other stride are multiples of four.
-fn columns_in_fours(operand: &Access) -> bool {
-    let (shape, strides) = (&operand.shape, &operand.layout.strides);
-    let r = strides.len();
-    shape[r - 2].is_multiple_of(4)
-        && strides[r - 2] == 1
-        && operand.layout.offset.is_multiple_of(4)
-        && strides[r - 1].is_multiple_of(4)
-        && strides[..r - 2].iter().all(|s| s.is_multiple_of(4))
 }
 
 /// Whether a matmul operand is stored column by column (its rows dim, not
@@ -275,11 +248,12 @@ pub(super) fn product(
                 // 2048 23.4 against 32.6 TFLOP/s, 4096 34.0 against 34.4,
                 // 1024 25.4 against 26.3), and so did attention's 64-wide
                 // products in the 4x4 kernel on SwiftShader (1.05-1.09x the
-                // time).
-                let down = name == "b" && large && !cpu && wide && columns_in_fours(access);
+                // time). Either way along an aligned contiguous dim
+                // (`Access::in_fours`).
+                let down = name == "b" && large && !cpu && wide && access.in_fours(r - 2);
                 let vectors = match down {
                     true => Some(Vectors::Columns),
-                    false => (wide && rows_in_fours(access)).then_some(Vectors::Rows),
+                    false => (wide && access.in_fours(r - 1)).then_some(Vectors::Rows),
                 };
                 // Along a vector's dim the stride is 1: not multiplied.
                 let index = match vectors {

@@ -10,7 +10,6 @@
 //! `internal` failure on the block's outputs.
 
 use std::borrow::Cow;
-
 use std::rc::Rc;
 
 use crate::codegen::{

@@ -669,12 +669,22 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
         .filter(|(call, _)| body.contains(call) || decls.contains(call))
         .map(|(_, text)| *text)
         .collect();
+    // A body that folds across a subgroup (`Fold::across_workgroup`) reads
+    // its size and lane. Naga takes subgroup operations where the device
+    // has the feature, and refuses WGSL's `enable subgroups;` as not yet
+    // implemented: only native devices ask for subgroups, so none is written.
+    let lanes = match body.contains("subgroup") {
+        true => {
+            ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32"
+        }
+        false => "",
+    };
     format!(
         "{PRELUDE}{helpers}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
          fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\
          @compute @workgroup_size({workgroup})\n\
          fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, \
-         @builtin(local_invocation_index) lid: u32) {{\n\
+         @builtin(local_invocation_index) lid: u32{lanes}) {{\n\
          \x20   let wg = wid.x + wid.y * groups.x;\n\
          \x20   _ = params[0];\n{body}}}\n",
         words = params.len() / 4,

@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap;
 use crate::ir::{BinaryOp, OpKind, TensorId, UnaryOp};
 
 use super::kernel::{Access, Group, Kernel};
-use super::reduce::{Fused, OutputCheck, Reducer, Stage};
+use super::reduce::{Fused, OutputCheck, Reducer, Stage, Subgroups};
 
 /// How many kernels are remembered. A program whose shapes keep changing
 /// (a batch of every length) would otherwise grow the map without end. Past
@@ -148,6 +148,7 @@ impl Key {
         stage: Stage,
         fused: &Fused<'_>,
         checked: Option<&OutputCheck<'_>>,
+        subgroups: Option<Subgroups>,
     ) -> Option<Key> {
         let (how, group) = match fused {
             Fused::None => ((0u8, false), None),
@@ -155,7 +156,7 @@ impl Key {
             Fused::Epilogue(group, write) => ((2, *write), Some(group)),
         };
         let checked = checked.map(|c| (c.op, c.shape));
-        let args = (input, axes, reducer, stage, how, checked);
+        let args = (input, axes, reducer, stage, how, checked, subgroups);
         Key::of(Generator::Reduce, &args, &[group])
     }
 }

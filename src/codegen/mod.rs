@@ -28,7 +28,9 @@ pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
 pub use matmul::matmul;
 pub use memo::{Generator, Key, Memo};
 pub use pool::{pool, pool_grad};
-pub use reduce::{Fused, OutputCheck, REDUCE_CHUNK, Reducer, Stage, reduce, reduces_per_thread};
+pub use reduce::{
+    Fused, OutputCheck, REDUCE_CHUNK, Reducer, Stage, Subgroups, reduce, reduces_per_thread,
+};
 pub use scan::scan;
 
 #[cfg(test)]
@@ -349,6 +351,7 @@ mod tests {
             Stage::PerThread,
             Fused::None,
             None,
+            None,
         );
         assert_eq!(kernel.workgroups, 1024 / REDUCE_PER_THREAD as u64);
         assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
@@ -384,6 +387,7 @@ mod tests {
             Stage::Whole,
             Fused::None,
             None,
+            None,
         );
         assert_eq!(kernel.workgroups, 24);
     }
@@ -400,6 +404,7 @@ mod tests {
                 stage,
                 Fused::None,
                 checked,
+                None,
             );
             assert_eq!(bindings(&kernel.wgsl), [0, 1, 2, 3], "{}", kernel.wgsl);
             assert!(kernel.wgsl.contains("flags: array<atomic<u32>>"));
@@ -425,6 +430,7 @@ mod tests {
             Stage::First { splits: 2 },
             Fused::None,
             checked,
+            None,
         );
         assert!(first.checks.is_empty());
         assert!(!first.wgsl.contains("flags"), "{}", first.wgsl);
@@ -537,6 +543,7 @@ mod tests {
             Reducer::Fold(ReduceOp::Sum),
             Stage::Whole,
             Fused::Epilogue(group, true),
+            None,
             None,
         );
         let declared = bindings(&kernel.wgsl);

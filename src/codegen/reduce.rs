@@ -56,6 +56,25 @@ pub const REDUCE_CHUNK: usize = 256 * REDUCE_WORKGROUP as usize;
 /// spends its time on when rows are short.
 pub(super) const REDUCE_WORKGROUP: u32 = 32;
 
+/// The subgroups a reduction's workgroup folds with (WGSL's `subgroups`
+/// extension, where the device has it): each has at least `min` lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Subgroups {
+    pub min: u32,
+}
+
+impl Subgroups {
+    /// What an adapter whose subgroups have `min..=max` lanes gives a
+    /// reduction. Its butterfly reads lanes up to half a subgroup away: in
+    /// a subgroup wider than the workgroup (AMD's 64 lanes) some of those
+    /// run no thread of it and hold nothing WebGPU defines, so only
+    /// subgroups that split the workgroup evenly are used.
+    pub fn for_adapter(min: u32, max: u32) -> Option<Subgroups> {
+        let even = min > 0 && max.is_power_of_two() && REDUCE_WORKGROUP.is_multiple_of(max);
+        even.then_some(Subgroups { min })
+    }
+}
+
 /// Which launch of a reduction a kernel is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
@@ -221,16 +240,62 @@ impl Fold {
         }
     }
 
-    /// Folds the workgroup's per-thread states pairwise in shared memory:
-    /// afterwards `part[0]` (and `part_aux[0]`) hold the whole state, and
-    /// every thread can read them.
-    pub(super) fn across_workgroup(&self) -> String {
+    /// Folds the workgroup's per-thread states into one: afterwards every
+    /// thread's `acc` (and `aux`) hold the whole workgroup's state, the same
+    /// in every thread (an epilogue's threads must all see one row value).
+    ///
+    /// Without subgroups, pairwise in shared memory, a barrier per halving.
+    /// With them, a butterfly of shuffles within each subgroup first, then
+    /// lane 0's state broadcast, so every lane's copy is the same whatever
+    /// the merge's rounding. Where a subgroup may be smaller than the
+    /// workgroup (lavapipe's 8, Intel's 8 or 16), each subgroup's lane 0
+    /// puts its state in shared memory, every other thread the fold's
+    /// identity, and each thread folds all the slots in one order: WebGPU
+    /// does not say which invocations share a subgroup, so no slot may be
+    /// taken for another subgroup's. Where one subgroup spans the workgroup
+    /// (NVIDIA's and Apple's 32 lanes) there is no barrier at all.
+    pub(super) fn across_workgroup(&self, subgroups: Option<Subgroups>) -> String {
         let aux = self.aux.is_some();
         let save = if aux { "part_aux[lid] = aux;" } else { "" };
-        let load_aux = if aux {
-            "let r = part_aux[lid + s];\n            var aux = part_aux[lid];"
+        if let Some(Subgroups { min }) = subgroups {
+            let (shuffle_aux, broadcast_aux, put_aux, read_aux, init_aux) = match self.aux {
+                Some((_, init)) => (
+                    "let r = subgroupShuffleXor(aux, s);",
+                    "aux = subgroupBroadcast(aux, 0u);",
+                    format!("part_aux[lid] = select({init}, aux, sg_lane == 0u);"),
+                    "let r = part_aux[j];",
+                    format!("aux = {init};"),
+                ),
+                None => ("", "", String::new(), "", String::new()),
+            };
+            let mut text = format!(
+                "    for (var s = sg_size >> 1u; s > 0u; s = s >> 1u) {{\n\
+                 \x20       let x = subgroupShuffleXor(acc, s);\n        {shuffle_aux}\n\
+                 \x20       {merge}\n    }}\n\
+                 \x20   acc = subgroupBroadcast(acc, 0u);\n    {broadcast_aux}\n",
+                merge = self.merge,
+            );
+            if min < REDUCE_WORKGROUP {
+                let _ = write!(
+                    text,
+                    "    part[lid] = select({init}, acc, sg_lane == 0u);\n    {put_aux}\n\
+                     \x20   workgroupBarrier();\n    acc = {init};\n    {init_aux}\n\
+                     \x20   for (var j = 0u; j < {REDUCE_WORKGROUP}u; j = j + 1u) {{\n\
+                     \x20       let x = part[j];\n        {read_aux}\n\
+                     \x20       {merge}\n    }}\n",
+                    merge = self.merge,
+                    init = self.init,
+                );
+            }
+            return text;
+        }
+        let (load_aux, take_aux) = if aux {
+            (
+                "let r = part_aux[lid + s];\n            var aux = part_aux[lid];",
+                "aux = part_aux[0];",
+            )
         } else {
-            ""
+            ("", "")
         };
         format!(
             "    part[lid] = acc;\n    {save}\n    workgroupBarrier();\n\
@@ -239,7 +304,8 @@ impl Fold {
              \x20           let x = part[lid + s];\n            var acc = part[lid];\n            {load_aux}\n\
              \x20           {merge}\n\
              \x20           part[lid] = acc;\n            {save}\n\
-             \x20       }}\n        workgroupBarrier();\n    }}\n",
+             \x20       }}\n        workgroupBarrier();\n    }}\n\
+             \x20   acc = part[0];\n    {take_aux}\n",
             half = REDUCE_WORKGROUP / 2,
             merge = self.merge,
         )
@@ -303,6 +369,7 @@ pub fn reduce(
     stage: Stage,
     fused_work: Fused<'_>,
     checked: Option<OutputCheck<'_>>,
+    subgroups: Option<Subgroups>,
 ) -> Kernel {
     let prologue = match fused_work {
         Fused::Prologue(group) => Some(group),
@@ -314,9 +381,9 @@ pub fn reduce(
         Fused::Epilogue(group, write)
             if matches!(stage, Stage::Whole | Stage::PerThread) && axes.len() == 1 =>
         {
-            with_epilogue(folded, reducer, stage, group, write, params)
+            with_epilogue(folded, reducer, stage, group, write, subgroups, params)
         }
-        _ => written(folded, reducer, stage, prologue, checked, params),
+        _ => written(folded, reducer, stage, prologue, checked, subgroups, params),
     }
 }
 
@@ -485,6 +552,7 @@ fn with_epilogue(
     stage: Stage,
     group: Group<'_>,
     write: bool,
+    subgroups: Option<Subgroups>,
     mut params: Params,
 ) -> Kernel {
     let Folded {
@@ -498,9 +566,9 @@ fn with_epilogue(
     let (row, (acc, aux), first, step) = if per_thread {
         ("o", ("acc", "aux"), "0u", "1u".to_string())
     } else {
-        body += &fold.across_workgroup();
+        body += &fold.across_workgroup(subgroups);
         let step = format!("{REDUCE_WORKGROUP}u");
-        ("wg", ("part[0]", "part_aux[0]"), "lid", step)
+        ("wg", ("acc", "aux"), "lid", step)
     };
     let (parts, anchor) = match reducer.split(acc, aux) {
         Some((hi, lo)) => {
@@ -559,6 +627,7 @@ fn written(
     stage: Stage,
     prologue: Option<Group<'_>>,
     checked: Option<OutputCheck<'_>>,
+    subgroups: Option<Subgroups>,
     mut params: Params,
 ) -> Kernel {
     let Folded {
@@ -574,11 +643,8 @@ fn written(
         let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
         return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
-    body += &fold.across_workgroup();
-    body += "    if (lid == 0u) {\n        let acc = part[0];\n";
-    if fold.aux.is_some() {
-        body += "        let aux = part_aux[0];\n";
-    }
+    body += &fold.across_workgroup(subgroups);
+    body += "    if (lid == 0u) {\n";
     let final_argmax = argmax && matches!(stage, Stage::Final { .. });
     // A first stage writes raw partials, of the elements' dtype.
     let out = match stage {

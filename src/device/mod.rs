@@ -93,6 +93,12 @@ pub struct DeviceOptions {
     /// reductions' threads). This machine's adapters are CPUs: its tests
     /// run the GPU's kernels through this, as a GPU would.
     pub cpu_kernels: Option<bool>,
+    /// Fold reductions across a workgroup with subgroup operations where
+    /// the device has them (natively: lavapipe, NVIDIA, Apple, Intel; wgpu
+    /// does not ask a browser for them). On by default; off runs the
+    /// shared-memory fold every other device runs, so a test can hold the
+    /// two to the same values on one adapter.
+    pub subgroups: bool,
 }
 
 /// The default `host_max_elements`, TF.js's threshold for the same
@@ -119,6 +125,7 @@ impl Default for DeviceOptions {
             host_max_elements: HOST_MAX_ELEMENTS,
             check_numerics: false,
             cpu_kernels: None,
+            subgroups: true,
         }
     }
 }
@@ -194,6 +201,7 @@ impl Device {
         install_panic_hook();
         let mut gpu = Gpu::request().await?;
         gpu.cpu = options.cpu_kernels.unwrap_or(gpu.cpu);
+        gpu.subgroups = gpu.subgroups.filter(|_| options.subgroups);
         let lost_signal: LostSignal = Arc::new(Mutex::new(None));
         let signal = lost_signal.clone();
         gpu.device.set_device_lost_callback(move |reason, message| {

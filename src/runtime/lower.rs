@@ -264,9 +264,10 @@ impl Lowering<'_> {
         };
         let fused = Fused::Epilogue(group, write_reduced);
         let reducer = Reducer::Fold(*op);
-        let key = Key::reduce(x, &last, reducer, stage, &fused, None);
+        let subgroups = self.gpu.subgroups;
+        let key = Key::reduce(x, &last, reducer, stage, &fused, None, subgroups);
         let kernel = self.generate(key, || {
-            codegen::reduce(x, &last, reducer, stage, fused, None)
+            codegen::reduce(x, &last, reducer, stage, fused, None, subgroups)
         });
         refuse_broken(&kernel)?;
         let mut written = self.allocate_outputs(epilogue, &others);
@@ -580,6 +581,7 @@ impl Lowering<'_> {
         let prologue = prologue.map_or(Fused::None, Fused::Prologue);
         let n_out = shape::numel(out_shape);
         let total: usize = axes.iter().map(|&d| input.shape[d]).product();
+        let subgroups = self.gpu.subgroups;
         if n_out == 0 {
             return Ok(Written::Empty);
         }
@@ -591,9 +593,17 @@ impl Lowering<'_> {
             None
         };
         if let Some(stage) = single {
-            let key = Key::reduce(input, axes, reducer, stage, &prologue, checked.as_ref());
+            let key = Key::reduce(
+                input,
+                axes,
+                reducer,
+                stage,
+                &prologue,
+                checked.as_ref(),
+                subgroups,
+            );
             let kernel = self.generate(key, || {
-                codegen::reduce(input, axes, reducer, stage, prologue, checked)
+                codegen::reduce(input, axes, reducer, stage, prologue, checked, subgroups)
             });
             refuse_broken(&kernel)?;
             let out = self.allocate(out_shape);
@@ -603,9 +613,9 @@ impl Lowering<'_> {
         let splits = total.div_ceil(REDUCE_CHUNK);
         let partial_shape = [n_out, splits];
         let stage = Stage::First { splits };
-        let key = Key::reduce(input, axes, reducer, stage, &prologue, None);
+        let key = Key::reduce(input, axes, reducer, stage, &prologue, None, subgroups);
         let first = self.generate(key, || {
-            codegen::reduce(input, axes, reducer, stage, prologue, None)
+            codegen::reduce(input, axes, reducer, stage, prologue, None, subgroups)
         });
         let partials = Access {
             shape: partial_shape.to_vec(),
@@ -620,9 +630,18 @@ impl Lowering<'_> {
             stage,
             &Fused::None,
             checked.as_ref(),
+            subgroups,
         );
         let last = self.generate(key, || {
-            codegen::reduce(&partials, &[1], reducer, stage, Fused::None, checked)
+            codegen::reduce(
+                &partials,
+                &[1],
+                reducer,
+                stage,
+                Fused::None,
+                checked,
+                subgroups,
+            )
         });
         refuse_broken(&first)?;
         refuse_broken(&last)?;

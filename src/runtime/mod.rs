@@ -160,6 +160,10 @@ pub struct Gpu {
     /// for which some kernels are shaped differently (or as
     /// `DeviceOptions::cpu_kernels` says).
     pub cpu: bool,
+    /// The subgroups reductions fold with, where the device has WGSL's
+    /// `subgroups` (natively; wgpu's WebGPU backend does not ask a browser
+    /// for them).
+    pub subgroups: Option<crate::codegen::Subgroups>,
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.
     pub placeholder: wgpu::Buffer,
@@ -386,7 +390,17 @@ impl Gpu {
         let limits = wgpu::Limits::default();
         // Timestamps only time profiles (`Traced`); where the adapter has
         // none, a profile says so instead of giving a time.
-        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
+        let features = adapter.features() & wanted;
+        let subgroups = features
+            .contains(wgpu::Features::SUBGROUP)
+            .then(|| {
+                crate::codegen::Subgroups::for_adapter(
+                    info.subgroup_min_size,
+                    info.subgroup_max_size,
+                )
+            })
+            .flatten();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("webfusion"),
@@ -407,7 +421,9 @@ impl Gpu {
             counter.fetch_add(1, Ordering::Relaxed);
             log(&format!("webfusion: uncaptured GPU error: {error}"));
         }));
-        let timestamps = (!features.is_empty()).then(|| queue.get_timestamp_period());
+        let timestamps = features
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+            .then(|| queue.get_timestamp_period());
         let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("webfusion placeholder"),
             size: 16,
@@ -421,6 +437,7 @@ impl Gpu {
             limits,
             adapter_info: format!("{} ({:?})", info.name, info.backend),
             cpu: info.device_type == wgpu::DeviceType::Cpu,
+            subgroups,
             pipelines: FxHashMap::default(),
             kernels: crate::codegen::Memo::default(),
             compiled_in_scope: Vec::new(),

@@ -98,6 +98,7 @@ impl JsDevice {
             error_scopes: debug.boolean_or("errorScopes", defaults.error_scopes)?,
             check_numerics: debug.boolean_or("checkNumerics", defaults.check_numerics)?,
             cpu_kernels: defaults.cpu_kernels,
+            subgroups: defaults.subgroups,
             host_max_elements: options.integer_or(
                 "hostMaxElements",
                 0.0,

@@ -448,6 +448,110 @@ pub async fn reductions_over_one_several_or_all_axes() {
     );
 }
 
+/// A device folding reductions with subgroups (where it has them:
+/// natively, lavapipe's 8 lanes here, NVIDIA's or Apple's 32 on a GPU) gives
+/// what the shared-memory fold gives (`DeviceOptions::subgroups` off):
+/// every fold, argMax and argMin with ties, an int32 sum, a softmax (the
+/// fold's epilogue), on rows one workgroup folds and on rows split over two
+/// launches, with NaN and infinities among the values. Both run the GPU's
+/// kernels (`cpu_kernels` false), which fold each row across a workgroup.
+pub async fn reductions_fold_to_the_same_values_with_and_without_subgroups() {
+    let options = |subgroups| DeviceOptions {
+        host_max_elements: 0,
+        cpu_kernels: Some(false),
+        subgroups,
+        ..DeviceOptions::default()
+    };
+    let with = device_with(options(true)).await;
+    let without = device_with(options(false)).await;
+    for (rows, len) in [(3usize, 1usize), (5, 7), (4, 33), (2, 1000), (2, 9000)] {
+        // Ties on purpose (101 distinct values), and in the last row a NaN
+        // and both infinities: each device must carry them as the other does.
+        let mut values: Vec<f32> = (0..rows * len)
+            .map(|i| ((i * 7919) % 101) as f32 / 10.0 - 5.0)
+            .collect();
+        if len > 2 {
+            let last = (rows - 1) * len;
+            values[last] = f32::NAN;
+            values[rows * len - 1] = f32::INFINITY;
+            values[last + 1] = f32::NEG_INFINITY;
+        }
+        let mut results = Vec::new();
+        for gpu in [&with, &without] {
+            let x = gpu.tensor(&values, Some(&[rows, len])).unwrap();
+            let ints = x.clamp(-5.0, 5.0).unwrap().cast(DType::Int32).unwrap();
+            let folds = [
+                x.sum(Some(&[1]), false).unwrap(),
+                x.mean(Some(&[1]), false).unwrap(),
+                x.slice(&[0, 0], &[rows as isize, len.min(7) as isize])
+                    .unwrap()
+                    .prod(Some(&[1]), false)
+                    .unwrap(),
+                x.max(Some(&[1]), false).unwrap(),
+                x.min(Some(&[1]), false).unwrap(),
+                x.log_sum_exp(Some(&[1]), false).unwrap(),
+                x.arg_max(1).unwrap(),
+                x.arg_min(1).unwrap(),
+                ints.sum(Some(&[1]), false).unwrap(),
+                x.softmax(1).unwrap(),
+            ];
+            let mut read_all = Vec::new();
+            for f in &folds {
+                read_all.push(read(f).await);
+            }
+            results.push(read_all);
+        }
+        let names = [
+            "sum",
+            "mean",
+            "prod",
+            "max",
+            "min",
+            "logSumExp",
+            "argMax",
+            "argMin",
+            "int sum",
+            "softmax",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let (a, b) = (&results[0][i], &results[1][i]);
+            assert_eq!(a.len(), b.len(), "{name} of {rows}x{len}");
+            for (j, (p, q)) in a.iter().zip(b).enumerate() {
+                let same = p.to_bits() == q.to_bits()
+                    || (p.is_nan() && q.is_nan())
+                    || (p - q).abs() <= 1e-5 * (1.0 + q.abs()) * len as f32;
+                assert!(
+                    same,
+                    "{name} of {rows}x{len} at {j}: {p} with subgroups, {q} without"
+                );
+            }
+        }
+        // Where no rounding enters, the two are the same bits.
+        for exact in [3, 4, 6, 7, 8] {
+            let bits = |v: &Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&results[0][exact]),
+                bits(&results[1][exact]),
+                "{} of {rows}x{len}",
+                names[exact]
+            );
+        }
+    }
+    // Natively the device with them folds with them; the other never does.
+    let x = with.ones(&[4, 100]).unwrap();
+    let (_, profile) = with.profile(|| x.sum(Some(&[1]), false).unwrap());
+    let shuffles = |p: &webfusion::Profile| {
+        p.kernels
+            .iter()
+            .flat_map(|k| &k.wgsl)
+            .any(|w| w.contains("subgroupShuffleXor"))
+    };
+    assert_eq!(shuffles(&profile), !cfg!(target_arch = "wasm32"));
+    let y = without.ones(&[4, 100]).unwrap();
+    let (_, profile) = without.profile(|| y.sum(Some(&[1]), false).unwrap());
+    assert!(!shuffles(&profile));
+}
+
 pub async fn softmax_and_log_softmax_normalise_along_the_axis() {
     let gpu = device().await;
     let x = gpu

@@ -274,6 +274,7 @@ macro_rules! all_cases {
             binary_ops_broadcast_numpy_style_with_tensors_and_numbers
         );
         $run!(engine, reductions_over_one_several_or_all_axes);
+        $run!(engine, reductions_fold_to_the_same_values_with_and_without_subgroups);
         $run!(engine, softmax_and_log_softmax_normalise_along_the_axis);
         $run!(engine, matmul_multiplies_2d_and_broadcast_batches);
         $run!(

@@ -672,13 +672,17 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
     // A body that folds across a subgroup (`Fold::across_workgroup`) reads
     // its size and lane. Naga takes subgroup operations where the device
     // has the feature, and refuses WGSL's `enable subgroups;` as not yet
-    // implemented: only native devices ask for subgroups, so none is written.
+    // implemented: only native devices ask for subgroups, so none is written
+    // (and the browser's build carries no subgroup text: `Subgroups`).
+    #[cfg(not(target_arch = "wasm32"))]
     let lanes = match body.contains("subgroup") {
         true => {
             ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32"
         }
         false => "",
     };
+    #[cfg(target_arch = "wasm32")]
+    let lanes = "";
     format!(
         "{PRELUDE}{helpers}@group(0) @binding(0) var<uniform> params: array<vec4<u32>, {words}>;\n{decls}\n\
          fn param(i: u32) -> u32 {{ return params[i / 4u][i % 4u]; }}\n\n\

@@ -61,6 +61,11 @@ pub(super) const REDUCE_WORKGROUP: u32 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Subgroups {
     pub min: u32,
+    /// A browser never has them (wgpu's WebGPU backend does not ask for
+    /// them), so in wasm this type has no value: the compiler drops every
+    /// subgroup branch, and the download carries none of their text.
+    #[cfg(target_arch = "wasm32")]
+    never: std::convert::Infallible,
 }
 
 impl Subgroups {
@@ -69,6 +74,7 @@ impl Subgroups {
     /// a subgroup wider than the workgroup (AMD's 64 lanes) some of those
     /// run no thread of it and hold nothing WebGPU defines, so only
     /// subgroups that split the workgroup evenly are used.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn for_adapter(min: u32, max: u32) -> Option<Subgroups> {
         let even = min > 0 && max.is_power_of_two() && REDUCE_WORKGROUP.is_multiple_of(max);
         even.then_some(Subgroups { min })
@@ -257,7 +263,7 @@ impl Fold {
     pub(super) fn across_workgroup(&self, subgroups: Option<Subgroups>) -> String {
         let aux = self.aux.is_some();
         let save = if aux { "part_aux[lid] = aux;" } else { "" };
-        if let Some(Subgroups { min }) = subgroups {
+        if let Some(Subgroups { min, .. }) = subgroups {
             let (shuffle_aux, broadcast_aux, put_aux, read_aux, init_aux) = match self.aux {
                 Some((_, init)) => (
                     "let r = subgroupShuffleXor(aux, s);",

@@ -392,6 +392,7 @@ impl Gpu {
         // none, a profile says so instead of giving a time.
         let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
         let features = adapter.features() & wanted;
+        #[cfg(not(target_arch = "wasm32"))]
         let subgroups = features
             .contains(wgpu::Features::SUBGROUP)
             .then(|| {
@@ -401,6 +402,8 @@ impl Gpu {
                 )
             })
             .flatten();
+        #[cfg(target_arch = "wasm32")]
+        let subgroups = None;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("webfusion"),

@@ -699,8 +699,11 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
 /// base and its `tanh` overflows to NaN on some drivers for large inputs;
 /// these follow NumPy instead. The integer ones follow TF.js (`floorDiv` and
 /// `mod` round toward negative infinity) and never trap: a division by zero
-/// gives 0, as TF.js's int32 result of an infinite quotient does. NaN and infinity come from variables because
-/// WGSL rejects non-finite constant expressions.
+/// gives 0, as TF.js's int32 result of an infinite quotient does. NaN and
+/// infinity come from variables because WGSL rejects non-finite constant
+/// expressions. A signed zero is chosen by its bits: NVIDIA's compiler takes
+/// `0.0` and `-0.0` for the same constant, and `select(0.0, -0.0, odd)` gave
+/// `pow(0, 2)` = -0 on an H100.
 pub(super) const PRELUDE: &str = "\
 var<private> wf_nan_bits: u32 = 0x7fc00000u;
 var<private> wf_inf_bits: u32 = 0x7f800000u;
@@ -710,7 +713,7 @@ fn wf_pow(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
     if (a == 0.0) {
         let odd = fract(b) == 0.0 && fract(b * 0.5) != 0.0 && (bitcast<u32>(a) >> 31u) == 1u;
-        if (b > 0.0) { return select(0.0, -0.0, odd); }
+        if (b > 0.0) { return bitcast<f32>(select(0u, 0x80000000u, odd)); }
         if (b < 0.0) { return select(bitcast<f32>(wf_inf_bits), ninf(), odd); }
         return bitcast<f32>(wf_nan_bits);
     }

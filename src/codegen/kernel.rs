@@ -670,14 +670,15 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
         .map(|(_, text)| *text)
         .collect();
     // A body that folds across a subgroup (`Fold::across_workgroup`) reads
-    // its size and lane. Naga takes subgroup operations where the device
+    // its size, its lane, which it is and how many there are. Naga takes subgroup operations where the device
     // has the feature, and refuses WGSL's `enable subgroups;` as not yet
     // implemented: only native devices ask for subgroups, so none is written
     // (and the browser's build carries no subgroup text: `Subgroups`).
     #[cfg(not(target_arch = "wasm32"))]
     let lanes = match body.contains("subgroup") {
         true => {
-            ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32"
+            ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32, \
+             @builtin(subgroup_id) sg_id: u32, @builtin(num_subgroups) n_sg: u32"
         }
         false => "",
     };

@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap;
 use crate::ir::{BinaryOp, OpKind, TensorId, UnaryOp};
 
 use super::kernel::{Access, Group, Kernel};
-use super::reduce::{Fused, OutputCheck, Reducer, Stage, Subgroups};
+use super::reduce::{Fused, Lanes, OutputCheck, Reducer, Stage};
 
 /// How many kernels are remembered. A program whose shapes keep changing
 /// (a batch of every length) would otherwise grow the map without end. Past
@@ -148,7 +148,7 @@ impl Key {
         stage: Stage,
         fused: &Fused<'_>,
         checked: Option<&OutputCheck<'_>>,
-        subgroups: Option<Subgroups>,
+        lanes: Lanes,
     ) -> Option<Key> {
         let (how, group) = match fused {
             Fused::None => ((0u8, false), None),
@@ -156,7 +156,7 @@ impl Key {
             Fused::Epilogue(group, write) => ((2, *write), Some(group)),
         };
         let checked = checked.map(|c| (c.op, c.shape));
-        let args = (input, axes, reducer, stage, how, checked, subgroups);
+        let args = (input, axes, reducer, stage, how, checked, lanes);
         Key::of(Generator::Reduce, &args, &[group])
     }
 }

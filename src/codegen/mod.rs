@@ -29,7 +29,7 @@ pub use matmul::matmul;
 pub use memo::{Generator, Key, Memo};
 pub use pool::{pool, pool_grad};
 pub use reduce::{
-    Fused, OutputCheck, REDUCE_CHUNK, Reducer, Stage, Subgroups, reduce, reduces_per_thread,
+    Fused, Lanes, OutputCheck, REDUCE_CHUNK, Reducer, Stage, Subgroups, reduce, reduces_per_thread,
 };
 pub use scan::scan;
 
@@ -351,7 +351,7 @@ mod tests {
             Stage::PerThread,
             Fused::None,
             None,
-            None,
+            Lanes::for_device(false, None),
         );
         assert_eq!(kernel.workgroups, 1024 / REDUCE_PER_THREAD as u64);
         assert!(!kernel.wgsl.contains("workgroupBarrier"), "{}", kernel.wgsl);
@@ -387,7 +387,7 @@ mod tests {
             Stage::Whole,
             Fused::None,
             None,
-            None,
+            Lanes::for_device(false, None),
         );
         assert_eq!(kernel.workgroups, 24);
     }
@@ -404,7 +404,7 @@ mod tests {
                 stage,
                 Fused::None,
                 checked,
-                None,
+                Lanes::for_device(false, None),
             );
             assert_eq!(bindings(&kernel.wgsl), [0, 1, 2, 3], "{}", kernel.wgsl);
             assert!(kernel.wgsl.contains("flags: array<atomic<u32>>"));
@@ -430,7 +430,7 @@ mod tests {
             Stage::First { splits: 2 },
             Fused::None,
             checked,
-            None,
+            Lanes::for_device(false, None),
         );
         assert!(first.checks.is_empty());
         assert!(!first.wgsl.contains("flags"), "{}", first.wgsl);
@@ -544,7 +544,7 @@ mod tests {
             Stage::Whole,
             Fused::Epilogue(group, true),
             None,
-            None,
+            Lanes::for_device(false, None),
         );
         let declared = bindings(&kernel.wgsl);
         let mut distinct = declared.clone();

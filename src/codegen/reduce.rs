@@ -49,18 +49,14 @@ pub(super) fn reduce_bindings(
 /// split across workgroups and finished by a second launch: a single
 /// workgroup looping over millions of elements leaves the GPU idle (and
 /// lavapipe was seen returning wrong sums for one workgroup looping over 2^24).
-pub const REDUCE_CHUNK: usize = 256 * REDUCE_WORKGROUP as usize;
+pub const REDUCE_CHUNK: usize = 8192;
 
-/// Threads per reduction workgroup. Fewer than the elementwise kernels use:
-/// each halving of the tree is a barrier, and barriers are what a reduction
-/// spends its time on when rows are short.
-pub(super) const REDUCE_WORKGROUP: u32 = 32;
-
-/// The subgroups a reduction's workgroup folds with (WGSL's `subgroups`
-/// extension, where the device has it): each has at least `min` lanes.
+/// The subgroups a device has (WGSL's `subgroups` extension): each has
+/// `min..=max` lanes, a power of two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Subgroups {
     pub min: u32,
+    pub max: u32,
     /// A browser never has them (wgpu's WebGPU backend does not ask for
     /// them), so in wasm this type has no value: the compiler drops every
     /// subgroup branch, and the download carries none of their text.
@@ -69,15 +65,42 @@ pub struct Subgroups {
 }
 
 impl Subgroups {
-    /// What an adapter whose subgroups have `min..=max` lanes gives a
-    /// reduction. Its butterfly reads lanes up to half a subgroup away: in
-    /// a subgroup wider than the workgroup (AMD's 64 lanes) some of those
-    /// run no thread of it and hold nothing WebGPU defines, so only
-    /// subgroups that split the workgroup evenly are used.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn for_adapter(min: u32, max: u32) -> Option<Subgroups> {
-        let even = min > 0 && max.is_power_of_two() && REDUCE_WORKGROUP.is_multiple_of(max);
-        even.then_some(Subgroups { min })
+        (min > 0 && max.is_power_of_two() && min <= max).then_some(Subgroups { min, max })
+    }
+}
+
+/// How a device's reductions fold across a workgroup: its threads, and the
+/// subgroups they fold with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lanes {
+    pub threads: u32,
+    pub subgroups: Option<Subgroups>,
+}
+
+impl Lanes {
+    /// A CPU adapter's workgroups are 32 threads: it runs a barrier by
+    /// switching between its invocations, and each halving of the tree is
+    /// one. A GPU's are 256: at 32 a row of [1024, 4096] summed at a
+    /// quarter of an H100's bandwidth, too few loads in flight; 256 took
+    /// 0.47x the time there, a logSumExp 0.29x, a softmax 0.66x (128 was
+    /// as good for the softmax, worse for the rest; `examples/reduce_timing`
+    /// with the width varied).
+    ///
+    /// Subgroups are used only where they split the workgroup evenly: the
+    /// butterfly reads lanes up to half a subgroup away, and in a subgroup
+    /// wider than the workgroup some of those run no thread of it and hold
+    /// nothing WebGPU defines.
+    pub fn for_device(cpu: bool, subgroups: Option<Subgroups>) -> Lanes {
+        let threads = match cpu {
+            true => 32,
+            false => 256,
+        };
+        Lanes {
+            threads,
+            subgroups: subgroups.filter(|s| threads.is_multiple_of(s.max)),
+        }
     }
 }
 
@@ -246,53 +269,42 @@ impl Fold {
         }
     }
 
-    /// Folds the workgroup's per-thread states into one: afterwards every
-    /// thread's `acc` (and `aux`) hold the whole workgroup's state, the same
-    /// in every thread (an epilogue's threads must all see one row value).
+    /// Folds the `threads` per-thread states of a workgroup into one:
+    /// afterwards every thread's `acc` (and `aux`) hold the whole
+    /// workgroup's state, the same in every thread (an epilogue's threads
+    /// must all see one row value).
     ///
-    /// Without subgroups, pairwise in shared memory, a barrier per halving.
-    /// With them, a butterfly of shuffles within each subgroup first, then
-    /// lane 0's state broadcast, so every lane's copy is the same whatever
-    /// the merge's rounding. Where a subgroup may be smaller than the
-    /// workgroup (lavapipe's 8, Intel's 8 or 16), each subgroup's lane 0
-    /// puts its state in shared memory, every other thread the fold's
-    /// identity, and each thread folds all the slots in one order: WebGPU
-    /// does not say which invocations share a subgroup, so no slot may be
-    /// taken for another subgroup's. Where one subgroup spans the workgroup
-    /// (NVIDIA's and Apple's 32 lanes) there is no barrier at all.
-    pub(super) fn across_workgroup(&self, subgroups: Option<Subgroups>) -> String {
+    /// Pairwise in shared memory, a barrier per halving; or, for a fold
+    /// with no `aux` where the device has subgroups, a butterfly of
+    /// shuffles within each subgroup first. Where one subgroup spans the
+    /// workgroup that is all, and lane 0's state is broadcast so every
+    /// lane's copy is the same whatever the merge's rounding; elsewhere
+    /// each subgroup's lane 0 puts its state in its subgroup's slot, and
+    /// after one barrier every thread folds the slots in the same order.
+    /// On an H100 at 256 threads that took 0.95-0.96x the time of the tree
+    /// for sums and maxima, but 1.02-1.12x for folds with an `aux`
+    /// (argMax, logSumExp, a softmax), whose merges shuffle twice and call
+    /// `exp`: those keep the tree (`examples/reduce_timing`).
+    pub(super) fn across_workgroup(&self, threads: u32, subgroups: Option<Subgroups>) -> String {
         let aux = self.aux.is_some();
         let save = if aux { "part_aux[lid] = aux;" } else { "" };
-        if let Some(Subgroups { min, .. }) = subgroups {
-            let (shuffle_aux, broadcast_aux, put_aux, read_aux, init_aux) = match self.aux {
-                Some((_, init)) => (
-                    "let r = subgroupShuffleXor(aux, s);",
-                    "aux = subgroupBroadcast(aux, 0u);",
-                    format!("part_aux[lid] = select({init}, aux, sg_lane == 0u);"),
-                    "let r = part_aux[j];",
-                    format!("aux = {init};"),
-                ),
-                None => ("", "", String::new(), "", String::new()),
-            };
+        if let Some(Subgroups { min, .. }) = subgroups.filter(|_| !aux) {
             let mut text = format!(
                 "    for (var s = sg_size >> 1u; s > 0u; s = s >> 1u) {{\n\
-                 \x20       let x = subgroupShuffleXor(acc, s);\n        {shuffle_aux}\n\
-                 \x20       {merge}\n    }}\n\
-                 \x20   acc = subgroupBroadcast(acc, 0u);\n    {broadcast_aux}\n",
+                 \x20       let x = subgroupShuffleXor(acc, s);\n        {merge}\n    }}\n",
                 merge = self.merge,
             );
-            if min < REDUCE_WORKGROUP {
-                let _ = write!(
+            let _ = match min < threads {
+                false => writeln!(text, "    acc = subgroupBroadcast(acc, 0u);"),
+                true => write!(
                     text,
-                    "    part[lid] = select({init}, acc, sg_lane == 0u);\n    {put_aux}\n\
-                     \x20   workgroupBarrier();\n    acc = {init};\n    {init_aux}\n\
-                     \x20   for (var j = 0u; j < {REDUCE_WORKGROUP}u; j = j + 1u) {{\n\
-                     \x20       let x = part[j];\n        {read_aux}\n\
-                     \x20       {merge}\n    }}\n",
+                    "    if (sg_lane == 0u) {{ part[sg_id] = acc; }}\n\
+                     \x20   workgroupBarrier();\n    acc = part[0];\n\
+                     \x20   for (var j = 1u; j < n_sg; j = j + 1u) {{\n\
+                     \x20       let x = part[j];\n        {merge}\n    }}\n",
                     merge = self.merge,
-                    init = self.init,
-                );
-            }
+                ),
+            };
             return text;
         }
         let (load_aux, take_aux) = if aux {
@@ -312,23 +324,20 @@ impl Fold {
              \x20           part[lid] = acc;\n            {save}\n\
              \x20       }}\n        workgroupBarrier();\n    }}\n\
              \x20   acc = part[0];\n    {take_aux}\n",
-            half = REDUCE_WORKGROUP / 2,
+            half = threads / 2,
             merge = self.merge,
         )
     }
 
     /// The shared memory `across_workgroup` uses.
-    pub(super) fn workgroup_memory(&self, decls: &mut String) {
+    pub(super) fn workgroup_memory(&self, threads: u32, decls: &mut String) {
         let _ = writeln!(
             decls,
-            "var<workgroup> part: array<{}, {REDUCE_WORKGROUP}>;",
+            "var<workgroup> part: array<{}, {threads}>;",
             self.ty.wgsl()
         );
         if let Some((ty, _)) = self.aux {
-            let _ = writeln!(
-                decls,
-                "var<workgroup> part_aux: array<{ty}, {REDUCE_WORKGROUP}>;"
-            );
+            let _ = writeln!(decls, "var<workgroup> part_aux: array<{ty}, {threads}>;");
         }
     }
 }
@@ -375,21 +384,28 @@ pub fn reduce(
     stage: Stage,
     fused_work: Fused<'_>,
     checked: Option<OutputCheck<'_>>,
-    subgroups: Option<Subgroups>,
+    lanes: Lanes,
 ) -> Kernel {
     let prologue = match fused_work {
         Fused::Prologue(group) => Some(group),
         _ => None,
     };
     let mut params = Params::default();
-    let folded = fold_elements(input, axes, reducer, stage, prologue.is_some(), &mut params);
+    let folded = fold_elements(
+        input,
+        axes,
+        reducer,
+        stage,
+        (prologue.is_some(), lanes.threads),
+        &mut params,
+    );
     match fused_work {
         Fused::Epilogue(group, write)
             if matches!(stage, Stage::Whole | Stage::PerThread) && axes.len() == 1 =>
         {
-            with_epilogue(folded, reducer, stage, group, write, subgroups, params)
+            with_epilogue(folded, reducer, stage, group, write, lanes, params)
         }
-        _ => written(folded, reducer, stage, prologue, checked, subgroups, params),
+        _ => written(folded, reducer, stage, prologue, checked, lanes, params),
     }
 }
 
@@ -443,7 +459,7 @@ fn fold_elements(
     axes: &[usize],
     reducer: Reducer,
     stage: Stage,
-    prologue: bool,
+    (prologue, threads): (bool, u32),
     params: &mut Params,
 ) -> Folded {
     let kept: Vec<usize> = (0..input.shape.len())
@@ -499,7 +515,7 @@ fn fold_elements(
     let (first, step) = if per_thread {
         ("start", "1u".to_string())
     } else {
-        ("start + lid", format!("{REDUCE_WORKGROUP}u"))
+        ("start + lid", format!("{threads}u"))
     };
     let _ = writeln!(
         body,
@@ -558,7 +574,7 @@ fn with_epilogue(
     stage: Stage,
     group: Group<'_>,
     write: bool,
-    subgroups: Option<Subgroups>,
+    lanes: Lanes,
     mut params: Params,
 ) -> Kernel {
     let Folded {
@@ -572,8 +588,8 @@ fn with_epilogue(
     let (row, (acc, aux), first, step) = if per_thread {
         ("o", ("acc", "aux"), "0u", "1u".to_string())
     } else {
-        body += &fold.across_workgroup(subgroups);
-        let step = format!("{REDUCE_WORKGROUP}u");
+        body += &fold.across_workgroup(lanes.threads, lanes.subgroups);
+        let step = format!("{}u", lanes.threads);
         ("wg", ("acc", "aux"), "lid", step)
     };
     let (parts, anchor) = match reducer.split(acc, aux) {
@@ -620,8 +636,8 @@ fn with_epilogue(
     if per_thread {
         params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out))
     } else {
-        fold.workgroup_memory(&mut decls);
-        params.kernel(&decls, REDUCE_WORKGROUP, &body, n_out as u64)
+        fold.workgroup_memory(lanes.threads, &mut decls);
+        params.kernel(&decls, lanes.threads, &body, n_out as u64)
     }
 }
 
@@ -633,7 +649,7 @@ fn written(
     stage: Stage,
     prologue: Option<Group<'_>>,
     checked: Option<OutputCheck<'_>>,
-    subgroups: Option<Subgroups>,
+    lanes: Lanes,
     mut params: Params,
 ) -> Kernel {
     let Folded {
@@ -649,7 +665,7 @@ fn written(
         let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
         return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
-    body += &fold.across_workgroup(subgroups);
+    body += &fold.across_workgroup(lanes.threads, lanes.subgroups);
     body += "    if (lid == 0u) {\n";
     let final_argmax = argmax && matches!(stage, Stage::Final { .. });
     // A first stage writes raw partials, of the elements' dtype.
@@ -679,6 +695,6 @@ fn written(
         ),
     }
     body += "    }\n";
-    fold.workgroup_memory(&mut decls);
-    params.kernel(&decls, REDUCE_WORKGROUP, &body, (n_out * splits) as u64)
+    fold.workgroup_memory(lanes.threads, &mut decls);
+    params.kernel(&decls, lanes.threads, &body, (n_out * splits) as u64)
 }

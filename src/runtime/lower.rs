@@ -264,10 +264,10 @@ impl Lowering<'_> {
         };
         let fused = Fused::Epilogue(group, write_reduced);
         let reducer = Reducer::Fold(*op);
-        let subgroups = self.gpu.subgroups;
-        let key = Key::reduce(x, &last, reducer, stage, &fused, None, subgroups);
+        let lanes = codegen::Lanes::for_device(self.gpu.cpu, self.gpu.subgroups);
+        let key = Key::reduce(x, &last, reducer, stage, &fused, None, lanes);
         let kernel = self.generate(key, || {
-            codegen::reduce(x, &last, reducer, stage, fused, None, subgroups)
+            codegen::reduce(x, &last, reducer, stage, fused, None, lanes)
         });
         refuse_broken(&kernel)?;
         let mut written = self.allocate_outputs(epilogue, &others);
@@ -581,7 +581,7 @@ impl Lowering<'_> {
         let prologue = prologue.map_or(Fused::None, Fused::Prologue);
         let n_out = shape::numel(out_shape);
         let total: usize = axes.iter().map(|&d| input.shape[d]).product();
-        let subgroups = self.gpu.subgroups;
+        let lanes = codegen::Lanes::for_device(self.gpu.cpu, self.gpu.subgroups);
         if n_out == 0 {
             return Ok(Written::Empty);
         }
@@ -600,10 +600,10 @@ impl Lowering<'_> {
                 stage,
                 &prologue,
                 checked.as_ref(),
-                subgroups,
+                lanes,
             );
             let kernel = self.generate(key, || {
-                codegen::reduce(input, axes, reducer, stage, prologue, checked, subgroups)
+                codegen::reduce(input, axes, reducer, stage, prologue, checked, lanes)
             });
             refuse_broken(&kernel)?;
             let out = self.allocate(out_shape);
@@ -613,9 +613,9 @@ impl Lowering<'_> {
         let splits = total.div_ceil(REDUCE_CHUNK);
         let partial_shape = [n_out, splits];
         let stage = Stage::First { splits };
-        let key = Key::reduce(input, axes, reducer, stage, &prologue, None, subgroups);
+        let key = Key::reduce(input, axes, reducer, stage, &prologue, None, lanes);
         let first = self.generate(key, || {
-            codegen::reduce(input, axes, reducer, stage, prologue, None, subgroups)
+            codegen::reduce(input, axes, reducer, stage, prologue, None, lanes)
         });
         let partials = Access {
             shape: partial_shape.to_vec(),
@@ -630,18 +630,10 @@ impl Lowering<'_> {
             stage,
             &Fused::None,
             checked.as_ref(),
-            subgroups,
+            lanes,
         );
         let last = self.generate(key, || {
-            codegen::reduce(
-                &partials,
-                &[1],
-                reducer,
-                stage,
-                Fused::None,
-                checked,
-                subgroups,
-            )
+            codegen::reduce(&partials, &[1], reducer, stage, Fused::None, checked, lanes)
         });
         refuse_broken(&first)?;
         refuse_broken(&last)?;

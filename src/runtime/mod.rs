@@ -791,8 +791,14 @@ impl Gpu {
                     )
                     .to_vec()
                 };
+                // Natively the range is host memory, aligned as a buffer is:
+                // its words are copied once, into memory not zeroed first
+                // (`pod_collect_to_vec` zeroes, then copies).
                 #[cfg(not(target_arch = "wasm32"))]
-                let words = bytemuck::pod_collect_to_vec::<u8, u32>(&view);
+                let words = match bytemuck::try_cast_slice::<u8, u32>(&view) {
+                    Ok(words) => words.to_vec(),
+                    Err(_) => bytemuck::pod_collect_to_vec::<u8, u32>(&view),
+                };
                 words
             };
             staging.unmap();

@@ -393,6 +393,29 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_s_reduction_workgroup_has_no_more_threads_than_elements_down_to_32() {
+        let width = |rows: usize, cpu: bool| {
+            let kernel = reduce(
+                &contiguous(&[3, rows]),
+                &[1],
+                Reducer::Fold(ReduceOp::Sum),
+                Stage::Whole,
+                Fused::None,
+                None,
+                Lanes::for_device(cpu, None),
+            );
+            let at = kernel.wgsl.find("@workgroup_size(").expect("a workgroup size");
+            let rest = &kernel.wgsl[at + 16..];
+            rest[..rest.find(')').expect("closed")].to_string()
+        };
+        assert_eq!(width(10, false), "32");
+        assert_eq!(width(33, false), "64");
+        assert_eq!(width(200, false), "256");
+        assert_eq!(width(8192, false), "256");
+        assert_eq!(width(8192, true), "32", "a CPU adapter's stay at 32");
+    }
+
+    #[test]
     fn a_checked_reduction_checks_each_value_it_writes_and_binds_its_flags_after_its_output() {
         let out = [4, 6];
         let checked = Some(OutputCheck { op: 2, shape: &out });

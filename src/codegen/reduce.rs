@@ -71,8 +71,9 @@ impl Subgroups {
     }
 }
 
-/// How a device's reductions fold across a workgroup: its threads, and the
-/// subgroups they fold with.
+/// How a device's reductions fold across a workgroup: the most threads a
+/// workgroup has (fewer where it has fewer elements: `fold_elements`), and
+/// the subgroups they may fold with (`Fold::across_workgroup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lanes {
     pub threads: u32,
@@ -82,25 +83,17 @@ pub struct Lanes {
 impl Lanes {
     /// A CPU adapter's workgroups are 32 threads: it runs a barrier by
     /// switching between its invocations, and each halving of the tree is
-    /// one. A GPU's are 256: at 32 a row of [1024, 4096] summed at a
+    /// one. A GPU's are up to 256: at 32 a row of [1024, 4096] summed at a
     /// quarter of an H100's bandwidth, too few loads in flight; 256 took
     /// 0.47x the time there, a logSumExp 0.29x, a softmax 0.66x (128 was
     /// as good for the softmax, worse for the rest; `examples/reduce_timing`
     /// with the width varied).
-    ///
-    /// Subgroups are used only where they split the workgroup evenly: the
-    /// butterfly reads lanes up to half a subgroup away, and in a subgroup
-    /// wider than the workgroup some of those run no thread of it and hold
-    /// nothing WebGPU defines.
     pub fn for_device(cpu: bool, subgroups: Option<Subgroups>) -> Lanes {
         let threads = match cpu {
             true => 32,
             false => 256,
         };
-        Lanes {
-            threads,
-            subgroups: subgroups.filter(|s| threads.is_multiple_of(s.max)),
-        }
+        Lanes { threads, subgroups }
     }
 }
 
@@ -281,6 +274,10 @@ impl Fold {
     /// lane's copy is the same whatever the merge's rounding; elsewhere
     /// each subgroup's lane 0 puts its state in its subgroup's slot, and
     /// after one barrier every thread folds the slots in the same order.
+    /// Subgroups are used only where they split the workgroup evenly: the
+    /// butterfly reads lanes up to half a subgroup away, and in a subgroup
+    /// wider than the workgroup some of those run no thread of it and hold
+    /// nothing WebGPU defines.
     /// On an H100 at 256 threads that took 0.95-0.96x the time of the tree
     /// for sums and maxima, but 1.02-1.12x for folds with an `aux`
     /// (argMax, logSumExp, a softmax), whose merges shuffle twice and call
@@ -288,7 +285,8 @@ impl Fold {
     pub(super) fn across_workgroup(&self, threads: u32, subgroups: Option<Subgroups>) -> String {
         let aux = self.aux.is_some();
         let save = if aux { "part_aux[lid] = aux;" } else { "" };
-        if let Some(Subgroups { min, .. }) = subgroups.filter(|_| !aux) {
+        let even = |s: &Subgroups| threads.is_multiple_of(s.max);
+        if let Some(Subgroups { min, .. }) = subgroups.filter(|s| !aux && even(s)) {
             let mut text = format!(
                 "    for (var s = sg_size >> 1u; s > 0u; s = s >> 1u) {{\n\
                  \x20       let x = subgroupShuffleXor(acc, s);\n        {merge}\n    }}\n",
@@ -445,6 +443,9 @@ fn write_final(
 /// elements folded into `acc` (and `aux`).
 struct Folded {
     body: String,
+    /// Threads per workgroup (`Lanes::threads`, or fewer for fewer
+    /// elements).
+    threads: u32,
     fold: Fold,
     n_out: usize,
     splits: usize,
@@ -484,6 +485,10 @@ fn fold_elements(
     let offset = params.push(input.layout.offset);
     let fold = Fold::new(reducer, stage, &divisor, input.dtype);
     let per_thread = stage == Stage::PerThread;
+    // No more threads than a workgroup has elements, down to 32: a row of
+    // 10 (W3's softmax) would leave 246 of 256 idle through eight barriers.
+    let each = n_red.div_ceil(splits).next_power_of_two().max(32);
+    let threads = u32::try_from(each).map_or(threads, |each| each.min(threads));
     // Output `o` and the range of its elements this thread folds.
     let mut body = if per_thread {
         format!(
@@ -552,6 +557,7 @@ fn fold_elements(
     );
     Folded {
         body,
+        threads,
         fold,
         n_out,
         splits,
@@ -579,6 +585,7 @@ fn with_epilogue(
 ) -> Kernel {
     let Folded {
         mut body,
+        threads,
         fold,
         n_out,
         count,
@@ -588,8 +595,8 @@ fn with_epilogue(
     let (row, (acc, aux), first, step) = if per_thread {
         ("o", ("acc", "aux"), "0u", "1u".to_string())
     } else {
-        body += &fold.across_workgroup(lanes.threads, lanes.subgroups);
-        let step = format!("{}u", lanes.threads);
+        body += &fold.across_workgroup(threads, lanes.subgroups);
+        let step = format!("{threads}u");
         ("wg", ("acc", "aux"), "lid", step)
     };
     let (parts, anchor) = match reducer.split(acc, aux) {
@@ -636,8 +643,8 @@ fn with_epilogue(
     if per_thread {
         params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out))
     } else {
-        fold.workgroup_memory(lanes.threads, &mut decls);
-        params.kernel(&decls, lanes.threads, &body, n_out as u64)
+        fold.workgroup_memory(threads, &mut decls);
+        params.kernel(&decls, threads, &body, n_out as u64)
     }
 }
 
@@ -654,6 +661,7 @@ fn written(
 ) -> Kernel {
     let Folded {
         mut body,
+        threads,
         fold,
         n_out,
         splits,
@@ -665,7 +673,7 @@ fn written(
         let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
         return params.kernel(&decls, REDUCE_PER_THREAD, &body, per_thread_groups(n_out));
     }
-    body += &fold.across_workgroup(lanes.threads, lanes.subgroups);
+    body += &fold.across_workgroup(threads, lanes.subgroups);
     body += "    if (lid == 0u) {\n";
     let final_argmax = argmax && matches!(stage, Stage::Final { .. });
     // A first stage writes raw partials, of the elements' dtype.
@@ -695,6 +703,6 @@ fn written(
         ),
     }
     body += "    }\n";
-    fold.workgroup_memory(lanes.threads, &mut decls);
-    params.kernel(&decls, lanes.threads, &body, (n_out * splits) as u64)
+    fold.workgroup_memory(threads, &mut decls);
+    params.kernel(&decls, threads, &body, (n_out * splits) as u64)
 }

@@ -404,7 +404,10 @@ mod tests {
                 None,
                 Lanes::for_device(cpu, None),
             );
-            let at = kernel.wgsl.find("@workgroup_size(").expect("a workgroup size");
+            let at = kernel
+                .wgsl
+                .find("@workgroup_size(")
+                .expect("a workgroup size");
             let rest = &kernel.wgsl[at + 16..];
             rest[..rest.find(')').expect("closed")].to_string()
         };

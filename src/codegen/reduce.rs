@@ -274,11 +274,11 @@ impl Fold {
     /// lane's copy is the same whatever the merge's rounding; elsewhere
     /// each subgroup's lane 0 puts its state in its subgroup's slot, and
     /// after one barrier every thread folds the slots in the same order.
+    ///
     /// Subgroups are used only where they split the workgroup evenly: the
     /// butterfly reads lanes up to half a subgroup away, and in a subgroup
     /// wider than the workgroup some of those run no thread of it and hold
-    /// nothing WebGPU defines.
-    /// On an H100 at 256 threads that took 0.95-0.96x the time of the tree
+    /// nothing WebGPU defines. On an H100 at 256 threads that took 0.95-0.96x the time of the tree
     /// for sums and maxima, but 1.02-1.12x for folds with an `aux`
     /// (argMax, logSumExp, a softmax), whose merges shuffle twice and call
     /// `exp`: those keep the tree (`examples/reduce_timing`).

@@ -670,10 +670,11 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
         .map(|(_, text)| *text)
         .collect();
     // A body that folds across a subgroup (`Fold::across_workgroup`) reads
-    // its size, its lane, which it is and how many there are. Naga takes subgroup operations where the device
-    // has the feature, and refuses WGSL's `enable subgroups;` as not yet
-    // implemented: only native devices ask for subgroups, so none is written
-    // (and the browser's build carries no subgroup text: `Subgroups`).
+    // its size, its lane, which it is and how many there are. Naga takes
+    // subgroup operations where the device has the feature, and refuses
+    // WGSL's `enable subgroups;` as not yet implemented: only native devices
+    // ask for subgroups, so none is written (and the browser's build carries
+    // no subgroup text: `Subgroups`).
     #[cfg(not(target_arch = "wasm32"))]
     let lanes = match body.contains("subgroup") {
         true => {

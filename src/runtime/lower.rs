@@ -264,7 +264,7 @@ impl Lowering<'_> {
         };
         let fused = Fused::Epilogue(group, write_reduced);
         let reducer = Reducer::Fold(*op);
-        let lanes = codegen::Lanes::for_device(self.gpu.cpu, self.gpu.subgroups);
+        let lanes = self.gpu.lanes();
         let key = Key::reduce(x, &last, reducer, stage, &fused, None, lanes);
         let kernel = self.generate(key, || {
             codegen::reduce(x, &last, reducer, stage, fused, None, lanes)
@@ -581,7 +581,7 @@ impl Lowering<'_> {
         let prologue = prologue.map_or(Fused::None, Fused::Prologue);
         let n_out = shape::numel(out_shape);
         let total: usize = axes.iter().map(|&d| input.shape[d]).product();
-        let lanes = codegen::Lanes::for_device(self.gpu.cpu, self.gpu.subgroups);
+        let lanes = self.gpu.lanes();
         if n_out == 0 {
             return Ok(Written::Empty);
         }

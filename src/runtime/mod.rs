@@ -454,6 +454,11 @@ impl Gpu {
         })
     }
 
+    /// How this device's reductions fold across a workgroup.
+    pub fn lanes(&self) -> crate::codegen::Lanes {
+        crate::codegen::Lanes::for_device(self.cpu, self.subgroups)
+    }
+
     /// Opens the error scopes GPU work runs in.
     pub fn open_scope(&mut self) -> OpenScope {
         self.compiled_in_scope.clear();

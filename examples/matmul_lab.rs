@@ -10,7 +10,8 @@
 // - `RAW=dir`: also time each WGSL file in `dir`, a webfusion matmul kernel
 //   (as a profile's `wgsl` gives it) bound to square row-major operands;
 //   a file named `*const*` gets its sizes written in as constants.
-// - `WGSL=1`: print the WGSL of webfusion's first product and stop.
+// - `WGSL=form`: print the WGSL of webfusion's product of that form
+//   (`plain`, `b transposed`, ...) with a GPU's kernel shapes, and stop.
 use std::fmt::Write;
 use webfusion::Device;
 
@@ -451,13 +452,18 @@ fn main() {
         }
         // webfusion's own product, its kernel time from timestamps: plain,
         // the right operand transposed, with an epilogue, and batched.
-        let gpu = Device::request(Default::default()).await.unwrap();
+        let wgsl_of = std::env::var("WGSL").ok();
+        let options = webfusion::DeviceOptions {
+            cpu_kernels: wgsl_of.as_ref().map(|_| false),
+            ..Default::default()
+        };
+        let gpu = Device::request(options).await.unwrap();
         println!("adapter: {}", gpu.adapter_info());
         {
             // Warm the GPU's clocks.
             let a = gpu.random_uniform(&[2048, 2048], -1.0, 1.0, 1).unwrap();
             let t = std::time::Instant::now();
-            while t.elapsed().as_secs_f64() < 1.0 && std::env::var("WGSL").is_err() {
+            while t.elapsed().as_secs_f64() < 1.0 && wgsl_of.is_none() {
                 let c: Vec<_> = (0..20).map(|_| a.matmul(&a).unwrap()).collect();
                 gpu.sync().await.unwrap();
                 drop(c);
@@ -483,12 +489,15 @@ fn main() {
                 ("batched 8", &|| ab.matmul(&bb).unwrap()),
             ];
             for (name, form) in forms {
+                if wgsl_of.as_ref().is_some_and(|w| w != name) {
+                    continue;
+                }
                 let mut best = f64::MAX;
                 for _ in 0..4 {
                     let (c, profile) = gpu.profile(|| (0..30).map(|_| form()).collect::<Vec<_>>());
                     gpu.sync().await.unwrap();
                     drop(c);
-                    if std::env::var("WGSL").is_ok() {
+                    if wgsl_of.is_some() {
                         println!("{}", profile.kernels[0].wgsl.join("\n---\n"));
                         return;
                     }

@@ -121,8 +121,10 @@ export class WebfusionBackend extends KernelBackend {
   /** A TF.js `TensorInfo` for `tensor`, which this backend now owns. */
   adopt(tensor) {
     const dataId = {};
-    this.entries.set(dataId, { tensor, refCount: 1, host: null, shape: tensor.shape, dtype: tensor.dtype });
-    return { dataId, shape: tensor.shape, dtype: tensor.dtype };
+    // Each read of `shape` is a call into wasm and a new array: read once.
+    const { shape, dtype } = tensor;
+    this.entries.set(dataId, { tensor, refCount: 1, host: null, shape, dtype });
+    return { dataId, shape, dtype };
   }
 
   write(values, shape, dtype) {

@@ -1,6 +1,6 @@
 // Issue 24's matmul lab: kernel variants timed side by side on one adapter
-// with GPU timestamps, then webfusion's own product (plain, transposed
-// right operand, with an epilogue, batched) from a profile's timestamps.
+// with GPU timestamps, then webfusion's own product (plain, either operand
+// transposed, with an epilogue, batched) from a profile's timestamps.
 // Square products whose size is a multiple of every tile; each result is
 // checked against dot products computed on the host. One run on the H200
 // prints the table the matmul module's docs quote.
@@ -478,10 +478,14 @@ fn main() {
             let ab = gpu.random_uniform(&[8, h, h], -1.0, 1.0, 4).unwrap();
             let bb = gpu.random_uniform(&[8, h, h], -1.0, 1.0, 5).unwrap();
             gpu.sync().await.unwrap();
-            let forms: [(&str, &dyn Fn() -> webfusion::Tensor); 4] = [
+            let forms: [(&str, &dyn Fn() -> webfusion::Tensor); 5] = [
                 ("plain", &|| a.matmul(&b).unwrap()),
                 ("b transposed", &|| {
                     a.matmul(&b.transpose(None).unwrap()).unwrap()
+                }),
+                // A weight's gradient, x^T dy.
+                ("a transposed", &|| {
+                    a.transpose(None).unwrap().matmul(&b).unwrap()
                 }),
                 ("bias+relu", &|| {
                     a.matmul(&b).unwrap().add(&bias).unwrap().relu().unwrap()

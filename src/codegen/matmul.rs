@@ -54,10 +54,12 @@
 //! - **A stored operand four floats at a time** from global memory along
 //!   its rows, where they are contiguous and 16-byte aligned
 //!   (`Access::in_fours`). A transposed one (a gradient's products read one)
-//!   is read one by one through its layout, in place, never copied: four
-//!   at a time down its columns, the 8x8 kernel ran 2048 at 23.4 TFLOP/s
-//!   against 32.6 one by one (H200). A convolution's operands use both
-//!   directions (`codegen::conv`).
+//!   is read through its layout, in place, never copied: a left operand
+//!   four at a time down its columns (along the tile, one vector store); a
+//!   right one down its columns in the 8x8 kernel with `tb` padded (above),
+//!   one by one elsewhere (unpadded, four at a time ran 2048 at 23.4
+//!   TFLOP/s against 32.6 one by one on the H200). A convolution's
+//!   operands use both directions (`codegen::conv`).
 //! - **16 deep slices** on a GPU: a slice of both operands fits WebGPU's
 //!   guaranteed 16 KiB of workgroup memory; deeper ones would need a limit
 //!   not every adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran
@@ -242,18 +244,30 @@ pub(super) fn product(
                     "a" => ("ar", "ac", "in0"),
                     _ => ("br", "bc", "in1"),
                 };
-                // Down the columns only for a GPU's 8x8 kernel's right
-                // operand, whose `tb` rows are padded for it (module docs):
-                // unpadded, those loads ran slower than one by one (H200,
-                // 2048 23.4 against 32.6 TFLOP/s, 4096 34.0 against 34.4,
-                // 1024 25.4 against 26.3), and so did attention's 64-wide
-                // products in the 4x4 kernel on SwiftShader (1.05-1.09x the
-                // time). Either way along an aligned contiguous dim
-                // (`Access::in_fours`).
-                let down = name == "b" && large && !cpu && wide && access.in_fours(r - 2);
+                let along_rows = wide && access.in_fours(r - 1);
+                // Down the columns (an aligned contiguous dim either way,
+                // `Access::in_fours`):
+                // - a right operand only in a GPU's 8x8 kernel, whose `tb`
+                //   rows are padded for it (module docs): unpadded, those
+                //   loads ran slower than one by one (H200, 2048 23.4
+                //   against 32.6 TFLOP/s, 4096 34.0 against 34.4, 1024 25.4
+                //   against 26.3), and so did attention's 64-wide products
+                //   in the 4x4 kernel on SwiftShader (1.05-1.09x the time);
+                // - a left operand (a weight's gradient, x^T dy) in every
+                //   kernel: four neighbours along the tile, stored as one
+                //   vector as a stored right operand's are, where one by one
+                //   took four loads and four stores (SwiftShader ran W4's
+                //   steps, whose weight gradients these are, as fast: 0.98x
+                //   the time in ten alternating runs).
+                let down = wide
+                    && access.in_fours(r - 2)
+                    && match name {
+                        "b" => large && !cpu,
+                        _ => !along_rows,
+                    };
                 let vectors = match down {
                     true => Some(Vectors::Columns),
-                    false => (wide && access.in_fours(r - 1)).then_some(Vectors::Rows),
+                    false => along_rows.then_some(Vectors::Rows),
                 };
                 // Along a vector's dim the stride is 1: not multiplied.
                 let index = match vectors {

@@ -268,10 +268,12 @@ mod tests {
             declared(&contiguous(&[64, 6]), &contiguous(&[6, 64]), &[64, 64]),
             (false, true)
         );
-        // A transposed left operand is loaded one by one, in either
-        // kernel; a transposed right one four at a time down its columns in
-        // a GPU's 8x8 kernel (1024 square) where k is a multiple of four,
-        // else one by one; the other operand four at a time along its rows.
+        // A transposed left operand is loaded four at a time down its
+        // columns (along the tile) in either kernel where m is a multiple
+        // of four, else one by one; a transposed right one four at a time
+        // down its columns in a GPU's 8x8 kernel (1024 square) where k is
+        // a multiple of four, else one by one; the other operand four at a
+        // time along its rows.
         let transposed = |k: usize, n: usize| Access {
             shape: vec![k, n],
             layout: Layout {
@@ -291,7 +293,19 @@ mod tests {
         );
         assert_eq!(
             declared(&transposed(1024, 12), &contiguous(&[12, 1024]), &large),
+            (true, true)
+        );
+        assert_eq!(
+            declared(
+                &transposed(1026, 12),
+                &contiguous(&[12, 1024]),
+                &[1026, 1024]
+            ),
             (false, true)
+        );
+        assert_eq!(
+            declared(&transposed(64, 12), &contiguous(&[12, 64]), &[64, 64]),
+            (true, true)
         );
         assert_eq!(
             declared(&contiguous(&[64, 12]), &transposed(12, 64), &[64, 64]),

@@ -26,11 +26,15 @@ env.configure({ random: false, stopOnSpecFailure: false });
 
 const params = new URL(location.href).searchParams;
 const backendName = params.get('backend') ?? 'webfusion';
-// A kernels-only device: TF.js's tests are small, and on a default device
-// their elementwise work would run in wasm on the host, testing no kernel.
+// Kernels only, on both backends: TF.js's tests are small, and on a
+// default device our elementwise work would run in wasm on the host,
+// testing no kernel. TF.js runs its WebGPU backend's tests the same way,
+// with its forwarding of small work to its CPU backend off
+// (`backend_webgpu_test_registry.ts`).
 tf.removeBackend('webfusion');
 tf.registerBackend('webfusion', () => createBackend({ hostMaxElements: 0 }), 1);
-setTestEnvs([{ name: backendName, backendName, flags: {}, isDataSync: false }]);
+const flags = backendName === 'webgpu' ? { WEBGPU_CPU_FORWARD: false } : {};
+setTestEnvs([{ name: backendName, backendName, flags, isDataSync: false }]);
 
 let file = null;
 const fileOfSuite = new Map();

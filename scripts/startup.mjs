@@ -1,7 +1,9 @@
 // `npm run startup`: the first steps of W4 and W8 (or the workloads named
 // on the command line) in headless Chromium, webfusion's as written beside
-// TF.js's WebGPU backend: each step's time, and the longest task it held
-// the page's thread for (the browser reports tasks over 50 ms).
+// TF.js's WebGPU backend: the set-up (weights and inputs made) and each
+// step, each begun in a task of its own, with its time and the longest
+// task it held the page's thread for (the browser reports tasks over 50
+// ms).
 import { openBenchPage } from './bench-page.mjs';
 
 const ids = process.argv.slice(2).length ? process.argv.slice(2) : ['W4', 'W8'];
@@ -13,7 +15,7 @@ try {
   const lines = [];
   for (const r of rows) {
     for (const library of ['webfusion', 'tfjs']) {
-      for (const step of ['first', 'second']) {
+      for (const step of ['setup', 'first', 'second']) {
         const s = r[library][step];
         lines.push([r.id, library, step, fmt(s.ms), fmt(s.syncMs), s.longTasks ? fmt(s.longest) : '<50', String(s.longTasks), fmt(s.blockedMs)]);
       }

@@ -278,10 +278,11 @@ impl Fold {
     /// Subgroups are used only where they split the workgroup evenly: the
     /// butterfly reads lanes up to half a subgroup away, and in a subgroup
     /// wider than the workgroup some of those run no thread of it and hold
-    /// nothing WebGPU defines. On an H100 at 256 threads that took 0.95-0.96x the time of the tree
-    /// for sums and maxima, but 1.02-1.12x for folds with an `aux`
-    /// (argMax, logSumExp, a softmax), whose merges shuffle twice and call
-    /// `exp`: those keep the tree (`examples/reduce_timing`).
+    /// nothing WebGPU defines. On an H100 at 256 threads that took
+    /// 0.95-0.96x the time of the tree for sums and maxima, but 1.02-1.12x
+    /// for folds with an `aux` (argMax, logSumExp, a softmax), whose merges
+    /// shuffle twice and call `exp`: those keep the tree
+    /// (`examples/reduce_timing`).
     pub(super) fn across_workgroup(&self, threads: u32, subgroups: Option<Subgroups>) -> String {
         let aux = self.aux.is_some();
         let save = if aux { "part_aux[lid] = aux;" } else { "" };
@@ -394,7 +395,8 @@ pub fn reduce(
         axes,
         reducer,
         stage,
-        (prologue.is_some(), lanes.threads),
+        prologue.is_some(),
+        lanes.threads,
         &mut params,
     );
     match fused_work {
@@ -460,7 +462,8 @@ fn fold_elements(
     axes: &[usize],
     reducer: Reducer,
     stage: Stage,
-    (prologue, threads): (bool, u32),
+    prologue: bool,
+    threads: u32,
     params: &mut Params,
 ) -> Folded {
     let kept: Vec<usize> = (0..input.shape.len())

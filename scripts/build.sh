@@ -43,15 +43,31 @@ echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after
 # Names the glue's behaviour rests on survive: its exports and classes,
 # import names (object keys), and the wasm's exports; `user_stack` cuts a
 # stack by function, not by name.
+#
+# Before that, a tensor object's finalizer is registered without an
+# unregister token. The token is the object itself, and registering with
+# one cost 0.4 us a tensor in V8, a fifth of W6's time (1000 small ops,
+# each making one tensor object). It is only ever used by `free()`'s
+# `__destroy_into_raw`, and a tensor's `free()` is not wasm-bindgen's:
+# `registry::redirect_free` makes it `dispose()` before the first tensor
+# object exists. Should the glue ever call `__destroy_into_raw` elsewhere
+# (a tensor passed to Rust by value), the build stops: without the token
+# the finalizer would free that tensor a second time.
 node --input-type=module -e '
 import { minifySync } from "rolldown/experimental";
 import { readFileSync, writeFileSync } from "node:fs";
 const file = "pkg/webfusion.js";
-const { code, errors } = minifySync("webfusion.js", readFileSync(file, "utf8"), { module: true });
-if (errors.length > 0) {
-  console.error(`[build] minifying ${file} failed:`, errors);
-  process.exit(1);
-}
+const fail = (message) => { console.error(`[build] ${message}`); process.exit(1); };
+const register = "TensorFinalization.register(obj, obj.__wbg_ptr, obj);";
+let glue = readFileSync(file, "utf8");
+if (glue.split(register).length !== 2) fail(`the glue does not register tensor objects as "${register}" once`);
+glue = glue.replace(register, "TensorFinalization.register(obj, obj.__wbg_ptr);");
+const stray = glue
+  .replaceAll("__destroy_into_raw() {", "")
+  .replace(/free\(\) \{\s*const ptr = this\.__destroy_into_raw\(\);/g, "");
+if (stray.includes("__destroy_into_raw(")) fail("the glue calls __destroy_into_raw outside free(): tensor finalizers need their unregister token back");
+const { code, errors } = minifySync("webfusion.js", glue, { module: true });
+if (errors.length > 0) fail(`minifying ${file} failed: ${JSON.stringify(errors)}`);
 writeFileSync(file, code);
 '
 # What a page downloads, as servers compress it (the README keeps these),

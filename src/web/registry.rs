@@ -8,16 +8,20 @@
 //! passed as a `Tensor`'s `this`) reads a key that names nothing of the
 //! kind it expects and is refused, instead of using the wrong entry.
 //!
-//! An argument is recognised by its brand: the object was recorded in a
-//! `WeakMap` when this module made it. Not by its class name (a minifier
-//! renames it, and any class can be named `Tensor`), and not by a field
-//! (any object can have an `id`). Being a `WeakMap`, the brand never keeps
-//! an object alive.
+//! An argument is recognised by its brand: a private field (`#key`) this
+//! module stamped on the object when it made it. Not by its class name (a
+//! minifier renames it, and any class can be named `Tensor`), and not by a
+//! public field (any object can have an `id`, and a spread `{...t}` copies
+//! fields and symbols): a private field is invisible to reflection, never
+//! copied, and only the class that declares it can add or read it. It lives
+//! on the object, so it never keeps one alive. A `WeakMap` did the same job
+//! at ten times the cost per object: every op made from JS paid it twice,
+//! once to brand its result and once to check its `this`.
 
 use std::cell::{Cell, RefCell};
 use std::thread::LocalKey;
 
-use js_sys::{Array, Map, Object, Reflect, Set, Symbol, WeakMap};
+use js_sys::{Array, Map, Object, Reflect, Set, Symbol};
 use rustc_hash::{FxHashMap, FxHashSet};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -89,8 +93,6 @@ impl Table {
 
 thread_local! {
     static TABLE: RefCell<Table> = RefCell::default();
-    /// Object -> key.
-    static BRANDS: WeakMap = WeakMap::new();
     static TENSOR_CLASS_READY: Cell<bool> = const { Cell::new(false) };
     static DEVICE_CLASS_READY: Cell<bool> = const { Cell::new(false) };
 }
@@ -162,11 +164,7 @@ pub fn variable(key: Key) -> Option<Variable> {
 /// The variable `value` stands for, if it is a variable's object and not
 /// disposed.
 pub fn find_variable(value: &JsValue) -> Option<Variable> {
-    if !value.is_object() {
-        return None;
-    }
-    let key = BRANDS.with(|b| b.get(value.unchecked_ref())).as_f64()?;
-    variable(key as Key)
+    variable(brand_of(value)? as Key)
 }
 
 /// Disposes the tensor objects among `keys`, leaving variables alone.
@@ -214,17 +212,30 @@ fn brand(
     (class, class_ready): (&str, &'static LocalKey<Cell<bool>>),
     release: &str,
 ) -> JsValue {
-    BRANDS.with(|b| b.set(object.unchecked_ref(), &JsValue::from(key as f64)));
+    stamp(&object, key as f64);
     if !class_ready.with(|ready| ready.replace(true)) {
         redirect_free(&object, release);
         if let Ok(proto) = Reflect::get_prototype_of(&object) {
-            BRANDS.with(|brands| guard_this(&proto, class, brands));
+            guard_this(&proto, class);
         }
     }
     object
 }
 
 #[wasm_bindgen(inline_js = r#"
+// The brand (see the module's docs). Extending a function that returns its
+// argument makes `super(o)` return `o` itself, so the constructor adds the
+// private field to an object made elsewhere (wasm-bindgen's `__wrap`).
+class Brand extends function (o) { return o; } {
+  #key;
+  constructor(o, key) { super(o); this.#key = key; }
+  static of(o) { return o !== null && typeof o === 'object' && #key in o ? o.#key : undefined; }
+}
+
+export function stamp(o, key) { new Brand(o, key); }
+
+export function brand_of(o) { return Brand.of(o); }
+
 // The guarded method running now: the library's entry point, below which
 // every frame of the stack is the user's.
 let active = null;
@@ -243,7 +254,7 @@ export function user_stack() {
   return holder.stack;
 }
 
-export function guard_this(proto, className, brands) {
+export function guard_this(proto, className) {
   const describe = (v) => (v === null ? 'null' : typeof v === 'object' ? 'an object' : String(v));
   for (const name of Object.getOwnPropertyNames(proto)) {
     if (name === 'constructor') continue;
@@ -261,11 +272,11 @@ export function guard_this(proto, className, brands) {
       // Fixed arity (no method takes more than five arguments: `conv2d`
       // and `conv1d` take five): a rest parameter and `apply` would cost
       // every op registered from JS.
-      const guarded = { [name](a, b, c, e, h) { if (!brands.has(this)) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
+      const guarded = { [name](a, b, c, e, h) { if (Brand.of(this) === undefined) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
       d.value = guarded;
     } else if (d.get) {
       const g = d.get;
-      const guarded = function () { if (!brands.has(this)) check(this); active = guarded; return g.call(this); };
+      const guarded = function () { if (Brand.of(this) === undefined) check(this); active = guarded; return g.call(this); };
       d.get = guarded;
     } else {
       continue;
@@ -284,7 +295,13 @@ extern "C" {
     /// op. Checked against the brand, it throws a `TypeError` with `op`
     /// instead. On the prototype, once, at the class's first object, like
     /// `redirect_free`.
-    fn guard_this(proto: &JsValue, class_name: &str, brands: &WeakMap);
+    fn guard_this(proto: &JsValue, class_name: &str);
+
+    /// Brands `object`, made by this module, with its table key.
+    fn stamp(object: &JsValue, key: f64);
+
+    /// The key `object` was branded with, if this module made it.
+    fn brand_of(object: &JsValue) -> Option<f64>;
 
     /// The stack below the guarded method running now (`user_stack`).
     pub fn user_stack() -> Option<String>;
@@ -318,10 +335,7 @@ fn redirect_free(object: &JsValue, release: &str) {
 
 /// What `value` stands for, by its brand.
 pub fn find(value: &JsValue) -> Found {
-    if !value.is_object() {
-        return Found::Foreign;
-    }
-    match BRANDS.with(|b| b.get(value.unchecked_ref())).as_f64() {
+    match brand_of(value) {
         Some(key) => held(key as Key),
         None => Found::Foreign,
     }
@@ -459,7 +473,7 @@ pub fn tensors_in(value: &JsValue) -> FxHashSet<Key> {
             continue;
         }
         seen.add(&item);
-        if let Some(key) = BRANDS.with(|b| b.get(item.unchecked_ref())).as_f64() {
+        if let Some(key) = brand_of(&item) {
             found.insert(key as Key);
         } else if Array::is_array(&item) {
             pending.extend(item.unchecked_ref::<Array>().iter());

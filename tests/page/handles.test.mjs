@@ -66,6 +66,34 @@ test('tensors are recognised by their brand, so a renamed class (as a minifier l
   assert.deepEqual(result, [1, 2, 11, 22]);
 });
 
+test('a copy of a tensor object (a spread, or its fields assigned onto its prototype) is not a tensor, as an argument or as this', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, Tensor }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    const gpu = await Device.request();
+    const s = gpu.tensor([100, 200]);
+    const spread = { ...s };
+    const onProto = Object.assign(Object.create(Tensor.prototype), s);
+    const ops = gpu.stats().opsRegistered;
+    return {
+      spreadArg: caught(() => s.add(spread)),
+      protoArg: caught(() => s.mul(onProto)),
+      protoThis: caught(() => onProto.exp()),
+      inCat: caught(() => gpu.cat([s, onProto])),
+      registered: gpu.stats().opsRegistered - ops,
+      works: Array.from(await s.add(s).data()),
+    };
+  }, CAUGHT);
+  assert.equal(result.spreadArg.message, 'add: expected a webfusion Tensor or a number, got a plain object');
+  assert.equal(result.protoArg.message, 'mul: expected a webfusion Tensor or a number, got an object of class Tensor');
+  assert.deepEqual(result.protoThis, {
+    name: 'TypeError', op: 'exp', isError: true,
+    message: 'exp: called on an object that is not a webfusion Tensor',
+  });
+  assert.equal(result.inCat.op, 'cat');
+  assert.equal(result.registered, 0, 'no copy registered an op');
+  assert.deepEqual(result.works, [200, 400]);
+});
+
 test('to() on the same device gives a second object; disposing either leaves the other readable', async () => {
   const { result } = await inPage(browser, server, async ({ Device }) => {
     const gpu = await Device.request();

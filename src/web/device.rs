@@ -11,7 +11,6 @@ use super::errors;
 use super::registry::{self, Found, Key, register};
 
 /// A GPU device.
-// Holds nothing but its key: see `JsTensor`.
 #[wasm_bindgen(js_name = Device)]
 pub struct JsDevice {
     key: Key,

@@ -1,12 +1,11 @@
 //! Which JS objects are webfusion's, and what each one holds.
 //!
-//! An object JS gets (a `Tensor` or a `Device`) holds nothing but a key, and
-//! the key names its entry in this table. Each object gets its own key, even
-//! when two objects stand for one tensor (`t.to(sameDevice)`), so disposing
-//! one leaves the other working. Keys come from one counter for both classes
-//! and are never reused: a method called with a foreign `this` (a `Device`
-//! passed as a `Tensor`'s `this`) reads a key that names nothing of the
-//! kind it expects and is refused, instead of using the wrong entry.
+//! An object JS gets (a `Tensor` or a `Device`) holds a key, and the key
+//! names its entry in this table while it is live. Each object gets its own
+//! key, even when two objects stand for one tensor (`t.to(sameDevice)`), so
+//! disposing one leaves the other working. Keys come from one counter for
+//! both classes and are never reused, so a key names one object's entry or
+//! nothing, never another's.
 //!
 //! An argument is recognised by its brand: a private field (`#key`) this
 //! module stamped on the object when it made it. Not by its class name (a
@@ -39,18 +38,13 @@ pub type Key = u64;
 pub enum Found {
     Tensor(Tensor),
     /// A tensor object whose tensor was disposed (by `dispose()`, `free()`,
-    /// `Symbol.dispose` or the `tidy()` that made it).
+    /// `Symbol.dispose` or the `tidy()` that made it), with the id it stood
+    /// for. Only `find` tells it: a disposed key names nothing in the
+    /// table, and the id is the object's.
     Disposed(TensorId),
     Device(Device),
     /// Not an object this module made.
     Foreign,
-}
-
-/// A tensor object's entry: what it stands for until it is disposed, and
-/// its id always, for the error that says it was disposed.
-struct Held {
-    id: TensorId,
-    value: Option<Value>,
 }
 
 /// What a tensor object stands for: a tensor, or a variable (whose tensor
@@ -72,7 +66,14 @@ impl Value {
 #[derive(Default)]
 struct Table {
     next: Key,
-    tensors: FxHashMap<Key, Held>,
+    /// What each tensor object not disposed stands for. A disposed one
+    /// leaves the table at once: its object keeps the id its error names
+    /// (`JsTensor::id`, and the brand's). Kept until the collector took
+    /// them, disposed entries outnumbered the live ones: a loop of small
+    /// ops disposes a thousand objects a step, and the map spent its time
+    /// on their cache misses and rehashing (W6 in Chromium: 1.25 -> 0.95
+    /// ms a step once they left).
+    tensors: FxHashMap<Key, Value>,
     devices: FxHashMap<Key, Device>,
     /// The JS object of each variable not yet disposed, by the variable's
     /// id: kept until disposed, as TF.js keeps its variables
@@ -110,21 +111,15 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
     let id = tensor.id();
     let key = table(|t| {
         let key = t.key();
-        t.tensors.insert(
-            key,
-            Held {
-                id,
-                value: Some(Value::Tensor(tensor)),
-            },
-        );
+        t.tensors.insert(key, Value::Tensor(tensor));
         if let Some(scope) = t.scopes.last_mut() {
             scope.push(key);
         }
         key
     });
     brand(
-        JsValue::from(JsTensor::new(key)),
-        key,
+        JsValue::from(JsTensor::new(key, id)),
+        (key, Some(id)),
         ("Tensor", &TENSOR_CLASS_READY),
         "dispose",
     )
@@ -138,13 +133,12 @@ pub fn wrap_variable(variable: Variable) -> JsValue {
     let variable_id = variable.id();
     let key = table(|t| {
         let key = t.key();
-        let value = Some(Value::Variable(variable));
-        t.tensors.insert(key, Held { id, value });
+        t.tensors.insert(key, Value::Variable(variable));
         key
     });
     let object = brand(
-        JsValue::from(JsTensor::new(key)),
-        key,
+        JsValue::from(JsTensor::new(key, id)),
+        (key, Some(id)),
         ("Tensor", &TENSOR_CLASS_READY),
         "dispose",
     );
@@ -155,7 +149,7 @@ pub fn wrap_variable(variable: Variable) -> JsValue {
 /// The variable the object with `key` stands for, if it is one and not
 /// disposed.
 pub fn variable(key: Key) -> Option<Variable> {
-    table(|t| match t.tensors.get(&key)?.value.as_ref()? {
+    table(|t| match t.tensors.get(&key)? {
         Value::Variable(v) => Some(v.clone()),
         Value::Tensor(_) => None,
     })
@@ -184,7 +178,7 @@ pub fn variables() -> Vec<(JsValue, Variable)> {
             .into_iter()
             .filter_map(|v| {
                 let (key, object) = t.variables.get(&v.id())?;
-                t.tensors.get(key)?.value.as_ref()?;
+                t.tensors.get(key)?;
                 Some((object.clone(), v))
             })
             .collect()
@@ -200,24 +194,29 @@ pub fn wrap_device(device: Device) -> JsValue {
     });
     brand(
         JsValue::from(JsDevice::new(key)),
-        key,
+        (key, None),
         ("Device", &DEVICE_CLASS_READY),
         "destroy",
     )
 }
 
+/// Brands `object` with its key, its class and (a tensor's) its id; at the
+/// class's first object, guards its methods and redirects its `free()`.
+/// Guarded first, so that the redirected `free()` and `Symbol.dispose`
+/// are the guarded release: no method of a class is reached from JS with
+/// another class's object as `this`, whose struct is not this class's.
 fn brand(
     object: JsValue,
-    key: Key,
+    (key, id): (Key, Option<TensorId>),
     (class, class_ready): (&str, &'static LocalKey<Cell<bool>>),
     release: &str,
 ) -> JsValue {
-    stamp(&object, key as f64);
+    stamp(&object, key as f64, id.map(|id| id.0 as f64));
     if !class_ready.with(|ready| ready.replace(true)) {
-        redirect_free(&object, release);
         if let Ok(proto) = Reflect::get_prototype_of(&object) {
             guard_this(&proto, class);
         }
+        redirect_free(&object, release);
     }
     object
 }
@@ -228,13 +227,21 @@ fn brand(
 // private field to an object made elsewhere (wasm-bindgen's `__wrap`).
 class Brand extends function (o) { return o; } {
   #key;
-  constructor(o, key) { super(o); this.#key = key; }
-  static of(o) { return o !== null && typeof o === 'object' && #key in o ? o.#key : undefined; }
+  #kind;
+  #id;
+  // A tensor object carries its tensor's id; a device object has none.
+  constructor(o, key, id) { super(o); this.#key = key; this.#kind = id === undefined ? 'Device' : 'Tensor'; this.#id = id; }
+  static is(o) { return o !== null && typeof o === 'object' && #key in o; }
+  static of(o) { return Brand.is(o) ? o.#key : undefined; }
+  static kind(o) { return Brand.is(o) ? o.#kind : undefined; }
+  static id(o) { return Brand.is(o) ? o.#id : undefined; }
 }
 
-export function stamp(o, key) { new Brand(o, key); }
+export function stamp(o, key, id) { new Brand(o, key, id); }
 
 export function brand_of(o) { return Brand.of(o); }
+
+export function brand_id(o) { return Brand.id(o); }
 
 // The guarded method running now: the library's entry point, below which
 // every frame of the stack is the user's.
@@ -272,11 +279,11 @@ export function guard_this(proto, className) {
       // Fixed arity (no method takes more than five arguments: `conv2d`
       // and `conv1d` take five): a rest parameter and `apply` would cost
       // every op registered from JS.
-      const guarded = { [name](a, b, c, e, h) { if (Brand.of(this) === undefined) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
+      const guarded = { [name](a, b, c, e, h) { if (Brand.kind(this) !== className) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
       d.value = guarded;
     } else if (d.get) {
       const g = d.get;
-      const guarded = function () { if (Brand.of(this) === undefined) check(this); active = guarded; return g.call(this); };
+      const guarded = function () { if (Brand.kind(this) !== className) check(this); active = guarded; return g.call(this); };
       d.get = guarded;
     } else {
       continue;
@@ -292,16 +299,23 @@ extern "C" {
     /// runs: a method taken off its object (`const f = t.add; f(x)`) or
     /// called on a foreign object fails inside the glue ("reading
     /// '__wbg_ptr'", "null pointer passed to rust") with nothing naming the
-    /// op. Checked against the brand, it throws a `TypeError` with `op`
-    /// instead. On the prototype, once, at the class's first object, like
-    /// `redirect_free`.
+    /// op. Checked against the brand, its class included, it throws a
+    /// `TypeError` with `op` instead; and no Rust method reads one class's
+    /// struct from the other's object. On the prototype, once, at the
+    /// class's first object, before `redirect_free`.
     fn guard_this(proto: &JsValue, class_name: &str);
 
-    /// Brands `object`, made by this module, with its table key.
-    fn stamp(object: &JsValue, key: f64);
+    /// Brands `object`, made by this module, with its table key and, a
+    /// tensor object, the id of the tensor it stands for (its class is
+    /// `Tensor` with an id, `Device` without: a string passed from here
+    /// would be decoded at every object).
+    fn stamp(object: &JsValue, key: f64, id: Option<f64>);
 
     /// The key `object` was branded with, if this module made it.
     fn brand_of(object: &JsValue) -> Option<f64>;
+
+    /// The tensor id `object` was branded with, if it is a tensor object.
+    fn brand_id(object: &JsValue) -> Option<f64>;
 
     /// The stack below the guarded method running now (`user_stack`).
     pub fn user_stack() -> Option<String>;
@@ -335,20 +349,23 @@ fn redirect_free(object: &JsValue, release: &str) {
 
 /// What `value` stands for, by its brand.
 pub fn find(value: &JsValue) -> Found {
-    match brand_of(value) {
-        Some(key) => held(key as Key),
-        None => Found::Foreign,
+    let Some(key) = brand_of(value) else {
+        return Found::Foreign;
+    };
+    match held(key as Key) {
+        Found::Foreign => {
+            brand_id(value).map_or(Found::Foreign, |id| Found::Disposed(TensorId(id as u64)))
+        }
+        found => found,
     }
 }
 
-/// What `key` stands for.
+/// What `key` stands for. A disposed tensor object's key names nothing
+/// (`Foreign`): the object itself has the id its error names.
 pub fn held(key: Key) -> Found {
     table(|t| {
-        if let Some(held) = t.tensors.get(&key) {
-            match &held.value {
-                Some(value) => Found::Tensor(value.tensor()),
-                None => Found::Disposed(held.id),
-            }
+        if let Some(value) = t.tensors.get(&key) {
+            Found::Tensor(value.tensor())
         } else if let Some(device) = t.devices.get(&key) {
             Found::Device(device.clone())
         } else {
@@ -363,7 +380,6 @@ pub fn tensors_held(device: &Device) -> usize {
     table(|t| {
         t.tensors
             .values()
-            .filter_map(|held| held.value.as_ref())
             .filter(|value| value.tensor().device().same(device))
             .count()
     })
@@ -379,7 +395,7 @@ pub fn disposed(op: &'static str, id: TensorId) -> JsValue {
 pub fn dispose(key: Key) {
     let released = table(|t| {
         t.variables.retain(|_, (k, _)| *k != key);
-        t.tensors.get_mut(&key).and_then(|held| held.value.take())
+        t.tensors.remove(&key)
     });
     drop(released);
 }
@@ -390,12 +406,9 @@ pub fn forget(key: Key) {
     // this module, so the table is free; should that ever change, the
     // entry is left rather than a panic raised (a panic kills the module).
     let released = TABLE.with(|t| {
-        t.try_borrow_mut().ok().map(|mut t| {
-            (
-                t.tensors.remove(&key).and_then(|held| held.value),
-                t.devices.remove(&key),
-            )
-        })
+        t.try_borrow_mut()
+            .ok()
+            .map(|mut t| (t.tensors.remove(&key), t.devices.remove(&key)))
     });
     drop(released);
 }
@@ -452,7 +465,7 @@ pub fn close_scope(kept: &FxHashSet<Key>) {
         }
         release
             .iter()
-            .filter_map(|key| t.tensors.get_mut(key).and_then(|held| held.value.take()))
+            .filter_map(|key| t.tensors.remove(key))
             .collect()
     });
     drop(released);

@@ -4,25 +4,28 @@ use js_sys::{Array, Float32Array, Int32Array, Promise, Uint8Array, Uint32Array};
 use wasm_bindgen::prelude::*;
 
 use crate::ir::{DType, Values};
-use crate::{ErrorClass, Operand, RegistrationError, Tensor};
+use crate::{ErrorClass, Operand, RegistrationError, Tensor, TensorId};
 
 use super::args;
 use super::errors;
 use super::registry::{self, Found, Key, register};
 
 /// A tensor; its values are computed when read.
-// Holds nothing but its key, as `JsDevice` does: wasm-bindgen reads a
-// method's `this` as the method's own class without checking it, so a
-// `Device` called as a `Tensor`'s `this` yields a key that names no tensor
-// (refused), never another struct's fields read as this one's.
+// wasm-bindgen reads a method's `this` as the method's own class without
+// checking it; every method is reached through `registry::guard_this`,
+// which refuses an object of the other class, so `id` is never read from a
+// `JsDevice`.
 #[wasm_bindgen(js_name = Tensor)]
 pub struct JsTensor {
     key: Key,
+    /// The tensor it stood for when made, for the error of a use after
+    /// `dispose()`: the table forgets a disposed key.
+    id: TensorId,
 }
 
 impl JsTensor {
-    pub(super) fn new(key: Key) -> JsTensor {
-        JsTensor { key }
+    pub(super) fn new(key: Key, id: TensorId) -> JsTensor {
+        JsTensor { key, id }
     }
 
     /// The tensor this object stands for, unless disposed; `op` names the
@@ -30,8 +33,8 @@ impl JsTensor {
     pub(super) fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
         match registry::held(self.key) {
             Found::Tensor(tensor) => Ok(tensor),
-            Found::Disposed(id) => Err(registry::disposed(op, id)),
-            Found::Device(_) | Found::Foreign => Err(not_a_tensor(op)),
+            Found::Disposed(_) | Found::Foreign => Err(registry::disposed(op, self.id)),
+            Found::Device(_) => Err(not_a_tensor(op)),
         }
     }
 
@@ -91,8 +94,8 @@ impl JsTensor {
     pub fn id(&self) -> Result<f64, JsValue> {
         match registry::held(self.key) {
             Found::Tensor(tensor) => Ok(tensor.id().0 as f64),
-            Found::Disposed(id) => Ok(id.0 as f64),
-            Found::Device(_) | Found::Foreign => Err(not_a_tensor("id")),
+            Found::Disposed(_) | Found::Foreign => Ok(self.id.0 as f64),
+            Found::Device(_) => Err(not_a_tensor("id")),
         }
     }
 

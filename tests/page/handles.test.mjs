@@ -222,6 +222,9 @@ test('a method called with the other class as this is refused, naming the method
       tensorMethod: caught(() => Tensor.prototype.exp.call(gpu)),
       deviceMethod: caught(() => Device.prototype.zeros.call(t, [2])),
       getter: caught(() => Object.getOwnPropertyDescriptor(Tensor.prototype, 'shape').get.call(gpu)),
+      free: caught(() => Tensor.prototype.free.call(gpu)),
+      symbolDispose: caught(() => Tensor.prototype[Symbol.dispose].call(gpu)),
+      destroy: caught(() => Device.prototype[Symbol.dispose].call(t)),
       works: Array.from(await t.mul(3).data()),
     };
   }, CAUGHT);
@@ -231,6 +234,10 @@ test('a method called with the other class as this is refused, naming the method
   });
   assert.equal(result.deviceMethod.message, 'zeros: called on an object that is not a webfusion Device');
   assert.equal(result.getter.message, 'shape: called on an object that is not a webfusion Tensor');
+  // free() and Symbol.dispose are the guarded release too.
+  assert.equal(result.free.message, 'dispose: called on an object that is not a webfusion Tensor');
+  assert.equal(result.symbolDispose.message, 'dispose: called on an object that is not a webfusion Tensor');
+  assert.equal(result.destroy.message, 'destroy: called on an object that is not a webfusion Device');
   assert.deepEqual(result.works, [3, 3]);
 });
 

@@ -152,7 +152,8 @@ impl DeviceState {
         for i in blocks.iter().flat_map(Block::op_indices) {
             computed[i] = true;
         }
-        let mut needed: FxHashSet<TensorId> = FxHashSet::default();
+        let mut needed: FxHashSet<TensorId> =
+            FxHashSet::with_capacity_and_hasher(ops.len(), Default::default());
         for (i, op) in ops.iter().enumerate().rev() {
             let Some(record) = self.records.get_mut(&op.output) else {
                 continue;

@@ -714,7 +714,8 @@ pub fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
 
 /// For each tensor, the ops (by index) that read it.
 fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
-    let mut map: FxHashMap<TensorId, Vec<usize>> = FxHashMap::default();
+    let mut map: FxHashMap<TensorId, Vec<usize>> =
+        FxHashMap::with_capacity_and_hasher(ops.len(), Default::default());
     for (i, op) in ops.iter().enumerate() {
         // Once per op, however often it reads the input (`d.mul(d)`): a
         // group counts a consumer in once per distinct input.
@@ -730,7 +731,8 @@ fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
 /// front, since consumers come after producers: what the ops already found
 /// to run read is all that can make an earlier op run.
 pub fn runs(ops: &[OpIr], write: impl Fn(TensorId) -> bool) -> Vec<bool> {
-    let mut read: FxHashSet<TensorId> = FxHashSet::default();
+    let mut read: FxHashSet<TensorId> =
+        FxHashSet::with_capacity_and_hasher(ops.len(), Default::default());
     let mut live = vec![false; ops.len()];
     for (i, op) in ops.iter().enumerate().rev() {
         if write(op.output) || read.contains(&op.output) {

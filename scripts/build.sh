@@ -47,21 +47,26 @@ echo "[build] pkg/webfusion_bg.wasm: $before bytes before wasm-opt, $after after
 # Before that, a tensor object's finalizer is registered without an
 # unregister token. The token is the object itself, and registering with
 # one cost 0.4 us a tensor in V8, a fifth of W6's time (1000 small ops,
-# each making one tensor object). It is only ever used by `free()`'s
-# `__destroy_into_raw`, and a tensor's `free()` is not wasm-bindgen's:
-# `registry::redirect_free` makes it `dispose()` before the first tensor
-# object exists. Should the glue ever call `__destroy_into_raw` elsewhere
-# (a tensor passed to Rust by value), the build stops: without the token
-# the finalizer would free that tensor a second time.
+# each making one tensor object). Only `__destroy_into_raw` uses it, to
+# free the struct at once and not again when the object is collected; so
+# a tensor's `free()` is made `dispose()` here, in the class itself
+# (`registry::redirect_free` does it on the prototype, but only at the
+# first tensor object: a `free` read off the class before would be
+# wasm-bindgen's), and the tensor's struct is freed by its finalizer alone.
+# Should the glue call `__destroy_into_raw` anywhere else (a tensor passed
+# to Rust by value), the build stops: the finalizer would free it again.
 node --input-type=module -e '
 import { minifySync } from "rolldown/experimental";
 import { readFileSync, writeFileSync } from "node:fs";
 const file = "pkg/webfusion.js";
 const fail = (message) => { console.error(`[build] ${message}`); process.exit(1); };
-const register = "TensorFinalization.register(obj, obj.__wbg_ptr, obj);";
+const once = (glue, from, to) => {
+  if (glue.split(from).length !== 2) fail(`the glue does not have "${from}" once`);
+  return glue.replace(from, to);
+};
 let glue = readFileSync(file, "utf8");
-if (glue.split(register).length !== 2) fail(`the glue does not register tensor objects as "${register}" once`);
-glue = glue.replace(register, "TensorFinalization.register(obj, obj.__wbg_ptr);");
+glue = once(glue, "TensorFinalization.register(obj, obj.__wbg_ptr, obj);", "TensorFinalization.register(obj, obj.__wbg_ptr);");
+glue = once(glue, "free() {\n        const ptr = this.__destroy_into_raw();\n        wasm.__wbg_tensor_free(ptr, 0);\n    }", "free() {\n        this.dispose();\n    }");
 const stray = glue
   .replaceAll("__destroy_into_raw() {", "")
   .replace(/free\(\) \{\s*const ptr = this\.__destroy_into_raw\(\);/g, "");

@@ -8,23 +8,26 @@ use crate::{Device, DeviceOptions, ErrorClass, FaultKind, RegistrationError, Ten
 
 use super::args::{self, Options};
 use super::errors;
-use super::registry::{self, Found, Key, register};
+use super::registry::{self, Found, Handle, Key, register};
 
 /// A GPU device.
 #[wasm_bindgen(js_name = Device)]
 pub struct JsDevice {
-    key: Key,
+    handle: Handle,
 }
 
 impl JsDevice {
     pub(super) fn new(key: Key) -> JsDevice {
-        JsDevice { key }
+        let tensor = None;
+        JsDevice {
+            handle: Handle { key, tensor },
+        }
     }
 
     /// The device this object stands for; `op` names the method for the
     /// error when `this` is not a webfusion Device.
     fn device(&self, op: &'static str) -> Result<Device, JsValue> {
-        match registry::held(self.key) {
+        match registry::held(self.handle.key) {
             Found::Device(device) => Ok(device),
             _ => Err(errors::op_error(
                 op,
@@ -53,7 +56,7 @@ impl JsDevice {
 impl Drop for JsDevice {
     /// The object was collected: the table forgets it.
     fn drop(&mut self) {
-        registry::forget(self.key);
+        registry::forget(self.handle.key);
     }
 }
 

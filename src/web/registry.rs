@@ -34,6 +34,19 @@ use super::tensor::JsTensor;
 
 pub type Key = u64;
 
+/// What every object JS gets holds: its key and, a tensor object's, the
+/// tensor it stood for when made (the id a use after `dispose()` names:
+/// the table forgets a disposed key at once). One type for both classes:
+/// wasm-bindgen reads a method's `this` as the method's own class without
+/// checking, and `guard_this` refuses the other class only for methods read
+/// off the prototype after it ran, so one class's struct read as the
+/// other's must still be valid, and a device's says it is no tensor.
+#[derive(Clone, Copy)]
+pub struct Handle {
+    pub key: Key,
+    pub tensor: Option<TensorId>,
+}
+
 /// What an object (or a key) stands for.
 pub enum Found {
     Tensor(Tensor),
@@ -43,7 +56,8 @@ pub enum Found {
     /// table, and the id is the object's.
     Disposed(TensorId),
     Device(Device),
-    /// Not an object this module made.
+    /// Not an object this module made; from `held`, also the key of a
+    /// disposed tensor object (the table forgot it).
     Foreign,
 }
 
@@ -203,8 +217,8 @@ pub fn wrap_device(device: Device) -> JsValue {
 /// Brands `object` with its key, its class and (a tensor's) its id; at the
 /// class's first object, guards its methods and redirects its `free()`.
 /// Guarded first, so that the redirected `free()` and `Symbol.dispose`
-/// are the guarded release: no method of a class is reached from JS with
-/// another class's object as `this`, whose struct is not this class's.
+/// are the guarded release, refusing the other class's object as `this`
+/// like every other method.
 fn brand(
     object: JsValue,
     (key, id): (Key, Option<TensorId>),

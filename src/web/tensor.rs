@@ -8,33 +8,29 @@ use crate::{ErrorClass, Operand, RegistrationError, Tensor, TensorId};
 
 use super::args;
 use super::errors;
-use super::registry::{self, Found, Key, register};
+use super::registry::{self, Found, Handle, Key, register};
 
 /// A tensor; its values are computed when read.
-// wasm-bindgen reads a method's `this` as the method's own class without
-// checking it; every method is reached through `registry::guard_this`,
-// which refuses an object of the other class, so `id` is never read from a
-// `JsDevice`.
 #[wasm_bindgen(js_name = Tensor)]
 pub struct JsTensor {
-    key: Key,
-    /// The tensor it stood for when made, for the error of a use after
-    /// `dispose()`: the table forgets a disposed key.
-    id: TensorId,
+    handle: Handle,
 }
 
 impl JsTensor {
     pub(super) fn new(key: Key, id: TensorId) -> JsTensor {
-        JsTensor { key, id }
+        let tensor = Some(id);
+        JsTensor {
+            handle: Handle { key, tensor },
+        }
     }
 
     /// The tensor this object stands for, unless disposed; `op` names the
     /// method for the error.
     pub(super) fn tensor(&self, op: &'static str) -> Result<Tensor, JsValue> {
-        match registry::held(self.key) {
-            Found::Tensor(tensor) => Ok(tensor),
-            Found::Disposed(_) | Found::Foreign => Err(registry::disposed(op, self.id)),
-            Found::Device(_) => Err(not_a_tensor(op)),
+        match (registry::held(self.handle.key), self.handle.tensor) {
+            (Found::Tensor(tensor), _) => Ok(tensor),
+            (Found::Foreign | Found::Disposed(_), Some(id)) => Err(registry::disposed(op, id)),
+            (Found::Foreign | Found::Disposed(_) | Found::Device(_), _) => Err(not_a_tensor(op)),
         }
     }
 
@@ -57,7 +53,7 @@ impl JsTensor {
     /// The variable this object stands for; `op` names the method for the
     /// error when it is a plain tensor (or disposed).
     fn variable(&self, op: &'static str) -> Result<crate::Variable, JsValue> {
-        if let Some(variable) = registry::variable(self.key) {
+        if let Some(variable) = registry::variable(self.handle.key) {
             return Ok(variable);
         }
         let t = self.tensor(op)?;
@@ -83,7 +79,7 @@ fn not_a_tensor(op: &'static str) -> JsValue {
 impl Drop for JsTensor {
     /// The object was collected: the table forgets it.
     fn drop(&mut self) {
-        registry::forget(self.key);
+        registry::forget(self.handle.key);
     }
 }
 
@@ -92,10 +88,10 @@ impl JsTensor {
     /// The tensor's number, as errors and reports name it (`tensor #5`).
     #[wasm_bindgen(getter)]
     pub fn id(&self) -> Result<f64, JsValue> {
-        match registry::held(self.key) {
-            Found::Tensor(tensor) => Ok(tensor.id().0 as f64),
-            Found::Disposed(_) | Found::Foreign => Ok(self.id.0 as f64),
-            Found::Device(_) => Err(not_a_tensor("id")),
+        match (registry::held(self.handle.key), self.handle.tensor) {
+            (Found::Tensor(tensor), _) => Ok(tensor.id().0 as f64),
+            (Found::Foreign | Found::Disposed(_), Some(id)) => Ok(id.0 as f64),
+            (Found::Foreign | Found::Disposed(_) | Found::Device(_), _) => Err(not_a_tensor("id")),
         }
     }
 
@@ -191,7 +187,7 @@ impl JsTensor {
     /// Releases the tensor's memory now; using this object afterwards
     /// throws. `free()` and `[Symbol.dispose]()` do the same.
     pub fn dispose(&self) {
-        registry::dispose(self.key);
+        registry::dispose(self.handle.key);
     }
 
     /// A variable's `assign(value)`: its value becomes a copy of `value`
@@ -210,13 +206,13 @@ impl JsTensor {
     /// A variable's name; `undefined` on a plain tensor.
     #[wasm_bindgen(getter, skip_typescript)]
     pub fn name(&self) -> Option<String> {
-        registry::variable(self.key).map(|v| v.name().to_string())
+        registry::variable(self.handle.key).map(|v| v.name().to_string())
     }
 
     /// Whether a variable is trainable; `false` on a plain tensor.
     #[wasm_bindgen(getter, skip_typescript)]
     pub fn trainable(&self) -> bool {
-        registry::variable(self.key).is_some_and(|v| v.trainable())
+        registry::variable(self.handle.key).is_some_and(|v| v.trainable())
     }
 
     /// Each value limited to `[min, max]`.

@@ -213,6 +213,52 @@ test('a tensor object collected without dispose() releases its tensor through th
   assert.deepEqual(result.works, [4]);
 });
 
+test('free and methods read off the class before any object exists still only dispose, and refuse the other class', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, Tensor, panicCount }, CAUGHT) => {
+    const caught = eval(CAUGHT);
+    // Read before the first object guards the prototypes.
+    const { free, exp } = Tensor.prototype;
+    const dispose = Tensor.prototype[Symbol.dispose];
+    const gpu = await Device.request();
+    const start = gpu.stats().bytesInUse;
+    const make = async (release) => {
+      const x = gpu.tensor(new Float32Array(1 << 16));
+      const t = x.add(1);
+      await t.data();
+      x.dispose();
+      release.call(t);
+      return caught(() => t.exp());
+    };
+    const freed = await make(free);
+    const symbol = await make(dispose);
+    await gpu.sync();
+    const released = gpu.stats().bytesInUse === start;
+    // Each struct is freed once, by its finalizer, when collected.
+    for (let i = 0; i < 200; i += 1) await make(free);
+    for (let i = 0; i < 5; i += 1) {
+      globalThis.gc();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return {
+      freed,
+      symbol,
+      released,
+      otherClass: caught(() => exp.call(gpu)),
+      panics: panicCount(),
+      works: Array.from(await gpu.tensor([1, 2, 3]).mul(gpu.tensor([4, 5, 6])).data()),
+    };
+  }, CAUGHT);
+  assert.match(result.freed.message, /^exp: tensor #\d+ was disposed$/);
+  assert.match(result.symbol.message, /^exp: tensor #\d+ was disposed$/);
+  assert.equal(result.released, true, 'the early free released the tensor at once');
+  assert.deepEqual(result.otherClass, {
+    name: 'TypeError', op: 'exp', isError: true,
+    message: 'exp: called on an object that is not a webfusion Tensor',
+  });
+  assert.equal(result.panics, 0);
+  assert.deepEqual(result.works, [4, 10, 18]);
+});
+
 test('a method called with the other class as this is refused, naming the method', async () => {
   const { result } = await inPage(browser, server, async ({ Device, Tensor }, CAUGHT) => {
     const caught = eval(CAUGHT);

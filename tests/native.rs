@@ -86,3 +86,25 @@ fn a_profile_gives_each_kernel_the_gpus_time_from_its_timestamps() {
     });
     assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
 }
+
+/// Natively every device shares one wgpu instance (`runtime::instance`):
+/// NVIDIA's Vulkan driver, loaded and unloaded with an instance of its own
+/// per device, stopped loading after some thirty devices in one process,
+/// and each request after found no adapter. Here, as in the suite, each
+/// device is requested on a thread of its own and dropped with it.
+#[test]
+fn fifty_devices_requested_one_after_another_each_find_an_adapter_and_compute() {
+    for i in 0..50u16 {
+        let value = f32::from(i);
+        let read = std::thread::spawn(move || {
+            pollster::block_on(async {
+                let gpu = cases::engine::kernels_only().await;
+                let t = gpu.tensor(&[value], None).unwrap().add(1.0).unwrap();
+                cases::engine::read(&t).await
+            })
+        })
+        .join()
+        .expect("the request's thread");
+        assert_eq!(read, vec![value + 1.0], "device {i}");
+    }
+}

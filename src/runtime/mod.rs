@@ -363,20 +363,43 @@ impl Compiler<'_> {
     }
 }
 
-impl Gpu {
-    pub async fn request() -> Result<Gpu, RequestError> {
-        #[cfg(target_arch = "wasm32")]
-        if !browser_has_webgpu() {
-            return Err(RequestError::NoWebGpu);
-        }
+/// The instance adapters are requested from: natively one for the process.
+///
+/// The Vulkan loader loads the driver with the first instance and unloads
+/// it with the last. NVIDIA's driver, loaded and unloaded some thirty times
+/// in one process, does not load again ("libnvidia-tls.so: cannot allocate
+/// memory in static TLS block": each load takes static TLS its unload does
+/// not give back), so every later request found no adapter: the native
+/// suite on an H100, one test after another, failed from its 28th test on,
+/// and hung at times when run in parallel. Kept for the process, the driver
+/// is loaded once. In the browser an instance stands for `navigator.gpu`,
+/// and making one costs nothing.
+fn instance() -> wgpu::Instance {
+    let make = || {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = if cfg!(target_arch = "wasm32") {
             wgpu::Backends::BROWSER_WEBGPU
         } else {
             wgpu::Backends::VULKAN | wgpu::Backends::METAL
         };
-        let instance = wgpu::Instance::new(desc);
-        let adapter = instance
+        wgpu::Instance::new(desc)
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+        INSTANCE.get_or_init(make).clone()
+    }
+    #[cfg(target_arch = "wasm32")]
+    make()
+}
+
+impl Gpu {
+    pub async fn request() -> Result<Gpu, RequestError> {
+        #[cfg(target_arch = "wasm32")]
+        if !browser_has_webgpu() {
+            return Err(RequestError::NoWebGpu);
+        }
+        let adapter = instance()
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 ..Default::default()

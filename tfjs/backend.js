@@ -127,6 +127,27 @@ export class WebfusionBackend extends KernelBackend {
     return { dataId, shape, dtype };
   }
 
+  /**
+   * A kernel's result as a TF.js `TensorInfo`: `adopt`, or where the
+   * kernel returned one of its `inputs`' tensors unchanged (a `reverse` of
+   * no axes, a `mirrorPad` of no padding), that input's data id, shared as
+   * `Identity` shares it. Adopted, one webfusion tensor would stand behind
+   * two data ids, and disposing the input (as `tf.tidy` does) would leave
+   * the result reading as disposed.
+   */
+  result(tensor, inputs) {
+    const behind = (info) => info != null && this.entries.get(info.dataId)?.tensor === tensor;
+    for (const name in inputs) {
+      const info = inputs[name];
+      const same = Array.isArray(info) ? info.find(behind) : behind(info) ? info : undefined;
+      if (same !== undefined) {
+        this.incRef(same.dataId);
+        return { dataId: same.dataId, shape: same.shape, dtype: same.dtype };
+      }
+    }
+    return this.adopt(tensor);
+  }
+
   write(values, shape, dtype) {
     const dataId = {};
     this.move(dataId, values, shape, dtype, 1);

@@ -33,10 +33,11 @@ function kernel(f, numbersOf = () => NONE, single = false) {
     // A body that records a single op has no intermediates to dispose,
     // and skips the scope (a tenth of the cost of a small op).
     const out = single ? f({ inputs, attrs, t, backend, numbers }) : tidy(() => f({ inputs, attrs, t, backend, numbers }));
-    if (Array.isArray(out)) return out.map((o) => backend.adopt(o));
+    const own = (o) => backend.result(o, inputs);
+    if (Array.isArray(out)) return out.map(own);
     // A complex64 result is its parts (see `complex`).
-    if (out.constructor === Object) return backend.complexOf(backend.adopt(out.real), backend.adopt(out.imag));
-    return backend.adopt(out);
+    if (out.constructor === Object) return backend.complexOf(own(out.real), own(out.imag));
+    return own(out);
   };
 }
 

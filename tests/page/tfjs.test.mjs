@@ -181,6 +181,28 @@ test('TF.js\'s memory accounting comes back to where it was, with and without ti
   assert.equal(r.unreliable, false);
 });
 
+test('a kernel that returns its input unchanged reads after the input is disposed, in a tidy and out of one', async () => {
+  const r = await withTfjs(async (tf, backend) => {
+    const start = backend.numDataIds();
+    const x = tf.tensor([1, 2, 3]);
+    const reversed = tf.reverse(x, []);
+    const padded = tf.mirrorPad(x, [[0, 0]], 'reflect');
+    x.dispose();
+    const kept = [Array.from(await reversed.data()), Array.from(await padded.data())];
+    reversed.dispose();
+    const afterOne = Array.from(await padded.data());
+    padded.dispose();
+    const tidied = tf.tidy(() => tf.reverse(tf.tensor([[1, 2]]), []));
+    const inTidy = Array.from(await tidied.data());
+    tidied.dispose();
+    return { kept, afterOne, inTidy, leaked: backend.numDataIds() - start };
+  });
+  assert.deepEqual(r.kept, [[1, 2, 3], [1, 2, 3]]);
+  assert.deepEqual(r.afterOne, [1, 2, 3], 'disposing one result leaves the other');
+  assert.deepEqual(r.inTidy, [1, 2]);
+  assert.equal(r.leaked, 0, 'every data id is released');
+});
+
 test('a TF.js kernel webfusion cannot run is refused with the reason: a string tensor on the GPU, a computed tensor read or drawn synchronously', async () => {
   const r = await withTfjs(async (tf) => {
     const message = (f) => {

@@ -649,12 +649,22 @@ fn wf_trig(x: f32, phase: i32) -> f32 {
     (
         "wf_mod(",
         r"fn wf_mod(a: f32, b: f32) -> f32 {
-    var r = a - b * trunc(a / b);
-    let finite_a = (bitcast<u32>(a) & 0x7fffffffu) < wf_inf_bits;
-    if (finite_a && (bitcast<u32>(b) & 0x7fffffffu) == wf_inf_bits) { r = a; }
-    return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0)));
+    let ua = bitcast<u32>(a) & 0x7fffffffu;
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    if (ua >= wf_inf_bits || ub > wf_inf_bits || ub == 0u) { return bitcast<f32>(wf_nan_bits); }
+    var r = a;
+    if (ub != wf_inf_bits && ua >= ub) {
+        let eb = max(ub >> 23u, 1u);
+        let mb = (ub & 0x7fffffu) | select(0u, 0x800000u, ub >= 0x800000u);
+        var m = ((ua & 0x7fffffu) | select(0u, 0x800000u, ua >= 0x800000u)) % mb;
+        var n = max(ua >> 23u, 1u) - eb;
+        loop { if (n == 0u) { break; } let s = min(n, 8u); m = (m << s) % mb; n = n - s; }
+        r = ldexp(f32(m), i32(eb) - 150);
+        if (a < 0.0) { r = -r; }
+    }
+    if (r == 0.0) { return bitcast<f32>(bitcast<u32>(b) & 0x80000000u); }
+    return select(r, r + b, (r < 0.0) != (b < 0.0));
 }
-
 ",
     ),
 ];
@@ -698,8 +708,14 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
 }
 
 /// Helpers every kernel may call. WGSL's own `pow` is undefined for a negative
-/// base and its `tanh` overflows to NaN on some drivers for large inputs;
-/// these follow NumPy instead. The integer ones follow TF.js (`floorDiv` and
+/// base, a NaN or an infinity (SwiftShader gave pow(NaN, 2) = infinity), and
+/// its `tanh` overflows to NaN on some drivers for large inputs; `wf_pow`
+/// follows JS's `Math.pow` (TF.js's CPU backend: NaN for 1 to an infinite
+/// power) and NumPy's for a negative base, `wf_tanh` NumPy's. WGSL's float
+/// `%` is `a - b * trunc(a / b)`, wrong by multiples of `b` once the quotient
+/// passes 2^24 (1e8 mod 3 gave 0): `wf_mod` takes C's `fmod` exactly, by
+/// the integer remainder of the significands, then the divisor's sign, as
+/// TF.js's CPU backend does in doubles. The integer ones follow TF.js (`floorDiv` and
 /// `mod` round toward negative infinity) and never trap: a division by zero
 /// gives 0, as TF.js's int32 result of an infinite quotient does. NaN and
 /// infinity come from variables because WGSL rejects non-finite constant
@@ -712,17 +728,23 @@ var<private> wf_inf_bits: u32 = 0x7f800000u;
 fn ninf() -> f32 { return -bitcast<f32>(wf_inf_bits); }
 fn wf_tanh(x: f32) -> f32 { return select(tanh(clamp(x, -15.0, 15.0)), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits); }
 fn wf_pow(a: f32, b: f32) -> f32 {
-    if (b == 0.0) { return 1.0; }
-    if (a == 0.0) {
-        let odd = fract(b) == 0.0 && fract(b * 0.5) != 0.0 && (bitcast<u32>(a) >> 31u) == 1u;
-        if (b > 0.0) { return bitcast<f32>(select(0u, 0x80000000u, odd)); }
-        if (b < 0.0) { return select(bitcast<f32>(wf_inf_bits), ninf(), odd); }
-        return bitcast<f32>(wf_nan_bits);
+    let ua = bitcast<u32>(a) & 0x7fffffffu;
+    let ub = bitcast<u32>(b) & 0x7fffffffu;
+    if (ub == 0u) { return 1.0; }
+    if (ua > wf_inf_bits || ub > wf_inf_bits) { return bitcast<f32>(wf_nan_bits); }
+    if (ub == wf_inf_bits) {
+        if (ua == 0x3f800000u) { return bitcast<f32>(wf_nan_bits); }
+        return select(0.0, bitcast<f32>(wf_inf_bits), (ua > 0x3f800000u) == (b > 0.0));
+    }
+    let odd = fract(b) == 0.0 && fract(b * 0.5) != 0.0 && (bitcast<u32>(a) >> 31u) == 1u;
+    if (ua == 0u || ua == wf_inf_bits) {
+        let big = (ua == 0u) == (b < 0.0);
+        return bitcast<f32>(select(0u, 0x80000000u, odd) | select(0u, wf_inf_bits, big));
     }
     if (a > 0.0) { return pow(a, b); }
     if (fract(b) != 0.0) { return bitcast<f32>(wf_nan_bits); }
     let m = pow(-a, b);
-    return select(m, -m, fract(b * 0.5) != 0.0);
+    return select(m, -m, odd);
 }
 ";
 

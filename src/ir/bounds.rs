@@ -500,13 +500,11 @@ fn binary(op: BinaryOp, a: Bounds, b: Bounds) -> Option<Bounds> {
             lo: a.lo.min(b.lo),
             hi: a.hi.min(b.hi),
         }),
-        // a - b * trunc(a / b), shifted into b's sign: within |b|, give or
-        // take the rounding of a quotient that must itself be finite.
-        BinaryOp::Mod if b.away_from_zero() => {
-            let q = Bounds::hull(&corners(|x, y| x / y), ROUNDING)?;
-            let m = b.max_abs() + a.max_abs() * ROUNDING;
-            q.proves_finite().then_some(Bounds { lo: -m, hi: m })
-        }
+        // C's fmod, exact, shifted into b's sign: within |b| for a finite a.
+        BinaryOp::Mod if b.away_from_zero() && a.proves_finite() => Some(Bounds {
+            lo: -b.max_abs(),
+            hi: b.max_abs(),
+        }),
         BinaryOp::FloorDiv if b.away_from_zero() => {
             let q = Bounds::hull(&corners(|x, y| x / y), ROUNDING)?;
             Some(Bounds {

@@ -441,17 +441,15 @@ fn binary_i32(op: BinaryOp, a: i32, b: i32) -> u32 {
     v as u32
 }
 
-/// The kernels' `wf_mod`: the remainder of a truncated division (WGSL's
-/// `%`, written out so both compute it alike), moved to the divisor's sign:
-/// the floor mod, NumPy's (TF.js gives NaN for a negative value modulo
-/// +infinity, where the floor mod is +infinity).
+/// The kernels' `wf_mod`: C's `fmod` (Rust's `%`, exact), moved to the
+/// divisor's sign, a zero taking its sign: the floor mod, NumPy's, and
+/// TF.js's but for a negative value modulo +infinity (TF.js gives NaN,
+/// the floor mod +infinity).
 fn floor_mod(a: f32, b: f32) -> f32 {
-    // A finite value modulo an infinity is itself (NumPy's, ONNX's).
-    let r = match a.is_finite() && b.is_infinite() {
-        true => a,
-        false => a - b * (a / b).trunc(),
-    };
-    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+    let r = a % b;
+    if r == 0.0 {
+        0.0f32.copysign(b)
+    } else if (r < 0.0) != (b < 0.0) {
         r + b
     } else {
         r
@@ -504,12 +502,19 @@ fn pow_i32(a: i32, b: i32) -> i32 {
     r
 }
 
-/// The kernels' `wf_pow`: NumPy's `pow`, defined for a negative base when
-/// the exponent is an integer.
+/// The kernels' `wf_pow`: JS's `Math.pow` (TF.js's), and NumPy's `pow`
+/// for a negative base, defined when the exponent is an integer.
 fn pow(a: f32, b: f32) -> f32 {
     let fract = |x: f32| x - x.floor();
     if b == 0.0 {
         1.0
+    } else if a.is_nan() || b.is_nan() || (b.is_infinite() && a.abs() == 1.0) {
+        f32::NAN
+    } else if b.is_infinite() {
+        match (a.abs() > 1.0) == (b > 0.0) {
+            true => f32::INFINITY,
+            false => 0.0,
+        }
     } else if a >= 0.0 {
         a.powf(b)
     } else if fract(b) != 0.0 {

@@ -156,6 +156,74 @@ pub async fn float_mod_and_floor_div_round_toward_negative_infinity() {
     }
 }
 
+/// WGSL's float `%` is `a - b * trunc(a / b)`, wrong by multiples of `b`
+/// once the quotient passes 2^24: `1e8 mod 3` read 0, and some remainders
+/// left the divisor's range and sign (found by outside testing). Every
+/// path now gives the exact floor mod, as TF.js's CPU backend computes it
+/// in doubles, a zero with the divisor's sign.
+pub async fn float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor() {
+    let exact = |a: f32, b: f32| -> f32 {
+        let (a, b) = (f64::from(a), f64::from(b));
+        let r = a % b;
+        match r == 0.0 {
+            true => 0.0f32.copysign(b as f32),
+            false if (r < 0.0) != (b < 0.0) => (r + b) as f32,
+            false => r as f32,
+        }
+    };
+    let mut pairs = vec![
+        (1e8, 3.0),
+        (-1e8, 3.0),
+        (30637786.0, 1.8152912),
+        (5e9, 0.7),
+        (1e30, 1e-30),
+        (-1e30, 7.0),
+        (16777217.0, -2.5),
+        (-6.0, 3.0),
+        (6.0, -3.0),
+    ];
+    // Seeded pairs across 140 binary orders of quotient, either sign; no
+    // subnormal remainder (some adapters flush those to zero).
+    let mut state = 0x9E37_79B9_u32;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    let mut float = |low: i32, span: u32| {
+        let bits = next();
+        let exponent = (low + (bits % span) as i32 + 127) as u32;
+        f32::from_bits((bits & 0x8000_0000) | (exponent << 23) | (next() & 0x7f_ffff))
+    };
+    for _ in 0..400 {
+        let a = float(-20, 80);
+        let b = float(-60, 60);
+        pairs.push((a, b));
+    }
+    let (a, b): (Vec<f32>, Vec<f32>) = pairs.iter().copied().unzip();
+    let want: Vec<u32> = pairs.iter().map(|&(a, b)| exact(a, b).to_bits()).collect();
+    for (name, gpu) in both().await {
+        let (ta, tb) = (gpu.tensor(&a, None).unwrap(), gpu.tensor(&b, None).unwrap());
+        let got = read_f32(&ta.mod_(&tb).unwrap()).await;
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w,
+                "{name}: {} mod {} read {g}, exactly {}",
+                a[i],
+                b[i],
+                f32::from_bits(w)
+            );
+        }
+    }
+    // A number divisor, and an int32 dividend made float32 by it.
+    for (name, gpu) in both().await {
+        let ints = int_tensor(&gpu, &[100_000_000, -100_000_000], None);
+        assert_eq!(read_f32(&ints.mod_(3.0).unwrap()).await, [1.0, 2.0], "{name}");
+    }
+}
+
 async fn read_f32(t: &Tensor) -> Vec<f32> {
     assert_eq!(t.dtype(), DType::Float32);
     t.to_vec().await.expect("the tensor reads")

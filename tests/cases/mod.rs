@@ -32,6 +32,7 @@ macro_rules! all_cases {
         $run!(numerics, ops_whose_operands_bounds_prove_them_finite_are_not_checked_and_the_rest_are);
         $run!(numerics, a_report_from_the_host_gives_the_operands_values_where_the_op_went_non_finite);
         $run!(numerics, quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_every_path);
+        $run!(numerics, pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path);
         $run!(numerics, a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own);
         $run!(
             numerics,
@@ -87,6 +88,7 @@ macro_rules! all_cases {
         $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);
         $run!(dtypes, int32_arithmetic_wraps_and_divides_as_tf_js_does);
         $run!(dtypes, float_mod_and_floor_div_round_toward_negative_infinity);
+        $run!(dtypes, float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor);
         $run!(dtypes, comparisons_give_bools_and_logical_ops_and_where_take_them);
         $run!(dtypes, mixing_dtypes_upcasts_as_tf_js_does);
         $run!(dtypes, casts_truncate_saturate_and_map_nan_to_zero);

@@ -558,6 +558,62 @@ pub async fn quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_ever
     }
 }
 
+/// WGSL's `pow` is undefined at a NaN or an infinity: SwiftShader's kernels
+/// read pow(NaN, 2) as infinity and pow(1, infinity) as infinity, where
+/// the host gave NaN and 1 (found by outside testing). Every path gives
+/// JS's `Math.pow`, TF.js's.
+pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    // (base, exponent, Math.pow's value)
+    let cases: [(f32, f32, f32); 24] = [
+        (nan, 2.0, nan),
+        (nan, 1.0, nan),
+        (nan, 0.0, 1.0),
+        (2.0, nan, nan),
+        (1.0, nan, nan),
+        (-0.0, nan, nan),
+        (1.0, inf, nan),
+        (-1.0, -inf, nan),
+        (2.0, inf, inf),
+        (-2.0, inf, inf),
+        (0.5, inf, 0.0),
+        (-0.5, inf, 0.0),
+        (2.0, -inf, 0.0),
+        (0.5, -inf, inf),
+        (inf, 2.0, inf),
+        (inf, -2.0, 0.0),
+        (-inf, 3.0, -inf),
+        (-inf, 2.0, inf),
+        (-inf, -3.0, -0.0),
+        (-inf, -2.0, 0.0),
+        (-0.0, 3.0, -0.0),
+        (-0.0, -3.0, -inf),
+        (-8.0, 1.0 / 3.0, nan),
+        (-2.0, 3.0, -8.0),
+    ];
+    let base: Vec<f32> = cases.iter().map(|c| c.0).collect();
+    let exponent: Vec<f32> = cases.iter().map(|c| c.1).collect();
+    let want: Vec<f32> = cases.iter().map(|c| c.2).collect();
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            check_numerics: false,
+            ..DeviceOptions::default()
+        })
+        .await;
+        let a = gpu.tensor(&base, None).unwrap();
+        let b = gpu.tensor(&exponent, None).unwrap();
+        let got = floats(&a.pow(&b).unwrap()).await;
+        for (i, (g, w)) in bits(&got).iter().zip(bits(&want)).enumerate() {
+            assert_eq!(
+                *g, w,
+                "{name}: pow({}, {}) read {}, Math.pow gives {}",
+                base[i], exponent[i], got[i], want[i]
+            );
+        }
+    }
+}
+
 /// A reduction whose prologue reads a tensor an earlier kernel of the same
 /// submission flagged makes a non-finite value of that failure's: it is no
 /// root of its own (found by the random overflowing graphs).

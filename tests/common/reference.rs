@@ -285,10 +285,14 @@ impl Ref {
     pub fn div<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
         self.zip(o, |a, b| a / b)
     }
-    /// NumPy's power: a negative base needs an integer exponent (NaN
-    /// otherwise), which is what `f64::powf` does.
+    /// JS's `Math.pow` (the kernels' `wf_pow`): `f64::powf` (a negative
+    /// base needs an integer exponent), but NaN for a NaN exponent and for
+    /// ±1 to an infinite one.
     pub fn pow<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
-        self.zip(o, f64::powf)
+        self.zip(o, |a, b| match b.is_nan() || (b.is_infinite() && a.abs() == 1.0) {
+            true => f64::NAN,
+            false => a.powf(b),
+        })
     }
     pub fn maximum<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
         self.zip(o, nan_max)

@@ -154,6 +154,26 @@ pub(crate) fn gradients(
         ));
     }
     let seed = match dy {
+        // A seed of another device would mix devices in every op below it,
+        // and an int's or a bool's is no gradient (TF.js refuses both).
+        Some(dy) if !dy.device().same(value.device()) => {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "dy lives on {}, f returned a tensor of {}",
+                    dy.device().label(),
+                    value.device().label()
+                ),
+            ));
+        }
+        Some(dy) if dy.dtype() != crate::ir::DType::Float32 => {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Other,
+                format!("dy is {}: a gradient is float32", dy.dtype()),
+            ));
+        }
         Some(dy) if dy.shape() == value.shape() => dy.clone(),
         Some(dy) => {
             return Err(RegistrationError::new(

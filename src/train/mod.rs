@@ -17,7 +17,7 @@ use std::rc::{Rc, Weak};
 
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
-use crate::ir::OpKind;
+use crate::ir::{DType, OpKind};
 use crate::ir::shape;
 use crate::tensor::Tensor;
 
@@ -160,12 +160,25 @@ impl Variable {
     }
 
     /// Replaces its value with a copy of `value`, which must have its shape
-    /// and live on its device.
+    /// and dtype (as in TF.js: an optimizer's state and a step's gradients
+    /// are of the dtype the variable was made with) and live on its device.
     #[track_caller]
     pub fn assign(&self, value: &Tensor) -> Result<()> {
         let op = "assign";
         let device = self.device();
         device.admit(op, &[value])?;
+        let dtype = self.slot.value.borrow().dtype();
+        if value.dtype() != dtype {
+            return Err(RegistrationError::new(
+                op,
+                ErrorClass::Type,
+                format!(
+                    "variable '{}' is {dtype}, the new value {}",
+                    self.name(),
+                    value.dtype()
+                ),
+            ));
+        }
         let shape = self.shape();
         if value.shape() != shape {
             return Err(RegistrationError::new(
@@ -191,9 +204,11 @@ impl Variable {
 
 /// The gradients of what `f` returns (a scalar) with respect to the
 /// variables it depends on, with its value: TF.js's `variableGrads`. Takes
-/// `var_list` (by default every trainable variable of every device not
-/// lost), keeps the trainable ones the value depends on and leaves out the
-/// rest; fails when none is left. Variables of other devices than the
+/// `var_list` (by default every trainable float32 variable of every device
+/// not lost: an int32 step counter has no gradient, and must not stop every
+/// step that does not name its variables), keeps the trainable ones the
+/// value depends on and leaves out the rest; fails when none is left, and
+/// when `var_list` names a trainable variable that is not float32. Variables of other devices than the
 /// value's are left out like any other the value does not read (a page with
 /// two models trains each without naming its variables), so the one-device
 /// rule of a step holds of the kept ones by construction, and is checked on
@@ -203,14 +218,30 @@ pub fn variable_grads(
     var_list: Option<&[Variable]>,
 ) -> Result<(Tensor, Vec<(Variable, Tensor)>)> {
     let op = "variableGrads";
+    let floats = |v: &Variable| v.value().dtype() == DType::Float32;
     let vars: Vec<Variable> = match var_list {
-        Some(list) => list.iter().filter(|v| v.trainable()).cloned().collect(),
+        Some(list) => {
+            let vars: Vec<Variable> = list.iter().filter(|v| v.trainable()).cloned().collect();
+            if let Some(v) = vars.iter().find(|v| !floats(v)) {
+                return Err(RegistrationError::new(
+                    op,
+                    ErrorClass::Type,
+                    format!(
+                        "variable '{}' in varList is {}: gradients are of float32 variables \
+                         (leave it out, or make it with trainable false)",
+                        v.name(),
+                        v.value().dtype()
+                    ),
+                ));
+            }
+            vars
+        }
         None => {
             // A lost device's variables cannot train (their values went
             // with it): a program that moved to a new device trains there.
             let (lost, live): (Vec<Variable>, Vec<Variable>) = alive()
                 .into_iter()
-                .filter(Variable::trainable)
+                .filter(|v| v.trainable() && floats(v))
                 .partition(|v| v.device().lost_reason().is_some());
             if let (true, Some(v)) = (live.is_empty(), lost.first()) {
                 v.device().admit(op, &[])?;

@@ -9,7 +9,7 @@
 //! through the forward and backward passes (transcendentals to ~1e-6
 //! relative, sums of up to 60 terms).
 
-use webfusion::{Device, RegistrationError, Tensor};
+use webfusion::{Device, RegistrationError, Tensor, Values};
 
 use super::engine::{device, read};
 use crate::common::graphs::broadcastable;
@@ -543,6 +543,32 @@ pub async fn an_mlp_loss_has_the_gradients_of_finite_differences_and_an_unused_i
         (read(&v).await, read(&g).await),
         (vec![2.0, 4.0], vec![2.0, -2.0])
     );
+}
+
+/// A dy of another device, or of ints or bools, is refused, as TF.js
+/// refuses them: both were taken before (found by outside testing), and a
+/// dy of another device was multiplied into this one's gradients.
+pub async fn a_dy_of_another_device_or_of_ints_or_bools_is_refused() {
+    let gpu = device().await;
+    let other = device().await;
+    let x = gpu.tensor(&[1.0, 2.0], None).unwrap();
+    let triple = |xs: &[Tensor]| xs[0].mul(3.0);
+    let elsewhere = other.tensor(&[1.0, -1.0], None).unwrap();
+    let refused = gpu.grads(triple, std::slice::from_ref(&x), Some(&elsewhere));
+    assert!(refused.is_err_and(|e| e.to_string().contains("dy lives on")));
+    for dy in [
+        gpu.tensor_of(Values::int32(&[1, -1]), None).unwrap(),
+        gpu.tensor_of(Values::bool(&[true, false]), None).unwrap(),
+    ] {
+        let refused = gpu.grads(triple, std::slice::from_ref(&x), Some(&dy));
+        let Err(refused) = refused else {
+            panic!("a {} dy was accepted", dy.dtype())
+        };
+        assert!(refused.to_string().contains("dy is"), "{refused}");
+    }
+    let dy = gpu.tensor(&[1.0, -1.0], None).unwrap();
+    let g = gpu.grads(triple, std::slice::from_ref(&x), Some(&dy)).unwrap();
+    assert_eq!(read(&g[0]).await, vec![3.0, -3.0]);
 }
 
 pub async fn a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients() {

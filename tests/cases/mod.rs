@@ -164,8 +164,13 @@ macro_rules! all_cases {
         );
         $run!(
             training,
+            an_int32_variable_is_left_out_of_a_default_step_and_refused_by_name_in_a_var_list
+        );
+        $run!(
+            training,
             a_step_without_a_var_list_trains_the_variables_its_value_reads_whatever_other_devices_hold
         );
+        $run!(gradients, a_dy_of_another_device_or_of_ints_or_bools_is_refused);
         $run!(
             gradients,
             a_failure_in_the_forward_pass_reaches_the_value_and_the_gradients

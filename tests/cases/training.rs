@@ -4,7 +4,8 @@
 //! the next step runs normally).
 
 use webfusion::{
-    Device, FailureKind, FaultKind, Optimizer, RegistrationError, Tensor, Variable, variable_grads,
+    DType, Device, FailureKind, FaultKind, Optimizer, RegistrationError, Tensor, Values, Variable,
+    variable_grads,
 };
 
 use super::engine::{close_within, device, read, read_err};
@@ -506,6 +507,16 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
     let other = device().await;
     let elsewhere = a.assign(&other.tensor(&[1.0, 2.0], None).unwrap());
     assert!(elsewhere.is_err_and(|e| e.to_string().contains("lives on")));
+    // Another dtype is refused, as in TF.js: it changed the variable's dtype
+    // before (found by outside testing), and its next step then failed.
+    let ints = gpu.tensor_of(Values::int32(&[3, 4]), None).unwrap();
+    let retyped = a.assign(&ints).err().expect("an int32 value is refused");
+    assert!(
+        retyped.to_string().contains("variable 'a' is float32, the new value int32"),
+        "{retyped}"
+    );
+    assert_eq!(a.value().dtype(), DType::Float32);
+    assert_eq!(read(&a.value()).await, vec![5.0, 6.0]);
     // Both variables in one loss: only the trainable one gets a gradient.
     let (value, grads) =
         variable_grads(|| a.value().mul(&b.value())?.sum(None, false), None).unwrap();
@@ -522,6 +533,39 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
         gpu.trainable_variables().is_empty(),
         "a dropped variable is gone"
     );
+}
+
+/// An int32 variable (a step counter) has no gradient. A step that names
+/// no variables leaves it out; one whose `var_list` names it is refused,
+/// naming it, and changes nothing. Before, one such variable on the page
+/// stopped every default step with "tensor #17 is int32" (found by outside
+/// testing).
+pub async fn an_int32_variable_is_left_out_of_a_default_step_and_refused_by_name_in_a_var_list() {
+    let gpu = device().await;
+    let counter = gpu.tensor_of(Values::int32(&[0]), Some(&[])).unwrap();
+    let step = gpu.variable(&counter, true, Some("step")).unwrap();
+    let w = gpu
+        .variable(&gpu.tensor(&[1.0, 2.0], None).unwrap(), true, Some("w"))
+        .unwrap();
+    let mut sgd = Optimizer::sgd(0.1).unwrap();
+    let cost = sgd
+        .minimize(|| w.value().square()?.sum(None, false), true, None)
+        .unwrap()
+        .expect("the cost");
+    assert_eq!(read(&cost).await, vec![5.0]);
+    close_within(&read(&w.value()).await, &[0.8, 1.6], 1e-6);
+    let named = [w.clone(), step.clone()];
+    let refused = sgd
+        .minimize(|| w.value().square()?.sum(None, false), true, Some(&named))
+        .err()
+        .expect("an int32 variable in varList is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("variable 'step' in varList is int32"),
+        "{message}"
+    );
+    close_within(&read(&w.value()).await, &[0.8, 1.6], 1e-6);
+    assert_eq!(read(&step.value()).await, vec![0.0]);
 }
 
 pub async fn a_step_without_a_var_list_trains_the_variables_its_value_reads_whatever_other_devices_hold()

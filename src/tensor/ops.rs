@@ -1361,19 +1361,34 @@ impl Tensor {
         self.view(ViewOp::Reshape, vec![self.size()])
     }
 
-    /// The box starting at `begin` of `size` (-1: to the end of that dim).
+    /// The box starting at `begin` of `size` (-1: to the end of that dim),
+    /// each of at most rank entries: TF.js's short lists.
     #[track_caller]
     pub fn slice(&self, begin: &[usize], size: &[isize]) -> Result<Tensor> {
         let rank = self.rank();
-        if begin.len() != rank || size.len() != rank {
+        if begin.len() > rank || size.len() > rank {
             return Err(range(
                 "slice",
                 format!(
-                    "begin {begin:?} and size {size:?} must each have {rank} entries for {}",
+                    "begin {begin:?} and size {size:?} have at most {rank} entries for {}",
                     display(self.shape())
                 ),
             ));
         }
+        // As in TF.js, short lists name the leading dims: the rest begin
+        // at 0 and run to the end.
+        let begin: Vec<usize> = begin
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(0))
+            .take(rank)
+            .collect();
+        let size: Vec<isize> = size
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(-1))
+            .take(rank)
+            .collect();
         let mut out = Vec::with_capacity(rank);
         for d in 0..rank {
             let dim = self.shape()[d];
@@ -1396,7 +1411,7 @@ impl Tensor {
                 }
             }
         }
-        self.view(ViewOp::Slice(begin.to_vec()), out)
+        self.view(ViewOp::Slice(begin), out)
     }
 
     /// This tensor broadcast to `shape`.
@@ -1428,10 +1443,12 @@ impl Tensor {
 
     /// The dims of size 1 removed: those listed, or all when `None`.
     #[track_caller]
+    /// Removes `axes` (each of size 1), or every dim of size 1 where `axes`
+    /// is `None` or empty (TF.js's `squeeze(x, [])` removes them all).
     pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
         let axes = match axes {
-            None => (0..self.rank()).filter(|&d| self.shape()[d] == 1).collect(),
-            Some(_) => axes_indices("squeeze", axes, self.rank())?,
+            Some(named) if !named.is_empty() => axes_indices("squeeze", axes, self.rank())?,
+            _ => (0..self.rank()).filter(|&d| self.shape()[d] == 1).collect(),
         };
         if let Some(&d) = axes.iter().find(|&&d| self.shape()[d] != 1) {
             return Err(range(

@@ -17,8 +17,8 @@ use std::rc::{Rc, Weak};
 
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError};
-use crate::ir::{DType, OpKind};
 use crate::ir::shape;
+use crate::ir::{DType, OpKind};
 use crate::tensor::Tensor;
 
 pub use optimizers::Optimizer;

@@ -220,7 +220,11 @@ pub async fn float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor() {
     // A number divisor, and an int32 dividend made float32 by it.
     for (name, gpu) in both().await {
         let ints = int_tensor(&gpu, &[100_000_000, -100_000_000], None);
-        assert_eq!(read_f32(&ints.mod_(3.0).unwrap()).await, [1.0, 2.0], "{name}");
+        assert_eq!(
+            read_f32(&ints.mod_(3.0).unwrap()).await,
+            [1.0, 2.0],
+            "{name}"
+        );
     }
 }
 

@@ -642,6 +642,28 @@ pub async fn views_read_through_index_maps_and_copy_only_when_asked_to_reshape_s
     );
 }
 
+/// TF.js's short forms, which code ported from it uses: a `slice` whose
+/// `begin` or `size` names only the leading dims takes the rest whole (it
+/// was refused), and `squeeze([])` removes every dim of size 1 (it removed
+/// none; both found by outside testing).
+pub async fn a_slice_of_short_lists_and_a_squeeze_of_no_axes_read_as_in_tfjs() {
+    let gpu = device().await;
+    let a = gpu.arange(0.0, 6.0, 1.0).unwrap().reshape(&[2, 3]).unwrap();
+    let rows = a.slice(&[1], &[]).unwrap();
+    assert_eq!(rows.shape(), &[1, 3]);
+    assert_eq!(read(&rows).await, vec![3.0, 4.0, 5.0]);
+    let box_ = a.slice(&[0], &[1]).unwrap();
+    assert_eq!(box_.shape(), &[1, 3]);
+    assert_eq!(read(&box_).await, vec![0.0, 1.0, 2.0]);
+    assert!(
+        a.slice(&[0, 0, 0], &[1, 1, 1])
+            .is_err_and(|e| e.to_string().contains("at most 2 entries"))
+    );
+    let e = a.reshape(&[2, 1, 3, 1]).unwrap();
+    assert_eq!(e.squeeze(Some(&[])).unwrap().shape(), &[2, 3]);
+    assert_eq!(e.squeeze(Some(&[-1])).unwrap().shape(), &[2, 1, 3]);
+}
+
 pub async fn cat_and_stack_join_tensors_along_an_axis() {
     let gpu = device().await;
     let a = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[2, 2])).unwrap();

@@ -567,7 +567,9 @@ pub async fn a_dy_of_another_device_or_of_ints_or_bools_is_refused() {
         assert!(refused.to_string().contains("dy is"), "{refused}");
     }
     let dy = gpu.tensor(&[1.0, -1.0], None).unwrap();
-    let g = gpu.grads(triple, std::slice::from_ref(&x), Some(&dy)).unwrap();
+    let g = gpu
+        .grads(triple, std::slice::from_ref(&x), Some(&dy))
+        .unwrap();
     assert_eq!(read(&g[0]).await, vec![3.0, -3.0]);
 }
 

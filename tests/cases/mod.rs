@@ -288,6 +288,7 @@ macro_rules! all_cases {
             engine,
             views_read_through_index_maps_and_copy_only_when_asked_to_reshape_strided_memory
         );
+        $run!(engine, a_slice_of_short_lists_and_a_squeeze_of_no_axes_read_as_in_tfjs);
         $run!(engine, cat_and_stack_join_tensors_along_an_axis);
         $run!(engine, empty_tensors_and_scalars_compute_like_any_other);
         $run!(

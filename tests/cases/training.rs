@@ -512,7 +512,9 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
     let ints = gpu.tensor_of(Values::int32(&[3, 4]), None).unwrap();
     let retyped = a.assign(&ints).err().expect("an int32 value is refused");
     assert!(
-        retyped.to_string().contains("variable 'a' is float32, the new value int32"),
+        retyped
+            .to_string()
+            .contains("variable 'a' is float32, the new value int32"),
         "{retyped}"
     );
     assert_eq!(a.value().dtype(), DType::Float32);

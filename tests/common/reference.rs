@@ -289,9 +289,11 @@ impl Ref {
     /// base needs an integer exponent), but NaN for a NaN exponent and for
     /// ±1 to an infinite one.
     pub fn pow<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {
-        self.zip(o, |a, b| match b.is_nan() || (b.is_infinite() && a.abs() == 1.0) {
-            true => f64::NAN,
-            false => a.powf(b),
+        self.zip(o, |a, b| {
+            match b.is_nan() || (b.is_infinite() && a.abs() == 1.0) {
+                true => f64::NAN,
+                false => a.powf(b),
+            }
         })
     }
     pub fn maximum<'a>(&self, o: impl Into<RefOperand<'a>>) -> Ref {

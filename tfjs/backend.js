@@ -197,8 +197,10 @@ export class WebfusionBackend extends KernelBackend {
     if (entry.host !== null) return entry.host;
     throw new Error(
       `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
-        'and WebGPU cannot be read synchronously. Use `await tensor.data()` or ' +
-        '`await tensor.array()` instead of dataSync() or arraySync().');
+        'and WebGPU cannot be read synchronously, as dataSync(), arraySync() and the kernels that ' +
+        'need values on the host (unique, the sparse and ragged ops) read. Use `await tensor.data()` or ' +
+        '`await tensor.array()` instead of dataSync() or arraySync(); before such a kernel, ' +
+        '`await tensor.data()` of its input keeps the values here, and the kernel then runs.');
   }
 
   disposeData(dataId, force = false) {

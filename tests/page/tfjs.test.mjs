@@ -218,7 +218,13 @@ test('a TF.js kernel webfusion cannot run is refused with the reason: a string t
     const given = tf.tensor2d([[0, 1], [0.5, 0.25]]);
     tf.browser.draw(given, canvas);
     const pixels = Array.from(canvas.getContext('2d').getImageData(0, 0, 2, 2).data.filter((_, i) => i % 4 === 0));
+    // The way the message gives: a read first keeps the values for unique.
+    const read = a.add(1);
+    await read.data();
+    const { values } = tf.unique(read);
+    const afterRead = Array.from(await values.data());
     return {
+      afterRead,
       unique: message(() => tf.unique(a.add(1))),
       ragged: message(() => tf.raggedTensorToTensor([2, 2], a.add(1), 0, [tf.tensor1d([0, 1, 2], 'int32')], ['ROW_SPLITS'])),
       string: message(() => tf.engine().runKernel('Transpose', { x: tf.tensor(['a', 'b']) }, { perm: [0] })),
@@ -226,7 +232,8 @@ test('a TF.js kernel webfusion cannot run is refused with the reason: a string t
       pixels,
     };
   });
-  assert.match(r.unique ?? '', /webfusion reads are asynchronous/);
+  assert.match(r.unique ?? '', /webfusion reads are asynchronous.*the kernels that need values on the host \(unique/);
+  assert.deepEqual(r.afterRead, [2], 'unique runs once its input was read');
   assert.match(r.ragged ?? '', /webfusion reads are asynchronous/, 'a ragged tensor of computed values is refused as unique is');
   assert.match(r.string ?? '', /webfusion has no string tensors/);
   assert.deepEqual(r.pixels, [0, 255, 128, 64], 'an image the page gave is drawn at once');

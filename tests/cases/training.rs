@@ -510,7 +510,7 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
     // Another dtype is refused, as in TF.js: it changed the variable's dtype
     // before (found by outside testing), and its next step then failed.
     let ints = gpu.tensor_of(Values::int32(&[3, 4]), None).unwrap();
-    let retyped = a.assign(&ints).err().expect("an int32 value is refused");
+    let retyped = a.assign(&ints).expect_err("an int32 value is refused");
     assert!(
         retyped
             .to_string()

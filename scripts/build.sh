@@ -93,9 +93,12 @@ writeFileSync(file, code);
 # (`codegen::Lanes`: a GPU's reductions at 256 threads, 0.3-0.7x the time
 # on an H100, and subgroups natively; their text is native-only, as
 # `codegen::Subgroups` has no value in wasm). Lowered by 1 KB when a
-# flush's per-op maps were sized once (the module shrank by 1 KB).
+# flush's per-op maps were sized once (the module shrank by 1 KB). Raised
+# by 1.2 KB for the fixes of outside testing's findings (1.35 KB gzip):
+# most of it the exact float `mod`'s and JS's `pow`'s WGSL text, which
+# the module carries as data, and the training refusals' messages.
 node -e '
-const BUDGET_GZIP = 335700;
+const BUDGET_GZIP = 336900;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

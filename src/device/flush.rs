@@ -170,10 +170,10 @@ impl DeviceState {
         let mut runs = Vec::with_capacity(blocks.len());
         let mut scope = None;
         let mut compiled = Vec::new();
-        // The GPU is touched from the first block the host does not run: a
-        // flush of host work alone (a thousand ops on sixteen numbers)
-        // opens no error scope and submits nothing, which would cost more
-        // than the work.
+        // The GPU is touched from the first block the host does not run
+        // that has an output left to write: a flush of host work alone (a
+        // thousand ops on sixteen numbers) opens no error scope and submits
+        // nothing, which would cost more than the work.
         let mut gpu: Option<(Option<OpenScope>, wgpu::CommandEncoder)> = None;
         let mut checked = Vec::with_capacity(blocks.len());
         self.gpu.compile_only = self.warming;
@@ -181,6 +181,22 @@ impl DeviceState {
             let mut run = self.steps_of(&ops, block);
             if self.runs_on_host(&ops, block, &run.steps) {
                 self.run_on_host(&ops, block, &run);
+                checked.push(Vec::new());
+                runs.push(run);
+                continue;
+            }
+            // A block whose every output reads a failure is decided here,
+            // on the CPU, and touches no GPU: a flush of such blocks alone
+            // opens no scope and submits nothing, so it settles at once.
+            // With an empty scope, its queue's holds on what it read (and
+            // their failures) lasted until something settled again, in the
+            // browser a later `sync()` (outside testing found `failuresHeld`
+            // above 0 with every tensor disposed).
+            let live = match block {
+                Block::Commit(_) => Vec::new(),
+                _ => self.skip_failed_inputs(&run, seq),
+            };
+            if live.is_empty() && !matches!(block, Block::Commit(_)) {
                 checked.push(Vec::new());
                 runs.push(run);
                 continue;
@@ -194,7 +210,7 @@ impl DeviceState {
                     self.gpu.device.create_command_encoder(&Default::default()),
                 )
             });
-            self.prepare(&ops, block, &mut run, seq);
+            self.prepare(&ops, block, &mut run, live, seq);
             self.profile_start_block();
             checked.push(self.encode(
                 &ops,
@@ -288,15 +304,22 @@ impl DeviceState {
 
     /// Decides on the CPU what can be decided before `block`, which the
     /// host does not run, touches the GPU (see the module doc).
-    fn prepare(&mut self, ops: &[OpIr], block: &Block, run: &mut BlockRun, seq: u64) {
+    /// `live`: the outputs `skip_failed_inputs` left to write (not
+    /// decided for a commit, which `prepare_commit` decides).
+    fn prepare(
+        &mut self,
+        ops: &[OpIr],
+        block: &Block,
+        run: &mut BlockRun,
+        live: Vec<TensorId>,
+        seq: u64,
+    ) {
         self.upload_host_inputs(&run.steps);
         if let Block::Commit(i) = block {
             self.prepare_commit(&ops[*i], run, seq);
             return;
         }
-
-        let live = self.skip_failed_inputs(run, seq);
-        if live.is_empty() || self.refuse(ops, block, run, &live, seq) {
+        if self.refuse(ops, block, run, &live, seq) {
             return;
         }
         if !self.warming {

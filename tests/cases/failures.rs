@@ -268,6 +268,50 @@ pub async fn disposing_every_tainted_tensor_releases_every_failure_and_every_byt
     assert_eq!(gpu.stats().bytes_in_use, start.bytes_in_use);
 }
 
+/// `failuresHeld` returns to 0 when every tensor carrying a failure is
+/// disposed, with no `sync()`: a failed tensor read before a tensor that
+/// reads it left one record per loop until the next `sync()` (found by
+/// outside testing), so a loop that never syncs would grow without bound.
+/// For a flagged non-finite value and an injected fault, on the host and
+/// in kernels.
+pub async fn a_loop_that_reads_a_failed_tensor_and_what_reads_it_holds_no_failure_once_both_are_disposed()
+ {
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            check_numerics: true,
+            ..DeviceOptions::default()
+        })
+        .await;
+        for injected in [false, true] {
+            for i in 0..3 {
+                {
+                    let b = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[4, 1])).unwrap();
+                    let z = b.sub(&b).unwrap();
+                    let q = match injected {
+                        true => {
+                            gpu.inject_fault("div", 1, FaultKind::Validation).unwrap();
+                            b.div(&b).unwrap()
+                        }
+                        false => b.div(&z).unwrap(),
+                    };
+                    let c = q.cos().unwrap();
+                    assert!(q.to_vec().await.is_err(), "{name}: q fails");
+                    assert!(c.to_vec().await.is_err(), "{name}: c fails");
+                    // In the order a page disposes them, first made first.
+                    drop((b, z, q, c));
+                }
+                let stats = gpu.stats();
+                assert_eq!(
+                    (stats.failures_held, stats.expressions_held),
+                    (0, 0),
+                    "{name}, injected {injected}, loop {i}"
+                );
+            }
+        }
+    }
+}
+
 pub async fn a_lost_device_fails_every_read_and_registration_and_a_new_device_works() {
     let gpu = device().await;
     let done = gpu.tensor(&[1.0, 2.0], None).unwrap().add(1.0).unwrap();

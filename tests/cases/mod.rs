@@ -395,6 +395,10 @@ macro_rules! all_cases {
         );
         $run!(
             failures,
+            a_loop_that_reads_a_failed_tensor_and_what_reads_it_holds_no_failure_once_both_are_disposed
+        );
+        $run!(
+            failures,
             a_lost_device_fails_every_read_and_registration_and_a_new_device_works
         );
         $run!(

@@ -25,7 +25,7 @@ export class WebfusionBackend extends KernelBackend {
   constructor(device) {
     super();
     this.device = device;
-    // dataId -> { tensor, refCount, host, shape, dtype }. A Map, not a
+    // dataId -> { tensor, refCount, host, shape, dtype, failure? }. A Map, not a
     // WeakMap: TF.js's memory accounting asks how many there are
     // (`numDataIds`). `tensor` is null until a kernel first takes the
     // values the page gave as a tensor (`materialize`): TF.js makes a
@@ -33,7 +33,8 @@ export class WebfusionBackend extends KernelBackend {
     // number is never uploaded. `host` holds the values the page gave, or
     // a computed tensor's once a read brought them back (a tensor never
     // changes, and TF.js's own code reads synchronously after an
-    // `await data()`), so a synchronous read can answer.
+    // `await data()`), so a synchronous read can answer; `failure`, the
+    // error a read rejected with, so that one throws it.
     this.entries = new Map();
     /** `tensorOf`, and null for a null input: the `t` kernels are given. */
     this.tensorOrNull = (info) => (info == null ? null : this.tensorOf(info));
@@ -182,7 +183,15 @@ export class WebfusionBackend extends KernelBackend {
       return backend_util.mergeRealAndImagArrays(real, imag);
     }
     if (entry.host !== null) return entry.host;
-    const values = await entry.tensor.data();
+    let values;
+    try {
+      values = await entry.tensor.data();
+    } catch (e) {
+      // A failure is kept as the values would be: `readSync` throws it,
+      // not the message that reads are asynchronous.
+      if (this.entries.get(dataId) === entry) entry.failure = e;
+      throw e;
+    }
     // A copy is kept: the caller may write into the array it gets.
     if (this.entries.get(dataId) === entry) entry.host = values.slice();
     return values;
@@ -195,6 +204,7 @@ export class WebfusionBackend extends KernelBackend {
       return backend_util.mergeRealAndImagArrays(this.readSync(entry.parts.real.dataId), this.readSync(entry.parts.imag.dataId));
     }
     if (entry.host !== null) return entry.host;
+    if (entry.failure !== undefined) throw entry.failure;
     throw new Error(
       `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
         'and WebGPU cannot be read synchronously, as dataSync(), arraySync() and the kernels that ' +

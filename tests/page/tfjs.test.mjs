@@ -94,8 +94,17 @@ test('a TF.js read of a tensor whose work failed rejects with our TensorError an
         return { isTensorError: e instanceof wf.TensorError, root: e.root, depth: e.depth, message: e.message };
       }
     };
+    const productFailure = await failure(product);
+    // Once a read has rejected, a synchronous read throws the same failure.
+    let sync = null;
+    try {
+      product.dataSync();
+    } catch (e) {
+      sync = { isTensorError: e instanceof wf.TensorError, op: e.root?.op };
+    }
     return {
-      product: await failure(product),
+      product: productFailure,
+      sync,
       total: await failure(total),
       independent: Array.from(await independent.data()),
       again: Array.from(await tf.matMul(a, a).data()).slice(0, 2),
@@ -104,6 +113,7 @@ test('a TF.js read of a tensor whose work failed rejects with our TensorError an
   assert.equal(r.product?.isTensorError, true, 'the product rejects with a TensorError');
   assert.equal(r.product.root.kind, 'injected');
   assert.equal(r.product.root.op, 'matmul');
+  assert.deepEqual(r.sync, { isTensorError: true, op: 'matmul' }, 'dataSync after the rejected read throws its failure');
   assert.equal(r.total?.isTensorError, true, 'what was computed from it rejects too');
   assert.ok(r.total.depth > r.product.depth, `the sum's chain is longer: ${r.total.depth} vs ${r.product.depth}`);
   assert.match(r.total.message, /caused by: .*matmul/);

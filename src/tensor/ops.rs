@@ -973,10 +973,12 @@ impl Tensor {
     /// `[num_samples]`) or 2 (`[batch, classes]`, giving `[batch,
     /// num_samples]`); probabilities already when `normalized`. Seeded: the
     /// same seed gives the same draws on every device. Each draw is the
-    /// number of classes whose cumulative probability is below a uniform
-    /// value in `[0, 1)`, the cumulative sums divided by their last so they
-    /// end at exactly 1: a softmax, a cumsum and a count, all fused where
-    /// they can be.
+    /// number of classes whose cumulative probability is at most a uniform
+    /// value in `[0, 1)` (class i's interval `[cdf[i - 1], cdf[i])`, empty
+    /// for a probability of 0: counting those strictly below drew a first
+    /// class of probability 0 at a value of exactly 0), the cumulative sums
+    /// divided by their last so they end at exactly 1: a softmax, a cumsum
+    /// and a count, all fused where they can be.
     #[track_caller]
     pub fn multinomial(&self, num_samples: usize, seed: u64, normalized: bool) -> Result<Tensor> {
         let op = "multinomial";
@@ -1016,7 +1018,7 @@ impl Tensor {
         let u = self
             .device()
             .random_uniform(&[rows, num_samples, 1], 0.0, 1.0, seed)?;
-        let below = cdf.less(&u)?.sum(Some(&[-1]), false)?;
+        let below = cdf.less_equal(&u)?.sum(Some(&[-1]), false)?;
         let drawn = below.clamp(0.0, (classes - 1) as f32)?;
         match self.rank() {
             1 => drawn.reshape(&signed(op, &[num_samples])?),

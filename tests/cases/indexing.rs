@@ -577,6 +577,33 @@ pub async fn multinomial_draws_classes_by_their_probabilities_reproducibly() {
     assert!(refused.to_string().contains("rank 1 or 2"), "{refused}");
 }
 
+/// A draw is a class whose interval `[cdf[i - 1], cdf[i])` holds the
+/// uniform value, so a class of probability 0 (an empty interval) is never
+/// drawn, a first class included: counting the classes strictly below the
+/// value drew class 0 of `[0, 1, 0]` whenever the value was exactly 0, as
+/// seed 0's first is (found by outside testing).
+pub async fn a_class_of_probability_zero_is_never_drawn_even_first_or_at_seed_0() {
+    for gpu in [device().await, kernels_only().await] {
+        for seed in 0..4 {
+            let one = gpu.tensor(&[0.0, 1.0, 0.0], None).unwrap();
+            let drawn = one.multinomial(8, seed, true).unwrap();
+            assert_eq!(drawn.values().await.unwrap().to_i32(), [1; 8], "seed {seed}");
+            let rows = gpu
+                .tensor(&[0.0, 0.0, 1.0, 0.0, 1.0, 0.0], Some(&[2, 3]))
+                .unwrap();
+            let drawn = rows.multinomial(4, seed, true).unwrap();
+            assert_eq!(
+                drawn.values().await.unwrap().to_i32(),
+                [2, 2, 2, 2, 1, 1, 1, 1],
+                "seed {seed}"
+            );
+            let logits = gpu.tensor(&[-1e4, 0.0, -1e4], None).unwrap();
+            let drawn = logits.multinomial(8, seed, false).unwrap();
+            assert_eq!(drawn.values().await.unwrap().to_i32(), [1; 8], "seed {seed}");
+        }
+    }
+}
+
 pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradient() {
     for (name, gpu) in both().await {
         let x = gpu

@@ -75,6 +75,7 @@ macro_rules! all_cases {
         $run!(indexing, cumprod_and_prod_multiply_in_order_and_prod_s_gradient_is_exact_at_zeros);
         $run!(indexing, a_scan_computes_the_elementwise_ops_it_reads_in_its_own_kernel);
         $run!(indexing, multinomial_draws_classes_by_their_probabilities_reproducibly);
+        $run!(indexing, a_class_of_probability_zero_is_never_drawn_even_first_or_at_seed_0);
         $run!(indexing, gather_reads_slices_along_any_axis_and_batch_dims_as_tf_js_does);
         $run!(indexing, an_index_outside_the_table_fails_its_gather_and_what_reads_it_naming_the_index);
         $run!(indexing, a_gather_and_the_elementwise_ops_reading_it_are_one_kernel);

@@ -185,22 +185,26 @@ impl DeviceState {
                 runs.push(run);
                 continue;
             }
-            // A block whose every output reads a failure is decided here,
-            // on the CPU, and touches no GPU: a flush of such blocks alone
-            // opens no scope and submits nothing, so it settles at once.
-            // With an empty scope, its queue's holds on what it read (and
-            // their failures) lasted until something settled again, in the
-            // browser a later `sync()` (outside testing found `failuresHeld`
-            // above 0 with every tensor disposed).
+            // A block whose every output reads a failure, or that the
+            // device refuses, is decided here, on the CPU, and touches no
+            // GPU: a flush of such blocks alone opens no scope and submits
+            // nothing, so it settles at once. With an empty scope, its
+            // queue's holds on what it read (and their failures) lasted
+            // until something settled again, in the browser a later
+            // `sync()` (outside testing found `failuresHeld` above 0 with
+            // every tensor disposed).
             let live = match block {
                 Block::Commit(_) => Vec::new(),
-                _ => self.skip_failed_inputs(&run, seq),
+                _ => {
+                    let live = self.skip_failed_inputs(&run, seq);
+                    if live.is_empty() || self.refuse(&ops, block, &run, &live, seq) {
+                        checked.push(Vec::new());
+                        runs.push(run);
+                        continue;
+                    }
+                    live
+                }
             };
-            if live.is_empty() && !matches!(block, Block::Commit(_)) {
-                checked.push(Vec::new());
-                runs.push(run);
-                continue;
-            }
             let (_, encoder) = gpu.get_or_insert_with(|| {
                 // Without error scopes (a benchmark baseline, never the
                 // default) the same submit runs unguarded.
@@ -304,7 +308,7 @@ impl DeviceState {
 
     /// Decides on the CPU what can be decided before `block`, which the
     /// host does not run, touches the GPU (see the module doc).
-    /// `live`: the outputs `skip_failed_inputs` left to write (not
+    /// `live`: the outputs left to write, neither skipped nor refused (not
     /// decided for a commit, which `prepare_commit` decides).
     fn prepare(
         &mut self,
@@ -317,9 +321,6 @@ impl DeviceState {
         self.upload_host_inputs(&run.steps);
         if let Block::Commit(i) = block {
             self.prepare_commit(&ops[*i], run, seq);
-            return;
-        }
-        if self.refuse(ops, block, run, &live, seq) {
             return;
         }
         if !self.warming {
@@ -357,7 +358,14 @@ impl DeviceState {
         live: &[TensorId],
         seq: u64,
     ) -> bool {
-        let placed = |t| self.access(t).map(|(_, a)| (a.shape, a.layout));
+        // Decided before the block touches the GPU: a value the host holds
+        // and has not uploaded yet will be contiguous (`upload_host_inputs`).
+        let placed = |t: TensorId| match self.records.get(&t).map(|r| (&r.state, &r.shape)) {
+            Some((State::Host { uploaded: None, .. }, shape)) => {
+                Some((shape.clone(), Layout::contiguous(shape)))
+            }
+            _ => self.access(t).map(|(_, a)| (a.shape, a.layout)),
+        };
         let Some(refusal) = fusion::refusal(block, ops, placed, &self.device_limits()) else {
             return false;
         };

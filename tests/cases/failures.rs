@@ -263,6 +263,7 @@ pub async fn disposing_every_tainted_tensor_releases_every_failure_and_every_byt
         assert!(gpu.stats().failures_held > 0);
         assert!(gpu.stats().bytes_in_use > start.bytes_in_use);
     }
+    assert_eq!(gpu.stats().failures_held, 0, "released without a sync");
     let _ = gpu.sync().await;
     assert_eq!(gpu.stats().failures_held, 0);
     assert_eq!(gpu.stats().bytes_in_use, start.bytes_in_use);
@@ -309,6 +310,33 @@ pub async fn a_loop_that_reads_a_failed_tensor_and_what_reads_it_holds_no_failur
                 );
             }
         }
+    }
+}
+
+/// The README's failure, each tensor named and disposed: a refused block
+/// and the view and op that read it hold no failure once disposed, with no
+/// `sync()`. The refusal is decided before the block touches the GPU: the
+/// flush opened an error scope for it, and in the browser that empty
+/// scope's pending result held the failure until the next sync (found by
+/// outside testing).
+pub async fn a_refused_block_and_what_reads_it_hold_no_failure_once_disposed_without_a_sync() {
+    let gpu = device().await;
+    for i in 0..2 {
+        {
+            let zeros = gpu.zeros(&HUGE).unwrap();
+            let huge = zeros.add(1.0).unwrap();
+            let slice = huge.slice(&[0, 0], &[1, 2]).unwrap();
+            let y = slice.exp().unwrap();
+            let error = read_err(&y).await;
+            assert_eq!(error.first().unwrap().root.kind, FailureKind::Allocation);
+            drop((y, slice, huge, zeros));
+        }
+        let stats = gpu.stats();
+        assert_eq!(
+            (stats.failures_held, stats.expressions_held),
+            (0, 0),
+            "loop {i}"
+        );
     }
 }
 

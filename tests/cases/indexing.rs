@@ -587,7 +587,11 @@ pub async fn a_class_of_probability_zero_is_never_drawn_even_first_or_at_seed_0(
         for seed in 0..4 {
             let one = gpu.tensor(&[0.0, 1.0, 0.0], None).unwrap();
             let drawn = one.multinomial(8, seed, true).unwrap();
-            assert_eq!(drawn.values().await.unwrap().to_i32(), [1; 8], "seed {seed}");
+            assert_eq!(
+                drawn.values().await.unwrap().to_i32(),
+                [1; 8],
+                "seed {seed}"
+            );
             let rows = gpu
                 .tensor(&[0.0, 0.0, 1.0, 0.0, 1.0, 0.0], Some(&[2, 3]))
                 .unwrap();
@@ -599,7 +603,11 @@ pub async fn a_class_of_probability_zero_is_never_drawn_even_first_or_at_seed_0(
             );
             let logits = gpu.tensor(&[-1e4, 0.0, -1e4], None).unwrap();
             let drawn = logits.multinomial(8, seed, false).unwrap();
-            assert_eq!(drawn.values().await.unwrap().to_i32(), [1; 8], "seed {seed}");
+            assert_eq!(
+                drawn.values().await.unwrap().to_i32(),
+                [1; 8],
+                "seed {seed}"
+            );
         }
     }
 }

@@ -400,6 +400,10 @@ macro_rules! all_cases {
         );
         $run!(
             failures,
+            a_refused_block_and_what_reads_it_hold_no_failure_once_disposed_without_a_sync
+        );
+        $run!(
+            failures,
             a_lost_device_fails_every_read_and_registration_and_a_new_device_works
         );
         $run!(

@@ -96,7 +96,7 @@ impl Device {
     ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
         let watched: Vec<&Tensor> = xs.iter().collect();
         self.admit("grads", &watched)?;
-        gradients(Some(self), f, xs, dy)
+        gradients("grads", Some(self), f, xs, dy)
     }
 
     /// The gradients of `f` with respect to each of `xs` (`value_and_grads`
@@ -115,14 +115,15 @@ impl Device {
 /// the value does not depend on it. With `device`, the value must live
 /// there; without, `xs` may live on several devices and the value's device
 /// is the one differentiated on (the others' tensors are never reached: an
-/// op never mixes devices).
+/// op never mixes devices). Refusals name `op`, the entry point the user
+/// called (`grads`, `variableGrads`).
 pub(crate) fn gradients(
+    op: &'static str,
     device: Option<&Device>,
     f: impl FnOnce(&[Tensor]) -> Result<Tensor>,
     xs: &[Tensor],
     dy: Option<&Tensor>,
 ) -> Result<(Tensor, Vec<Option<Tensor>>)> {
-    let op = "grads";
     // Gradients are of floats only, as in TF.js: an int's or a bool's
     // would be zero everywhere it is defined.
     if let Some(x) = xs.iter().find(|x| x.dtype() != crate::ir::DType::Float32) {

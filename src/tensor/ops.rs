@@ -1160,12 +1160,12 @@ impl Tensor {
             let mut parts = Vec::with_capacity(3);
             if before > 0 {
                 block[axis] = before;
-                parts.push(device.fill(&block, value.into(), self.dtype())?);
+                parts.push(device.fill_as(op, &block, value.into(), self.dtype())?);
             }
             parts.push(out.clone());
             if after > 0 {
                 block[axis] = after;
-                parts.push(device.fill(&block, value.into(), self.dtype())?);
+                parts.push(device.fill_as(op, &block, value.into(), self.dtype())?);
             }
             out = device.cat(&parts.iter().collect::<Vec<_>>(), axis as isize)?;
         }

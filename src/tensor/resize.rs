@@ -109,12 +109,6 @@ impl Tensor {
     #[track_caller]
     pub fn resize_nearest_neighbor(&self, size: [usize; 2], corners: Corners) -> Result<Tensor> {
         let op = "resizeNearestNeighbor";
-        if corners.align_corners && corners.half_pixel_centers {
-            return Err(invalid(
-                op,
-                "alignCorners and halfPixelCenters cannot both be true (as in TF.js)".into(),
-            ));
-        }
         let (axes, single) = self.resizing(op, size, corners)?;
         let x = images(self, DataFormat::Nhwc, single)?;
         let [rows, cols] = axes;
@@ -141,6 +135,12 @@ impl Tensor {
         corners: Corners,
     ) -> Result<([Axis; 2], bool)> {
         self.device().admit(op, &[self])?;
+        if corners.align_corners && corners.half_pixel_centers {
+            return Err(invalid(
+                op,
+                "alignCorners and halfPixelCenters cannot both be true (as in TF.js)".into(),
+            ));
+        }
         let ([n, h, w, c], single) = image_dims(op, self.shape(), DataFormat::Nhwc)?;
         if size.contains(&0) {
             return Err(range(op, format!("size {size:?} must each be at least 1")));

@@ -257,7 +257,7 @@ pub fn variable_grads(
         ));
     }
     let values: Vec<Tensor> = vars.iter().map(Variable::value).collect();
-    let (value, grads) = crate::autograd::gradients(None, |_| f(), &values, None)?;
+    let (value, grads) = crate::autograd::gradients(op, None, |_| f(), &values, None)?;
     let grads: Vec<(Variable, Tensor)> = vars
         .into_iter()
         .zip(grads)

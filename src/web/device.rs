@@ -252,7 +252,7 @@ impl JsDevice {
         )
     }
 
-    /// `where(cond, a, b)`: `a` where `cond` is non-zero, else `b`.
+    /// `where(cond, a, b)`: `a` where the bool `cond` is true, else `b`.
     #[wasm_bindgen(js_name = where, unchecked_return_type = "Tensor")]
     pub fn where_(
         &self,

@@ -94,9 +94,10 @@ export function valueAndGrad(f: (x: Tensor) => Tensor): (x: Tensor, dy?: Tensor)
 
 /**
  * TF.js's `variableGrads`: the gradients of `f()` (a scalar) with respect to
- * the trainable variables of `varList` (by default every trainable variable
- * of every device not lost; they must share one device) that it depends on,
- * keyed by variable name.
+ * the trainable variables of `varList` (by default every trainable float32
+ * variable of every device not lost) that it depends on, keyed by variable
+ * name. A variable of another device than the value's is one it does not
+ * depend on.
  */
 export function variableGrads(f: () => Tensor, varList?: Variable[]): { value: Tensor; grads: Record<string, Tensor> };
 
@@ -251,6 +252,8 @@ export class TensorError extends Error {
     failures: FailureReport[];
     /** The line that asked for the read, with `debug.captureStacks`. */
     askedAt: string | null;
+    /** An `Error` for the first failure's root, so consoles print the chain. */
+    cause?: Error;
 }
 /** The first failure's fields. */
 export interface TensorError extends FailureReport {}

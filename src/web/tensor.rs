@@ -740,15 +740,18 @@ fn unary(
     register(t.device(), || f(&t))
 }
 
+/// Binary ops whose other operand's TypeScript type is `$other`: the
+/// logical and bitwise ops take no numbers (TF.js's rule), so their type
+/// says so.
 macro_rules! binary_ops {
-    ($($js:literal => $name:ident),* $(,)?) => {
+    ($other:literal; $($js:literal => $name:ident),* $(,)?) => {
         #[wasm_bindgen(js_class = Tensor)]
         impl JsTensor {
             $(
                 #[wasm_bindgen(js_name = $js, unchecked_return_type = "Tensor")]
                 pub fn $name(
                     &self,
-                    #[wasm_bindgen(unchecked_param_type = "Tensor | number")] other: JsValue,
+                    #[wasm_bindgen(unchecked_param_type = $other)] other: JsValue,
                 ) -> Result<JsValue, JsValue> {
                     binary(self, $js, &other, |t, other| t.$name(other))
                 }
@@ -758,11 +761,16 @@ macro_rules! binary_ops {
 }
 
 binary_ops! {
+    "Tensor | number";
     "add" => add, "sub" => sub, "mul" => mul, "div" => div, "pow" => pow,
     "maximum" => maximum, "minimum" => minimum, "equal" => equal,
     "greater" => greater, "greaterEqual" => greater_equal,
     "less" => less, "lessEqual" => less_equal,
     "mod" => mod_, "floorDiv" => floor_div,
+}
+
+binary_ops! {
+    "Tensor";
     "logicalAnd" => logical_and, "logicalOr" => logical_or, "logicalXor" => logical_xor,
     "bitwiseAnd" => bitwise_and,
 }

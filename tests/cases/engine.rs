@@ -736,6 +736,19 @@ pub async fn invalid_registrations_name_the_op_the_operands_and_queue_nothing() 
     assert!(gpu.tensor(&[1.0, 2.0], Some(&[3])).is_err());
     assert!(a.squeeze(Some(&[0])).is_err());
     assert_eq!(gpu.stats().ops_registered, registered);
+    // The op named is the one called, not the one it is made of: an int32
+    // pad's fill value is refused as `pad`'s (it was `fill`'s; outside
+    // testing).
+    let ints = gpu
+        .tensor_of(webfusion::Values::int32(&[1, 2]), None)
+        .unwrap();
+    let registered_ints = gpu.stats().ops_registered;
+    let err = ints.pad(&[(1, 1)], 0.5).err().unwrap();
+    assert!(
+        err.to_string().starts_with("pad: 0.5 is not an int32"),
+        "{err}"
+    );
+    assert_eq!(gpu.stats().ops_registered, registered_ints);
     assert_eq!(
         read(&a.add(1.0).unwrap()).await,
         vec![1.0; 6],

@@ -528,6 +528,16 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
     assert_eq!(read(&grads[0].1).await, vec![1.0, 2.0]);
     let unrelated = variable_grads(|| init.sum(None, false), None);
     assert!(unrelated.is_err_and(|e| e.to_string().contains("does not depend")));
+    // Its refusals name it, not `grads` (outside testing).
+    let vector = variable_grads(|| a.value().square(), None)
+        .err()
+        .expect("not a scalar");
+    assert!(
+        vector
+            .to_string()
+            .starts_with("variableGrads: f must return a scalar"),
+        "{vector}"
+    );
     assert!(Optimizer::sgd(f32::NAN).is_err());
     assert!(Optimizer::adam(0.1, 1.0, 0.9, 1e-7).is_err());
     drop((a, grads));

@@ -917,6 +917,8 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
       channels: error(() => x.depthwiseConv2d(gpu.ones([1, 1, 3, 1]), 1, 'valid')),
       size: error(() => x.resizeBilinear([2])),
       corners: error(() => x.resizeNearestNeighbor([3, 3], true, true)),
+      // TF.js refuses both for a bilinear resize too (outside testing).
+      bilinearCorners: error(() => x.resizeBilinear([3, 3], true, true)),
       rate: error(() => x.dropout(1)),
       mean: error(() => stats.batchNorm(gpu.zeros([3]), variance)),
       epsilon: error(() => stats.batchNorm(mean, variance, null, null, NaN)),
@@ -958,6 +960,7 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
   assert.match(result.bad.channels, /^Error: depthwiseConv2d: the input has 2 channels but the filter/);
   assert.match(result.bad.size, /^RangeError: resizeBilinear: size must be \[height, width\]/);
   assert.match(result.bad.corners, /^Error: resizeNearestNeighbor: alignCorners and halfPixelCenters cannot both be true/);
+  assert.match(result.bad.bilinearCorners, /^Error: resizeBilinear: alignCorners and halfPixelCenters cannot both be true/);
   assert.match(result.bad.rate, /^RangeError: dropout: rate must be in \[0, 1\), got 1/);
   assert.match(result.bad.mean, /^Error: batchNorm: mean \[3\] does not broadcast to x \[4,2\]/);
   assert.match(result.bad.epsilon, /^RangeError: batchNorm: varianceEpsilon must be finite/);

@@ -14,6 +14,14 @@ import { backend_util, gather_util, kernel_impls, scatter_util, slice_util, upca
 import { grads, tidy } from '../pkg/webfusion.js';
 import { WebfusionBackend } from './backend.js';
 
+/**
+ * `value` as TF.js's backends store it in a tensor of `dtype`: written into
+ * a typed array, so an int32 truncates (and wraps) and a bool is 0 or 1.
+ * Our ops refuse a fraction for an int32; a kernel's attribute gets TF.js's
+ * meaning instead (`tf.fill([2], 2.7, 'int32')` is [2, 2]).
+ */
+const stored = (value, dtype) => (dtype === 'int32' ? new Int32Array([value])[0] : dtype === 'bool' ? Number(Boolean(value)) : value);
+
 /** A tensor of one value (float32 unless said), shaped [] so it broadcasts anywhere. */
 const scalar = (backend, value, dtype = 'float32') => backend.device.tensor(value, [], dtype);
 
@@ -1493,7 +1501,8 @@ export const kernels = {
   Maximum: binaryMethod('maximum', true),
   Minimum: binaryMethod('minimum', true),
   Mod: binaryMethod('mod'),
-  FloorDiv: binaryMethod('floorDiv'),
+  // int32 whatever the inputs, as TF.js's backends give it.
+  FloorDiv: binary((a, b) => a.floorDiv(b).cast('int32')),
   Equal: strings(binaryMethod('equal', true), compareStrings((a, b) => a === b)),
   NotEqual: strings(binary((a, b) => a.equal(b).logicalNot(), true), compareStrings((a, b) => a !== b)),
   Greater: strings(binaryMethod('greater'), compareStrings((a, b) => a > b)),
@@ -1514,8 +1523,11 @@ export const kernels = {
   Prod: reduce('prod'),
   Max: reduce('max', 'reductionIndices'),
   Min: reduce('min'),
-  All: unary((x, _b, { axis, keepDims }) => x.cast('int32').min(axis, keepDims).cast('bool')),
-  Any: unary((x, _b, { axis, keepDims }) => x.cast('int32').max(axis, keepDims).cast('bool')),
+  // Counted, not a max or a min: the max of no elements is the lowest
+  // int32, which read as true (`any` of an empty tensor; outside testing).
+  // `all` of none is true, as in TF and NumPy (TF.js's CPU backend says false).
+  All: unary((x, _b, { axis, keepDims }) => x.logicalNot().cast('int32').sum(axis, keepDims).equal(0)),
+  Any: unary((x, _b, { axis, keepDims }) => x.cast('int32').sum(axis, keepDims).greater(0)),
   ArgMax: unary((x, _b, { axis }) => x.argMax(axis)),
   ArgMin: unary((x, _b, { axis }) => x.argMin(axis)),
   Softmax: kernel(({ inputs: { logits }, t, attrs: { dim } }) => t(logits).softmax(dim)),
@@ -1526,8 +1538,12 @@ export const kernels = {
     const { values, indices } = x.topk(k, sorted);
     return [values, indices];
   }),
-  UnsortedSegmentSum: kernel(({ inputs: { x, segmentIds }, t, attrs: { numSegments } }) =>
-    t(x).unsortedSegmentSum(t(segmentIds), numSegments)),
+  // Our segment sum is of floats: an int32's (or a bool's) is summed as
+  // floats, exact to 2^24, and is int32, as TF.js's GPU backends give it.
+  UnsortedSegmentSum: kernel(({ inputs: { x, segmentIds }, t, attrs: { numSegments } }) => {
+    const sums = t(x).cast('float32').unsortedSegmentSum(t(segmentIds), numSegments);
+    return x.dtype === 'float32' ? sums : sums.cast('int32');
+  }),
   SparseSegmentSum: kernel(({ inputs, backend }) => sparseSegment(backend, inputs, false)),
   SparseSegmentMean: kernel(({ inputs, backend }) => sparseSegment(backend, inputs, true)),
 
@@ -1639,7 +1655,7 @@ export const kernels = {
     const at = reader(v(x), x.shape);
     return { values: build(x.shape.map((d, k) => d * reps[k]), (loc) => at(loc.map((l, k) => l % x.shape[k]))), shape: x.shape.map((d, k) => d * reps[k]) };
   }),
-  PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, constantValue)),
+  PadV2: unary((x, _b, { paddings, constantValue }) => x.pad(paddings, stored(constantValue, x.dtype))),
   Concat: strings(partwise(kernel(({ inputs, t, backend, attrs: { axis } }) => backend.device.cat(inputs.map(t), axis))),
     ({ inputs, v, attrs: { axis } }) => {
       const a = util.parseAxisParam(axis, inputs[0].shape)[0];
@@ -1668,6 +1684,8 @@ export const kernels = {
   }),
   Unpack: strings(kernel(({ inputs: { value }, t, attrs: { axis } }) => {
     const x = t(value);
+    // An axis of 0 unstacks into no tensors (split refuses 0 pieces).
+    if (x.shape.at(axis) === 0) return [];
     return x.split(x.shape.at(axis), axis).map((part) => part.squeeze([axis]));
   }), ({ inputs: { value }, v, attrs: { axis } }) => {
     const a = util.parseAxisParam(axis, value.shape)[0];
@@ -1781,11 +1799,11 @@ export const kernels = {
     return t(x).gather(t(indices), axis, batchDims);
   }),
   OneHot: kernel(({ inputs: { indices }, t, attrs: { depth, onValue, offValue, dtype } }) =>
-    t(indices).oneHot(depth, onValue, offValue, WebfusionBackend.dtype(dtype, 'OneHot'))),
+    t(indices).oneHot(depth, stored(onValue, dtype), stored(offValue, dtype), WebfusionBackend.dtype(dtype, 'OneHot'))),
 
   // Made from nothing, or from a shape.
   Fill: strings(kernel(({ backend, attrs: { shape, value, dtype } }) =>
-    backend.device.full(shape, value, WebfusionBackend.dtype(dtype, 'Fill'))), ({ attrs: { shape, value } }) =>
+    backend.device.full(shape, stored(value, dtype), WebfusionBackend.dtype(dtype, 'Fill'))), ({ attrs: { shape, value } }) =>
     ({ values: build(shape, () => util.encodeString(value)), shape })),
   Unique: ({ inputs: { x }, backend, attrs: { axis } }) => unique(backend, x, axis),
   RaggedRange: ({ inputs, backend }) => raggedRange(backend, inputs),

@@ -895,31 +895,38 @@ impl Tensor {
         let device = self.device().clone();
         let rank = self.rank();
         let (mut values, mut indices) = (Vec::with_capacity(k), Vec::with_capacity(k));
-        if self.dtype() == DType::Float32 {
-            let nan = device.fill(&[], f64::NAN, DType::Float32)?;
-            let low = device.fill(&[], f64::NEG_INFINITY, DType::Float32)?;
-            let mut left = self.clone();
-            for _ in 0..k {
-                let index = left.arg_max(-1)?;
-                let picked = index.hot(n, 1.0, 0.0, DType::Bool)?;
-                values.push(device.where_(&picked, self, &low)?.max(Some(&[-1]), true)?);
-                indices.push(index.expand_dims(-1)?);
-                left = device.where_(&picked, &nan, &left)?;
-            }
-        } else {
-            let x = self.as_dtype(DType::Int32)?;
-            let low = device.fill(&[], f64::from(i32::MIN), DType::Int32)?;
-            let mut taken = device.fill(self.shape(), 0.0, DType::Bool)?;
-            for _ in 0..k {
-                let left = device.where_(&taken, &low, &x)?;
-                let top = left.max(Some(&[-1]), false)?;
-                let first_free = taken.logical_not()?.cast(DType::Int32)?.arg_max(-1)?;
-                let index = device.where_(&top.equal(&low)?, &first_free, &left.arg_max(-1)?)?;
-                let picked = index.hot(n, 1.0, 0.0, DType::Bool)?;
-                values.push(top.expand_dims(-1)?.as_dtype(self.dtype())?);
-                indices.push(index.expand_dims(-1)?);
-                taken = taken.logical_or(&picked)?;
-            }
+        // Each step picks the first NaN not yet taken (a NaN is the
+        // largest, as in a sort), else the first largest value not taken,
+        // else (every value left is the lowest) the first not taken. Taken
+        // ones are masked by `taken`, never by a value: masking them with
+        // NaN made an input's NaN look taken, and the picks ran out into a
+        // repeated index (found by outside testing).
+        let float = self.dtype() == DType::Float32;
+        let x = match float {
+            true => self.clone(),
+            false => self.as_dtype(DType::Int32)?,
+        };
+        let lowest = match float {
+            true => f64::NEG_INFINITY,
+            false => f64::from(i32::MIN),
+        };
+        let low = device.fill(&[], lowest, x.dtype())?;
+        let nan = x.equal(&x)?.logical_not()?;
+        let mut taken = device.fill(self.shape(), 0.0, DType::Bool)?;
+        for _ in 0..k {
+            let free = taken.logical_not()?;
+            let nan_left = nan.logical_and(&free)?.cast(DType::Int32)?;
+            let left = device.where_(&taken.logical_or(&nan)?, &low, &x)?;
+            let top = left.max(Some(&[-1]), false)?;
+            let first_free = free.cast(DType::Int32)?.arg_max(-1)?;
+            let largest = device.where_(&top.equal(&low)?, &first_free, &left.arg_max(-1)?)?;
+            let any_nan = nan_left.max(Some(&[-1]), false)?.greater(0.0)?;
+            let index = device.where_(&any_nan, &nan_left.arg_max(-1)?, &largest)?;
+            let picked = index.hot(n, 1.0, 0.0, DType::Bool)?;
+            let value = device.where_(&picked, &x, &low)?.max(Some(&[-1]), true)?;
+            values.push(value.as_dtype(self.dtype())?);
+            indices.push(index.expand_dims(-1)?);
+            taken = taken.logical_or(&picked)?;
         }
         let axis = rank as isize - 1;
         let values = device.cat(&values.iter().collect::<Vec<_>>(), axis)?;

@@ -697,6 +697,42 @@ pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradien
     }
 }
 
+/// A NaN is the largest value, as in a sort, and the indices are always a
+/// selection of distinct positions: an input's NaN was taken for a picked
+/// one, never picked itself, and the last pick repeated index 0 (found by
+/// outside testing).
+pub async fn top_k_takes_a_nan_as_the_largest_and_never_repeats_an_index() {
+    let (nan, inf) = (f32::NAN, f32::INFINITY);
+    for gpu in [device().await, kernels_only().await] {
+        let cases: [(&[f32], usize, &[f32], &[i32]); 3] = [
+            (
+                &[1.0, nan, 3.0, -inf],
+                4,
+                &[nan, 3.0, 1.0, -inf],
+                &[1, 2, 0, 3],
+            ),
+            (&[nan, 2.0, 1.0], 2, &[nan, 2.0], &[0, 1]),
+            (
+                &[-inf, -inf, 5.0, nan, nan],
+                5,
+                &[nan, nan, 5.0, -inf, -inf],
+                &[3, 4, 2, 0, 1],
+            ),
+        ];
+        for (input, k, want, at) in cases {
+            let (values, indices) = gpu.tensor(input, None).unwrap().top_k(k).unwrap();
+            let got = values.to_vec().await.unwrap();
+            let bits = |v: &[f32]| {
+                v.iter()
+                    .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&got), bits(want), "{input:?}: {got:?}");
+            assert_eq!(indices.values().await.unwrap().to_i32(), at, "{input:?}");
+        }
+    }
+}
+
 pub async fn gather_reads_computed_tables_and_indices_of_any_shape_a_flush_makes() {
     for (name, gpu) in both().await {
         let t: Vec<f32> = (0..16).map(|v| v as f32).collect();

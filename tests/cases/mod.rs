@@ -71,6 +71,7 @@ macro_rules! all_cases {
             indexing,
             top_k_gives_the_largest_values_first_with_their_indices_and_gradient
         );
+        $run!(indexing, top_k_takes_a_nan_as_the_largest_and_never_repeats_an_index);
         $run!(indexing, cumsum_runs_along_any_axis_exclusive_and_reversed_with_its_gradient);
         $run!(indexing, cumprod_and_prod_multiply_in_order_and_prod_s_gradient_is_exact_at_zeros);
         $run!(indexing, a_scan_computes_the_elementwise_ops_it_reads_in_its_own_kernel);

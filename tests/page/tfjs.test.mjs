@@ -213,6 +213,37 @@ test('a kernel that returns its input unchanged reads after the input is dispose
   assert.equal(r.leaked, 0, 'every data id is released');
 });
 
+test('kernels give TF.js\'s answers where ours would differ: empty any and all, int32 floorDiv, int32 segment sums, empty unstack, attributes stored as TF.js stores them', async () => {
+  const r = await withTfjs(async (tf) => {
+    const read = async (t) => ({ dtype: t.dtype, shape: t.shape, values: Array.from(await t.data()) });
+    const empty = tf.tensor([], [0], 'bool');
+    return {
+      anyEmpty: await read(tf.any(empty)),
+      allEmpty: await read(tf.all(empty)),
+      anyRows: await read(tf.any(tf.zeros([2, 0], 'bool'), 1)),
+      anyAll: await read(tf.any(tf.tensor([false, true, false], [3], 'bool'))),
+      floorDiv: await read(tf.floorDiv(tf.tensor1d([7.5, -7.5]), 2)),
+      segments: await read(tf.unsortedSegmentSum(tf.tensor1d([1, 2, 3], 'int32'), tf.tensor1d([0, 1, 0], 'int32'), 2)),
+      unstacked: tf.unstack(tf.zeros([0, 3])).length,
+      fillInt: await read(tf.fill([2], 2.7, 'int32')),
+      fillBool: await read(tf.fill([2], true, 'bool')),
+      padInt: await read(tf.pad(tf.tensor1d([1], 'int32'), [[1, 1]], 2.5)),
+      oneHot: await read(tf.oneHot(tf.tensor1d([1], 'int32'), 3, -1, -0.5, 'int32')),
+    };
+  });
+  assert.deepEqual(r.anyEmpty, { dtype: 'bool', shape: [], values: [0] }, 'any of nothing is false');
+  assert.deepEqual(r.allEmpty, { dtype: 'bool', shape: [], values: [1] }, 'all of nothing is true, as in TF');
+  assert.deepEqual(r.anyRows, { dtype: 'bool', shape: [2], values: [0, 0] });
+  assert.deepEqual(r.anyAll.values, [1]);
+  assert.deepEqual(r.floorDiv, { dtype: 'int32', shape: [2], values: [3, -4] });
+  assert.deepEqual(r.segments, { dtype: 'int32', shape: [2], values: [4, 2] });
+  assert.equal(r.unstacked, 0);
+  assert.deepEqual(r.fillInt, { dtype: 'int32', shape: [2], values: [2, 2] });
+  assert.deepEqual(r.fillBool, { dtype: 'bool', shape: [2], values: [1, 1] });
+  assert.deepEqual(r.padInt.values, [2, 1, 2]);
+  assert.deepEqual(r.oneHot.values, [0, -1, 0]);
+});
+
 test('a TF.js kernel webfusion cannot run is refused with the reason: a string tensor on the GPU, a computed tensor read or drawn synchronously', async () => {
   const r = await withTfjs(async (tf) => {
     const message = (f) => {

@@ -704,7 +704,9 @@ pub async fn top_k_gives_the_largest_values_first_with_their_indices_and_gradien
 pub async fn top_k_takes_a_nan_as_the_largest_and_never_repeats_an_index() {
     let (nan, inf) = (f32::NAN, f32::INFINITY);
     for gpu in [device().await, kernels_only().await] {
-        let cases: [(&[f32], usize, &[f32], &[i32]); 3] = [
+        // (input, k, values, indices)
+        type Case<'a> = (&'a [f32], usize, &'a [f32], &'a [i32]);
+        let cases: [Case; 3] = [
             (
                 &[1.0, nan, 3.0, -inf],
                 4,

@@ -715,11 +715,11 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
 /// `%` is `a - b * trunc(a / b)`, wrong by multiples of `b` once the quotient
 /// passes 2^24 (1e8 mod 3 gave 0): `wf_mod` takes C's `fmod` exactly, by
 /// the integer remainder of the significands, then the divisor's sign, as
-/// TF.js's CPU backend does in doubles. The integer ones follow TF.js (`floorDiv` and
-/// `mod` round toward negative infinity) and never trap: a division by zero
-/// gives 0, as TF.js's int32 result of an infinite quotient does. NaN and
-/// infinity come from variables because WGSL rejects non-finite constant
-/// expressions. A signed zero is chosen by its bits: NVIDIA's compiler takes
+/// TF.js's CPU backend does in doubles. The integer ones follow TF.js
+/// (`floorDiv` and `mod` round toward negative infinity) and never trap: a
+/// division by zero gives 0, as TF.js's int32 result of an infinite
+/// quotient does. NaN and infinity come from variables because WGSL
+/// rejects non-finite constant expressions. A signed zero is chosen by its bits: NVIDIA's compiler takes
 /// `0.0` and `-0.0` for the same constant, and `select(0.0, -0.0, odd)` gave
 /// `pow(0, 2)` = -0 on an H100.
 pub(super) const PRELUDE: &str = "\

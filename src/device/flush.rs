@@ -306,10 +306,11 @@ impl DeviceState {
         }
     }
 
-    /// Decides on the CPU what can be decided before `block`, which the
-    /// host does not run, touches the GPU (see the module doc).
-    /// `live`: the outputs left to write, neither skipped nor refused (not
-    /// decided for a commit, which `prepare_commit` decides).
+    /// Readies `block`, which the host does not run, for encoding, inside
+    /// the flush's scope: its host inputs uploaded, a commit decided
+    /// (`prepare_commit`), faults assigned. `live`: the outputs left to
+    /// write, neither skipped nor refused (empty for a commit, which
+    /// decides its own).
     fn prepare(
         &mut self,
         ops: &[OpIr],

@@ -1450,10 +1450,9 @@ impl Tensor {
         self.view(ViewOp::ExpandDims(axis), shape)
     }
 
-    /// The dims of size 1 removed: those listed, or all when `None`.
+    /// The dims of size 1 removed: those listed, or all when `None` or
+    /// empty (TF.js's `squeeze(x, [])` removes them all).
     #[track_caller]
-    /// Removes `axes` (each of size 1), or every dim of size 1 where `axes`
-    /// is `None` or empty (TF.js's `squeeze(x, [])` removes them all).
     pub fn squeeze(&self, axes: Option<&[isize]>) -> Result<Tensor> {
         let axes = match axes {
             Some(named) if !named.is_empty() => axes_indices("squeeze", axes, self.rank())?,

@@ -208,11 +208,11 @@ impl Variable {
 /// not lost: an int32 step counter has no gradient, and must not stop every
 /// step that does not name its variables), keeps the trainable ones the
 /// value depends on and leaves out the rest; fails when none is left, and
-/// when `var_list` names a trainable variable that is not float32. Variables of other devices than the
-/// value's are left out like any other the value does not read (a page with
-/// two models trains each without naming its variables), so the one-device
-/// rule of a step holds of the kept ones by construction, and is checked on
-/// them.
+/// when `var_list` names a trainable variable that is not float32.
+/// Variables of other devices than the value's are left out like any other
+/// the value does not read (a page with two models trains each without
+/// naming its variables), so the one-device rule of a step holds of the
+/// kept ones by construction, and is checked on them.
 pub fn variable_grads(
     f: impl FnOnce() -> Result<Tensor>,
     var_list: Option<&[Variable]>,

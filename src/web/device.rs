@@ -108,12 +108,12 @@ impl JsDevice {
                 defaults.host_max_elements as f64,
             )? as usize,
         };
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
+        Ok(super::promise(Box::pin(async move {
             match Device::request(opts).await {
                 Ok(device) => Ok(registry::wrap_device(device)),
                 Err(e) => Err(errors::op_error(op, ErrorClass::Other, e.to_string())),
             }
-        }))
+        })))
     }
 
     /// `tensor(values, shape?, dtype?)`: values as a number, a boolean,
@@ -336,12 +336,12 @@ impl JsDevice {
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn sync(&self) -> Result<Promise, JsValue> {
         let device = self.device("sync")?;
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
+        Ok(super::promise(Box::pin(async move {
             match device.sync().await {
                 Ok(()) => Ok(JsValue::UNDEFINED),
                 Err(e) => Err(errors::execution(&e)),
             }
-        }))
+        })))
     }
 
     /// Destroys the GPU device: every tensor on it rejects reads with kind
@@ -439,7 +439,7 @@ impl JsDevice {
         let f = args::function(op, "fn", &f)?;
         device.start_profile();
         let called = f.call0(&JsValue::UNDEFINED);
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
+        Ok(super::promise(Box::pin(async move {
             let result = match called {
                 Ok(value) => match value.dyn_into::<Promise>() {
                     Ok(promise) => wasm_bindgen_futures::JsFuture::from(promise).await,
@@ -450,7 +450,7 @@ impl JsDevice {
             let timing = device.end_profile();
             let result = result?;
             profile_object(&timing.finish().await, result)
-        }))
+        })))
     }
 
     /// Compiles every kernel `fn` would launch on this device, running none

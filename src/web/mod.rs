@@ -43,6 +43,17 @@ fn start() {
     crate::device::install_panic_hook();
 }
 
+/// A `Promise` settled by `future`: every async method's one way to make
+/// one. The future is boxed so that `future_to_promise`'s machinery is one
+/// body in the module, not a copy per method (five copies were 17 KB of
+/// wasm); a promise is made once per call, never per element.
+#[inline(never)]
+fn promise(
+    future: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>>,
+) -> js_sys::Promise {
+    wasm_bindgen_futures::future_to_promise(future)
+}
+
 /// How many panics the library's hook has seen in this page: 0, always. A
 /// test suite asserts it at the end.
 #[wasm_bindgen(js_name = panicCount)]

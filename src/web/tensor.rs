@@ -176,12 +176,12 @@ impl JsTensor {
         let tensor = self.tensor("to")?;
         let device = args::device("to", &device)?;
         let moving = tensor.to(&device).map_err(|e| errors::registration(&e))?;
-        Ok(wasm_bindgen_futures::future_to_promise(async move {
+        Ok(super::promise(Box::pin(async move {
             match moving.await {
                 Ok(moved) => Ok(registry::wrap_tensor(moved)),
                 Err(e) => Err(errors::registration(&e)),
             }
-        }))
+        })))
     }
 
     /// Releases the tensor's memory now; using this object afterwards
@@ -624,12 +624,12 @@ impl JsTensor {
 #[inline(never)]
 fn read(tensor: Tensor, finish: fn(&Values, &[usize]) -> JsValue) -> Promise {
     let asked_at = errors::site_if_captured(tensor.device());
-    wasm_bindgen_futures::future_to_promise(async move {
+    super::promise(Box::pin(async move {
         match tensor.read(asked_at).await {
             Ok(values) => Ok(finish(&values, tensor.shape())),
             Err(e) => Err(errors::tensor(&e)),
         }
-    })
+    }))
 }
 
 /// `values` as the typed array TF.js's `data()` gives for its dtype. A

@@ -1502,7 +1502,7 @@ export const kernels = {
   Minimum: binaryMethod('minimum', true),
   Mod: binaryMethod('mod'),
   // int32 whatever the inputs, as TF.js's backends give it.
-  FloorDiv: binary((a, b) => a.floorDiv(b).cast('int32')),
+  FloorDiv: binaryMethod('floorDiv'),
   Equal: strings(binaryMethod('equal', true), compareStrings((a, b) => a === b)),
   NotEqual: strings(binary((a, b) => a.equal(b).logicalNot(), true), compareStrings((a, b) => a !== b)),
   Greater: strings(binaryMethod('greater'), compareStrings((a, b) => a > b)),

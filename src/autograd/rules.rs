@@ -210,13 +210,19 @@ fn gather_grad(
         .slice(&vec![0; out.len()], &size)?
         .reshape(&signed(&[batches, n]))?;
     let rows = shape[axis];
-    let hot = indices.hot(rows, 1.0, 0.0, crate::ir::DType::Float32)?;
+    // The indices as a gather of `0..rows` reads them: an index outside the
+    // table fails this gradient as it failed the gather (kind `index`),
+    // where a one-hot of it would be a row of zeros, a gradient that reads
+    // as if the index had not been there.
+    let checked = table
+        .device()
+        .range(0.0, rows as f64, 1.0, crate::ir::DType::Int32)?
+        .gather(&indices, 0, 0)?;
     let g = g.reshape(&signed(&[before, n, after]))?;
     // Without batch dims: [1, n, rows] x [before, n, after], the one
     // encoding shared by every `before`; with them (then `before` is the
     // batch): one per batch. Either way [before, rows, after].
-    hot.matmul_transposed(&g, true, false)?
-        .reshape(&signed(shape))
+    checked.segment_product(rows, &g)?.reshape(&signed(shape))
 }
 
 /// The gradients of a convolution's pass for its two inputs `a`, `b`
@@ -318,7 +324,7 @@ fn binary(
             let to_a = a.less_equal(b)?;
             (Some(g.mul(&to_a)?), Some(g.mul(&to_a.logical_not()?)?))
         }
-        BinaryOp::Mod => (Some(g.clone()), Some(g.mul(&a.floor_div(b)?)?.neg()?)),
+        BinaryOp::Mod => (Some(g.clone()), Some(g.mul(&a.floor_quotient(b)?)?.neg()?)),
         BinaryOp::FloorDiv
         | BinaryOp::Equal
         | BinaryOp::Greater
@@ -357,7 +363,7 @@ fn binary_scalar(
         // d/dx (s mod x) = -floor(s / x)
         (BinaryOp::Mod, true) => {
             let s = x.device().full(x.shape(), s)?;
-            g.mul(&s.floor_div(x)?)?.neg()?
+            g.mul(&s.floor_quotient(x)?)?.neg()?
         }
         (
             BinaryOp::FloorDiv

@@ -213,13 +213,18 @@ impl Fold {
             // partial result is itself a logSumExp, so the final stage folds
             // partials exactly like elements. A NaN element (or partial)
             // makes `acc` NaN for good: no later `x > acc` holds, and the
-            // result is NaN, as TF.js's is.
+            // result is NaN, as TF.js's is. So does a +Infinity element:
+            // TF.js's `max + log(sum(exp(x - max)))` is NaN there, and the
+            // limit, +Infinity, made a softmax `[NaN, 0, 0]`, neither NaN
+            // throughout (TF.js's, and our logSoftmax's) nor the limit. No
+            // partial is +Infinity then: a finite `acc` plus the log of a
+            // count stays finite.
             ReduceOp::LogSumExp => Fold {
                 ty: element,
                 out: element,
                 init: "ninf()",
                 aux: Some(("f32", "0.0")),
-                element: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { acc = x; } else if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
+                element: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits || bitcast<u32>(x) == wf_inf_bits) { acc = bitcast<f32>(wf_nan_bits); } else if (x > acc) { aux = aux * exp(acc - x) + 1.0; acc = x; } else if (x > ninf()) { aux = aux + exp(x - acc); }".to_string(),
                 merge: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { acc = x; } else if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
                 finish: "acc + log(aux)".to_string(),
             },

@@ -145,6 +145,11 @@ pub(super) fn signed(op: &'static str, dims: &[usize]) -> Result<Vec<isize>> {
 /// row and column indices would round and the band be wrong.
 const EXACT_INDEX: usize = 1 << 24;
 
+/// The most bytes a one-hot made for a matmul may take
+/// (`segment_product`): 128 MiB, WebGPU's least
+/// `maxStorageBufferBindingSize`, which every device allows.
+const HOT_BYTES: usize = 1 << 27;
+
 /// How `split` cuts an axis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Split {
@@ -526,7 +531,7 @@ impl Tensor {
                     int32_only(name, "operand 1", other)?;
                     // TF.js's `bitwiseAnd` broadcasts nothing.
                     if self.shape() != other.shape() {
-                        return Err(range(
+                        return Err(invalid(
                             name,
                             format!(
                                 "needs two int32 tensors of one shape, got {} and {}",
@@ -783,17 +788,25 @@ impl Tensor {
             b => Some(b.unsigned_abs()),
         }
         .filter(|&b| b <= indices.rank() && b <= axis);
-        let Some(b) = b.filter(|&b| self.shape()[..b] == indices.shape()[..b]) else {
+        let Some(b) = b else {
             return Err(range(
                 op,
                 format!(
-                    "batchDims {batch_dims} must be at most axis {axis} and the indices' rank, \
-                     their leading dims shared: {} and indices {}",
+                    "batchDims {batch_dims} must be at most axis {axis} and the indices' rank {}",
+                    indices.rank()
+                ),
+            ));
+        };
+        if self.shape()[..b] != indices.shape()[..b] {
+            return Err(invalid(
+                op,
+                format!(
+                    "the first {b} dims (batchDims) of the table and the indices must be one, got {} and indices {}",
                     display(self.shape()),
                     display(indices.shape())
                 ),
             ));
-        };
+        }
         let mut shape = self.shape()[..axis].to_vec();
         shape.extend_from_slice(&indices.shape()[b..]);
         shape.extend_from_slice(&self.shape()[axis + 1..]);
@@ -835,11 +848,14 @@ impl Tensor {
         float_only(op, self)?;
         int32_only(op, "the segment ids", segment_ids)?;
         let k = segment_ids.rank();
-        if num_segments == 0 || k > self.rank() || self.shape()[..k] != *segment_ids.shape() {
-            return Err(range(
+        if num_segments == 0 {
+            return Err(range(op, "numSegments must be at least 1, got 0".into()));
+        }
+        if k > self.rank() || self.shape()[..k] != *segment_ids.shape() {
+            return Err(invalid(
                 op,
                 format!(
-                    "segment ids {} must be the leading dims of {}, and numSegments ({num_segments}) at least 1",
+                    "segment ids {} must be the leading dims of {}",
                     display(segment_ids.shape()),
                     display(self.shape())
                 ),
@@ -851,25 +867,56 @@ impl Tensor {
         out.extend_from_slice(&rest);
         shape::check_size(op, &out)?;
         shape::check_size(op, &[n, num_segments])?;
-        let hot =
-            segment_ids
-                .reshape(&signed(op, &[n])?)?
-                .hot(num_segments, 1.0, 0.0, DType::Float32)?;
-        let rows = self.reshape(&signed(op, &[n, shape::numel(&rest)])?)?;
-        hot.matmul_transposed(&rows, true, false)?
+        let ids = segment_ids.reshape(&signed(op, &[1, n])?)?;
+        let rows = self.reshape(&signed(op, &[1, n, shape::numel(&rest)])?)?;
+        ids.segment_product(num_segments, &rows)?
             .reshape(&signed(op, &out)?)
+    }
+
+    /// `oneHot(ids, segments)ᵀ · g` for int32 `ids` `[batches, n]` and `g`
+    /// `[before, n, after]` (`batches` 1, shared by every `before`, or
+    /// `before`): `[before, segments, after]`, each segment the sum of the
+    /// rows of `g` its ids label. A matmul reads its operands from memory,
+    /// so the one-hot is a buffer: it is made for as many ids at a time as
+    /// fit `HOT_BYTES`, and the slices' products are added. One buffer of
+    /// every id would fail an embedding's gradient (8192 ids of a vocabulary
+    /// of 8000: 262 MB) where its gather worked.
+    pub(crate) fn segment_product(&self, segments: usize, g: &Tensor) -> Result<Tensor> {
+        let (batches, n) = (self.shape()[0], self.shape()[1]);
+        let (before, after) = (g.shape()[0], g.shape()[2]);
+        let row_bytes = batches.saturating_mul(segments).saturating_mul(4);
+        let per = (HOT_BYTES / row_bytes.max(1)).max(1);
+        let product = |ids: &Tensor, g: &Tensor| {
+            ids.hot(segments, 1.0, 0.0, DType::Float32)?
+                .matmul_transposed(g, true, false)
+        };
+        // The ids from `start`, `len` of them, and their rows of `g`.
+        let slice = |start: usize, len: usize| -> Result<Tensor> {
+            let ids = self.slice(&[0, start], &signed("segment sum", &[batches, len])?)?;
+            let rows = g.slice(
+                &[0, start, 0],
+                &signed("segment sum", &[before, len, after])?,
+            )?;
+            product(&ids, &rows)
+        };
+        if n <= per {
+            return product(self, g);
+        }
+        let mut total = slice(0, per)?;
+        for start in (per..n).step_by(per) {
+            total = total.add(&slice(start, per.min(n - start))?)?;
+        }
+        Ok(total)
     }
 
     /// The `k` largest values along the last axis and their int32 indices
     /// (TF.js's `topk`), largest first, the lower index first among equal
-    /// values: `k` rounds of `argMax`, each masking what it picked, and the
+    /// values, a NaN the largest (as a sort ranks it; `argMax` skips one):
+    /// `k` rounds of an arg-max over the positions not yet taken, and the
     /// value picked read as the max of the input where the pick is, so a
-    /// float's gradient flows to that element alone. A float is masked with
-    /// NaN, which no later round picks. An int32 has no value below every
-    /// other, so it is masked with the smallest int: a round whose max is
-    /// that int has only it left, and takes the first position not yet
-    /// taken. A bool's are ranked as int32s, as TF.js's are. Each round is
-    /// a kernel or two: a sort kernel is what large `k` wants.
+    /// float's gradient flows to that element alone. A bool's are ranked
+    /// as int32s, as TF.js's are. Each round is a kernel or two: a sort
+    /// kernel is what large `k` wants.
     #[track_caller]
     pub fn top_k(&self, k: usize) -> Result<(Tensor, Tensor)> {
         let op = "topk";
@@ -1508,8 +1555,6 @@ binary_ops! {
     /// The remainder of a floor division: its sign is the divisor's (TF.js's
     /// `mod`); an int32 modulo 0 is 0.
     mod_ => Mod,
-    /// `floor(a / b)`; an int32 divided by 0 is 0.
-    floor_div => FloorDiv,
     /// A bool: true where equal; the comparisons below likewise.
     equal => Equal,
     greater => Greater, greater_equal => GreaterEqual, less => Less, less_equal => LessEqual,
@@ -1519,6 +1564,28 @@ binary_ops! {
     /// The bits both have, of two int32 tensors of one shape (TF.js's
     /// `bitwiseAnd`).
     bitwise_and => BitwiseAnd,
+}
+
+impl Tensor {
+    /// `floor(a / b)`, an int32 whatever the operands: TF.js's dtype, so
+    /// that code indexing with it (`gather(i.floorDiv(2))`) runs unchanged.
+    /// An int32 divided by 0 is 0; a float quotient is cast (`cast`: one
+    /// past int32 saturates, as TF.js's WebGPU backend stores it, a NaN is 0).
+    #[track_caller]
+    pub fn floor_div<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let quotient = self.floor_quotient(other)?;
+        match quotient.dtype() {
+            DType::Int32 => Ok(quotient),
+            _ => quotient.cast(DType::Int32),
+        }
+    }
+
+    /// `floor(a / b)` in the operands' dtype: `mod`'s gradient, which a
+    /// quotient past int32 would saturate.
+    #[track_caller]
+    pub(crate) fn floor_quotient<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.binary(BinaryOp::FloorDiv, other)
+    }
 }
 
 macro_rules! unary_ops {

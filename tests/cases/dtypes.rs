@@ -141,6 +141,11 @@ pub async fn int32_arithmetic_wraps_and_divides_as_tf_js_does() {
         let other = int_tensor(&gpu, &[1, 2, 3, 4], Some(&[4, 1]));
         let error = a.bitwise_and(&other).err().expect("refused");
         assert!(error.to_string().contains("one shape"), "{name}: {error}");
+        assert_eq!(
+            error.class,
+            webfusion::ErrorClass::Other,
+            "{name}: operands that cannot work together are an Error, as add's are"
+        );
     }
 }
 
@@ -151,8 +156,20 @@ pub async fn float_mod_and_floor_div_round_toward_negative_infinity() {
         let m = read_f32(&a.mod_(&b).unwrap()).await;
         assert_eq!(&m[..4], [1.5, 0.5, -0.5, -1.5], "{name}");
         assert!(m[4].is_nan(), "{name}: a float mod 0 is NaN: {m:?}");
-        let q = read_f32(&a.floor_div(&b).unwrap()).await;
-        assert_eq!(q, [3.0, -4.0, -4.0, 3.0, f32::INFINITY], "{name}");
+        // An int32, as in TF.js (code indexing with it runs unchanged); a
+        // quotient past int32, a division by 0's, saturates.
+        let q = a.floor_div(&b).unwrap();
+        assert_eq!(q.dtype(), DType::Int32, "{name}");
+        assert_eq!(ints(&q).await, [3, -4, -4, 3, i32::MAX], "{name}");
+        let halves = a.floor_div(0.5).unwrap();
+        assert_eq!(halves.dtype(), DType::Int32, "{name}: a number divisor too");
+        assert_eq!(ints(&halves).await, [15, -15, 15, -15, 2], "{name}");
+        let x = gpu.tensor(&[1.0, -2.0, 0.0], None).unwrap();
+        assert_eq!(
+            ints(&x.floor_div(0.0).unwrap()).await,
+            [i32::MAX, i32::MIN, 0],
+            "{name}: infinities saturate, a NaN is 0"
+        );
     }
 }
 

@@ -1,7 +1,7 @@
 //! Indexing: `gather` and `unsortedSegmentSum`, their gradients, and the
 //! in-kernel check that fails a gather whose index leaves its table.
 
-use webfusion::{DType, Device, FailureKind, Tensor, Values};
+use webfusion::{DType, Device, ErrorClass, FailureKind, Tensor, Values};
 
 use super::engine::{device, kernels_only, read_err};
 
@@ -331,32 +331,47 @@ pub async fn gather_and_segment_sums_refuse_bad_calls_and_queue_nothing() {
     let i = ints(&gpu, &[0, 1], &[2]);
     let f = gpu.tensor(&[0.0, 1.0], None).unwrap();
     let before = gpu.stats().ops_registered;
+    // A value out of range is a RangeError; operands that do not fit each
+    // other an Error, as `add`'s are, and so is a tensor of the wrong dtype
+    // (TF.js's "must be int32 tensor").
+    let (range, other) = (ErrorClass::Range, ErrorClass::Other);
     let refused = [
-        ("gather", t.gather(&f, 0, 0).err(), "int32"),
-        ("gather", t.gather(&i, 2, 0).err(), "axis 2"),
-        ("gather", t.gather(&i, 0, 1).err(), "batchDims"),
+        ("gather", t.gather(&f, 0, 0).err(), "int32", other),
+        ("gather", t.gather(&i, 2, 0).err(), "axis 2", range),
+        ("gather", t.gather(&i, 0, 1).err(), "batchDims", range),
         (
             "gather",
-            t.gather(&ints(&gpu, &[0], &[1, 1]), 1, 1).err(),
+            t.gather(&ints(&gpu, &[0, 1, 0], &[3, 1]), 1, 1).err(),
             "batchDims",
+            other,
         ),
         (
             "unsortedSegmentSum",
             t.unsorted_segment_sum(&f, 2).err(),
             "int32",
+            other,
         ),
         (
             "unsortedSegmentSum",
             t.unsorted_segment_sum(&i, 0).err(),
             "numSegments",
+            range,
+        ),
+        (
+            "unsortedSegmentSum",
+            t.unsorted_segment_sum(&ints(&gpu, &[0, 1, 0], &[3]), 2)
+                .err(),
+            "leading dims",
+            other,
         ),
     ];
-    // One tensor was made for a case (the [1, 1] indices).
-    let made = 1;
-    for (op, error, says) in refused {
+    // Two tensors were made for cases (the [3, 1] and [3] indices).
+    let made = 2;
+    for (op, error, says, class) in refused {
         let error = error.unwrap_or_else(|| panic!("{op} was not refused"));
         assert_eq!(error.op, op, "{error}");
         assert!(error.to_string().contains(says), "{error}");
+        assert_eq!(error.class, class, "{error}");
     }
     assert_eq!(
         gpu.stats().ops_registered,
@@ -803,4 +818,113 @@ pub async fn a_gather_from_an_axis_of_length_one_has_a_gradient_and_one_segment_
             "{name}: its index"
         );
     }
+}
+
+pub async fn the_gradient_of_a_gather_past_its_table_fails_as_index_and_a_step_on_it_changes_nothing()
+ {
+    for (name, gpu) in both().await {
+        let table = gpu
+            .tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Some(&[3, 2]))
+            .unwrap();
+        let outside = ints(&gpu, &[0, 3], &[2]);
+        // A loss linear in the gathered rows: its gradient never reads them,
+        // only the indices.
+        let g = gpu
+            .grad(|t| t.gather(&outside, 0, 0)?.sum(None, false), &table, None)
+            .unwrap();
+        let error = read_err(&g).await;
+        assert_eq!(
+            error.failures[0].root.kind,
+            FailureKind::Index,
+            "{name}: {error}"
+        );
+        assert_eq!(error.failures[0].root.op, "gather", "{name}: {error}");
+        assert!(
+            error.failures[0].root.message.contains("index 3"),
+            "{name}: names the index: {error}"
+        );
+        // Scaled first, and with batch dims (a [2, 3, 2] table, index 5 of 3).
+        let w = gpu.tensor(&[2.0; 4], Some(&[2, 2])).unwrap();
+        let g = gpu
+            .grad(
+                |t| t.gather(&outside, 0, 0)?.mul(&w)?.sum(None, false),
+                &table,
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            read_err(&g).await.failures[0].root.kind,
+            FailureKind::Index,
+            "{name}: scaled"
+        );
+        let t3 = gpu
+            .tensor(
+                &(0..12).map(|v| v as f32).collect::<Vec<_>>(),
+                Some(&[2, 3, 2]),
+            )
+            .unwrap();
+        let batched = ints(&gpu, &[0, 5, 1, 2], &[2, 2]);
+        let g = gpu
+            .grad(|t| t.gather(&batched, 1, 1)?.sum(None, false), &t3, None)
+            .unwrap();
+        assert_eq!(
+            read_err(&g).await.failures[0].root.kind,
+            FailureKind::Index,
+            "{name}: batched"
+        );
+        // An in-range gradient of the same table still reads.
+        let inside = ints(&gpu, &[2, 2], &[2]);
+        let g = gpu
+            .grad(|t| t.gather(&inside, 0, 0)?.sum(None, false), &table, None)
+            .unwrap();
+        assert_eq!(floats(&g).await, [0.0, 0.0, 0.0, 0.0, 2.0, 2.0], "{name}");
+        // A step on the failed gradient changes no variable.
+        let v = gpu
+            .variable(&table, true, Some(&format!("emb-{name}")))
+            .unwrap();
+        let (cost, grads) = webfusion::variable_grads(
+            || v.value().gather(&outside, 0, 0)?.sum(None, false),
+            Some(std::slice::from_ref(&v)),
+        )
+        .unwrap();
+        let mut sgd = webfusion::Optimizer::sgd(1.0).unwrap();
+        sgd.apply_gradients(&grads).unwrap();
+        assert_eq!(
+            read_err(&cost).await.failures[0].root.kind,
+            FailureKind::Index
+        );
+        assert_eq!(
+            floats(&v.value()).await,
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "{name}: the variable is as it was"
+        );
+    }
+}
+
+pub async fn a_gather_s_gradient_and_a_segment_sum_whose_one_hot_passes_a_binding_sum_in_slices() {
+    // 4097 ids into 8193 rows: their one-hot is 134,266,884 bytes, past the
+    // 128 MiB every device binds (the forward gather never makes it).
+    let (rows, n) = (8193usize, 4097usize);
+    let ids: Vec<i32> = (0..n).map(|i| ((i * 7919) % rows) as i32).collect();
+    let weights: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
+    let mut want = vec![0.0f32; rows];
+    for (&i, &w) in ids.iter().zip(&weights) {
+        want[i as usize] += w;
+    }
+    // Ids that repeat: every id twice, at positions in both slices.
+    let twice: Vec<i32> = ids.iter().chain(&ids).copied().collect();
+    let gpu = kernels_only().await;
+    let table = gpu.tensor(&vec![0.5; rows], Some(&[rows, 1])).unwrap();
+    let idx = ints(&gpu, &ids, &[n]);
+    let dy = gpu.tensor(&weights, Some(&[n, 1])).unwrap();
+    let g = gpu
+        .grad(|t| t.gather(&idx, 0, 0), &table, Some(&dy))
+        .unwrap();
+    assert_eq!(floats(&g).await, want, "the gather's gradient");
+    let x = gpu.tensor(&weights.repeat(2), Some(&[2 * n, 1])).unwrap();
+    let s = x
+        .unsorted_segment_sum(&ints(&gpu, &twice, &[2 * n]), rows)
+        .unwrap();
+    let doubled: Vec<f32> = want.iter().map(|w| w * 2.0).collect();
+    assert_eq!(floats(&s).await, doubled, "the segment sum");
 }

@@ -83,6 +83,14 @@ macro_rules! all_cases {
         $run!(indexing, the_gradient_of_gather_sums_into_the_rows_it_read);
         $run!(
             indexing,
+            the_gradient_of_a_gather_past_its_table_fails_as_index_and_a_step_on_it_changes_nothing
+        );
+        $run!(
+            indexing,
+            a_gather_s_gradient_and_a_segment_sum_whose_one_hot_passes_a_binding_sum_in_slices
+        );
+        $run!(
+            indexing,
             a_gather_from_an_axis_of_length_one_has_a_gradient_and_one_segment_or_one_value_works
         );
         $run!(indexing, unsorted_segment_sum_adds_slices_by_segment_and_drops_ids_outside);
@@ -90,6 +98,10 @@ macro_rules! all_cases {
         $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);
         $run!(dtypes, int32_arithmetic_wraps_and_divides_as_tf_js_does);
         $run!(dtypes, float_mod_and_floor_div_round_toward_negative_infinity);
+        $run!(
+            numerics,
+            a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_softmax
+        );
         $run!(dtypes, float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor);
         $run!(dtypes, comparisons_give_bools_and_logical_ops_and_where_take_them);
         $run!(dtypes, mixing_dtypes_upcasts_as_tf_js_does);

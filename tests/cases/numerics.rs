@@ -535,11 +535,6 @@ pub async fn quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_ever
                 x.div(&x.sub(&x).unwrap()).unwrap(),
                 vec![inf, -inf, nan],
             ),
-            (
-                "floorDiv(x, 0)",
-                x.floor_div(0.0).unwrap(),
-                vec![inf, -inf, nan],
-            ),
             ("pow(x, -1)", x.pow(-1.0).unwrap(), vec![1.0, -0.5, inf]),
             ("pow(x, -2)", x.pow(-2.0).unwrap(), vec![1.0, 0.25, inf]),
             ("pow(x, 0)", x.pow(0.0).unwrap(), vec![1.0, 1.0, 1.0]),
@@ -779,6 +774,56 @@ pub async fn sin_and_cos_are_within_2e_7_for_every_finite_argument_in_kernels_as
                 sin[i],
                 cos[i]
             );
+        }
+    }
+}
+
+/// `softmax([Infinity, 1, 0])` read `[NaN, 0, 0]` (found by outside
+/// testing): its logSumExp was +Infinity, the limit, and `exp(x - lse)`
+/// is NaN at the infinity and 0 elsewhere, neither TF.js's answer nor its
+/// own `logSoftmax`'s (all NaN). A row holding +Infinity has the logSumExp
+/// TF.js computes, `max + log(sum(exp(x - max)))` = NaN, so every one of
+/// these is NaN there, on rows short and long; other rows are untouched.
+pub async fn a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_softmax() {
+    let inf = f32::INFINITY;
+    for max in [1024, 0] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            ..DeviceOptions::default()
+        })
+        .await;
+        for n in [3usize, 5000] {
+            // Row 0 holds +Infinity; row 1 is finite with a -Infinity; row 2
+            // is all -Infinity (every path gives NaN for its softmax).
+            let mut values = vec![0.0f32; 3 * n];
+            values[0] = inf;
+            values[1] = 1.0;
+            values[n] = 1.0;
+            values[n + 1] = -inf;
+            for v in &mut values[2 * n..] {
+                *v = -inf;
+            }
+            let x = gpu.tensor(&values, Some(&[3, n])).unwrap();
+            let lse = floats(&x.log_sum_exp(Some(&[-1]), false).unwrap()).await;
+            assert!(
+                lse[0].is_nan(),
+                "n {n}: logSumExp of a row with +Infinity: {lse:?}"
+            );
+            assert!(lse[1].is_finite(), "n {n}: {lse:?}");
+            assert_eq!(lse[2], -inf, "n {n}: a sum of nothing's log");
+            for (what, t) in [
+                ("softmax", x.softmax(-1)),
+                ("logSoftmax", x.log_softmax(-1)),
+            ] {
+                let v = floats(&t.unwrap()).await;
+                assert!(
+                    v[..n].iter().all(|v| v.is_nan()),
+                    "n {n}, host {max}: {what} of a row with +Infinity: {:?}",
+                    &v[..3]
+                );
+                assert!(v[n..2 * n].iter().all(|v| !v.is_nan()), "n {n}: {what}");
+                assert!(v[2 * n..].iter().all(|v| v.is_nan()), "n {n}: {what}");
+            }
         }
     }
 }

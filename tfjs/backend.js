@@ -245,8 +245,16 @@ export class WebfusionBackend extends KernelBackend {
     return { unreliable: false, numBytesInGPU: stats.bytesInUse, numBytesAllocatedInGPU: stats.bytesAllocated };
   }
 
+  /**
+   * True: TF.js's `tf.profile` (and its `DEBUG` mode) then times each
+   * kernel call with `time`, flushing between them, so a profile's kernels
+   * do not fuse. False made its profiler read every kernel's output with
+   * `dataSync()`, which a GPU tensor refuses: `tf.profile` threw and left
+   * the profiler on, and every later op on the page threw too (found by
+   * outside testing).
+   */
   timerAvailable() {
-    return false;
+    return true;
   }
 
   /**
@@ -254,9 +262,7 @@ export class WebfusionBackend extends KernelBackend {
    * running its kernels, from the adapter's timestamps (a profile of `f`),
    * and `wallMs` the whole run. Where the adapter writes no timestamps,
    * `kernelMs` says so, as TF.js's WebGL backend does without its timer
-   * extension. `timerAvailable()` stays false: TF.js's `tf.profile` would
-   * then time each kernel call on its own, flushing between them, and
-   * nothing would fuse.
+   * extension.
    */
   async time(f) {
     const start = performance.now();

@@ -36,6 +36,8 @@ use crate::ir::{Queue, TensorId};
 use faults::Fault;
 pub use faults::FaultKind;
 use flush::Submission;
+#[cfg(target_arch = "wasm32")]
+pub(crate) use profile::Timing;
 pub use profile::{Profile, ProfiledKernel};
 
 mod commit;

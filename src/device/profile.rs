@@ -130,6 +130,13 @@ impl Device {
         (result, self.end_profile().now())
     }
 
+    /// Whether a profile is being recorded (started and not ended): the
+    /// web's `profile` refuses to start a second while an async one runs.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn is_profiling(&self) -> bool {
+        self.with_state(|state| state.profile.is_some())
+    }
+
     /// Starts recording what flushes launch (`profile` split in two, for a
     /// caller whose `f` is asynchronous).
     pub(crate) fn start_profile(&self) {

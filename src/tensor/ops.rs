@@ -557,12 +557,11 @@ impl Tensor {
         }
     }
 
-    /// Each value limited to `[min, max]`, as `min(max(x, min), max)`: a NaN
-    /// becomes `min` (WGSL's `max` gives the other operand of a NaN on the
-    /// adapters here, and the host computes it the same way; TF.js keeps
-    /// the NaN). Refuses bounds
-    /// that are NaN or out of order: a clamp that silently did nothing (or
-    /// everything) would hide the caller's mistake.
+    /// Each value limited to `[min, max]`, a NaN kept (as TF.js keeps it;
+    /// WGSL's `max` would give the other operand, so the kernels test the
+    /// bits, `wf_clamp`). Refuses bounds that are NaN or out of order: a
+    /// clamp that silently did nothing (or everything) would hide the
+    /// caller's mistake.
     #[track_caller]
     pub fn clamp(&self, min: f32, max: f32) -> Result<Tensor> {
         if min.is_nan() || max.is_nan() || min > max {

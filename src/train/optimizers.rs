@@ -158,24 +158,26 @@ impl Optimizer {
         var_list: Option<&[Variable]>,
     ) -> Result<Option<Tensor>> {
         let (cost, grads) = variable_grads(f, var_list)?;
-        let cost = self.apply(&grads, Some(&cost))?;
+        let cost = self.apply("minimize", &grads, Some(&cost))?;
         Ok(cost.filter(|_| return_cost))
     }
 
     /// Applies `grads` (each of its variable's shape) as one step, all or
     /// nothing.
     pub fn apply_gradients(&mut self, grads: &[(Variable, Tensor)]) -> Result<()> {
-        self.apply(grads, None).map(drop)
+        self.apply("applyGradients", grads, None).map(drop)
     }
 
     /// Applies `grads` as one step whose guards include `cost`; returns the
-    /// cost as the step leaves it (failing with the step).
+    /// cost as the step leaves it (failing with the step). Refusals name
+    /// `op`, the method called.
     fn apply(
         &mut self,
+        op: &'static str,
         grads: &[(Variable, Tensor)],
         cost: Option<&Tensor>,
     ) -> Result<Option<Tensor>> {
-        let device = self.step_device(grads)?;
+        let device = self.step_device(op, grads)?;
         if self.skip_non_finite && !device.checks_numerics() {
             device.set_check_numerics(true);
         }
@@ -238,9 +240,8 @@ impl Optimizer {
 
     /// The device a step on `grads` runs on, once the gradients are checked
     /// against their variables (shape, device, one each) and the
-    /// optimizer's state (one device).
-    fn step_device(&self, grads: &[(Variable, Tensor)]) -> Result<Device> {
-        let op = "applyGradients";
+    /// optimizer's state (one device: the first step's).
+    fn step_device(&self, op: &'static str, grads: &[(Variable, Tensor)]) -> Result<Device> {
         let vars: Vec<Variable> = grads.iter().map(|(v, _)| v.clone()).collect();
         let device = one_device(op, &vars)?;
         if let Some(mine) = &self.device

@@ -49,7 +49,7 @@ pub fn variable_grads(f: JsValue, var_list: JsValue) -> Result<JsValue, JsValue>
         .as_deref()
         .and_then(|v| v.first())
         .map(Variable::device);
-    let ((_, grads), value) = run_user(op, &f, &Array::new(), device.as_ref(), |call| {
+    let ((_, grads), value) = run_user(op, &f, &Array::new(), device.as_ref(), true, |call| {
         crate::variable_grads(call, vars.as_deref())
     })?;
     let named = Object::new();
@@ -103,15 +103,17 @@ fn gradient_fn(op: &'static str, f: JsValue, form: Form) -> Result<JsValue, JsVa
             true => None,
             false => Some(args::tensor(op, " (dy)", &dy)?),
         };
-        let ((_, grads), value) = run_user(op, &f, &arguments, Some(&device), |call| {
-            device.value_and_grads(|_| call(), &tensors, dy.as_ref())
-        })?;
+        let with_value = matches!(form, Form::SingleWithValue | Form::ManyWithValue);
+        let ((_, grads), value) =
+            run_user(op, &f, &arguments, Some(&device), with_value, |call| {
+                device.value_and_grads(|_| call(), &tensors, dy.as_ref())
+            })?;
         let mut grads: Vec<JsValue> = grads.into_iter().map(registry::wrap_tensor).collect();
         let (key, grads) = match single {
             true => ("grad", grads.pop().unwrap_or(JsValue::UNDEFINED)),
             false => ("grads", grads.into_iter().collect::<Array>().into()),
         };
-        if matches!(form, Form::Single | Form::Many) {
+        if !with_value {
             return Ok(grads);
         }
         let out = Object::new();
@@ -160,9 +162,11 @@ pub(super) fn var_list_arg(
 
 /// Runs `body`, which calls the user's `f(...arguments)` through the
 /// closure it is given, at most once. Returns what `body` returned and the
-/// value `f` returned (a tensor object, kept); every other tensor `f` made
-/// is disposed afterwards, as TF.js does (the tape holds what the backward
-/// pass reads). What `f` throws is thrown again as is, once the Rust API has
+/// value `f` returned (a tensor object, kept when `keep_value`); every
+/// other tensor `f` made is disposed afterwards, as TF.js does (the tape
+/// holds what the backward pass reads). A value not kept is disposed too
+/// when `f` made it (not when it is a tensor `f` was given): `grad` and
+/// `grads` return none, and one kept would be held until collected. What `f` throws is thrown again as is, once the Rust API has
 /// let go; a result of `f` that is no tensor is refused naming `op`. The ops
 /// `body` registers itself (the backward pass, an update) get the user's
 /// call as their site, when `device` records sites.
@@ -171,6 +175,7 @@ pub(super) fn run_user<T>(
     f: &Function,
     arguments: &Array,
     device: Option<&Device>,
+    keep_value: bool,
     body: impl FnOnce(&dyn Fn() -> Result<Tensor, RegistrationError>) -> Result<T, RegistrationError>,
 ) -> Result<(T, JsValue), JsValue> {
     let returned: RefCell<JsValue> = RefCell::new(JsValue::UNDEFINED);
@@ -190,7 +195,11 @@ pub(super) fn run_user<T>(
     registry::open_scope();
     let result = crate::tensor::with_site(site, || body(&call));
     let value = returned.take();
-    registry::close_scope(&registry::tensors_in(&value));
+    let kept = match keep_value {
+        true => registry::tensors_in(&value),
+        false => Default::default(),
+    };
+    registry::close_scope(&kept);
     if let Some(error) = thrown.take() {
         return Err(error);
     }

@@ -429,6 +429,13 @@ impl JsDevice {
     /// `{ id, shape, bytes }`). `kernelMs` is the GPU's time from its
     /// timestamps, `undefined` where the adapter writes none. What `fn`
     /// throws or rejects with rejects the profile.
+    ///
+    /// A device records one profile at a time. A synchronous `fn` (or one
+    /// that threw) ends its profile before `profile` returns: ended in the
+    /// promise, a second `profile` called meanwhile took this one's
+    /// kernels and left it none (found by outside testing). A `profile`
+    /// called while an async `fn`'s is still running is refused, since the
+    /// two could not tell their kernels apart.
     #[wasm_bindgen(unchecked_return_type = "Promise<Profile>")]
     pub fn profile(
         &self,
@@ -437,17 +444,29 @@ impl JsDevice {
         let op = "profile";
         let device = self.device(op)?;
         let f = args::function(op, "fn", &f)?;
+        if device.is_profiling() {
+            return Err(errors::op_error(
+                op,
+                ErrorClass::Other,
+                "another profile of this device is running (an async fn's): await it before starting one",
+            ));
+        }
         device.start_profile();
-        let called = f.call0(&JsValue::UNDEFINED);
+        let run = match f.call0(&JsValue::UNDEFINED) {
+            Ok(value) => match value.dyn_into::<Promise>() {
+                Ok(promise) => Run::Running(promise),
+                Err(value) => Run::Done(Ok(value), device.end_profile()),
+            },
+            Err(error) => Run::Done(Err(error), device.end_profile()),
+        };
         Ok(super::promise(Box::pin(async move {
-            let result = match called {
-                Ok(value) => match value.dyn_into::<Promise>() {
-                    Ok(promise) => wasm_bindgen_futures::JsFuture::from(promise).await,
-                    Err(value) => Ok(value),
-                },
-                Err(error) => Err(error),
+            let (result, timing) = match run {
+                Run::Done(result, timing) => (result, timing),
+                Run::Running(promise) => {
+                    let result = wasm_bindgen_futures::JsFuture::from(promise).await;
+                    (result, device.end_profile())
+                }
             };
-            let timing = device.end_profile();
             let result = result?;
             profile_object(&timing.finish().await, result)
         })))
@@ -515,6 +534,13 @@ impl JsDevice {
 /// `list` as a JS array of strings.
 fn strings(list: &[String]) -> js_sys::Array {
     list.iter().map(|s| JsValue::from(s.as_str())).collect()
+}
+
+/// A profiled `fn` as `profile` left it: returned (or thrown) with its
+/// profile ended, or still running as a promise.
+enum Run {
+    Done(Result<JsValue, JsValue>, crate::device::Timing),
+    Running(Promise),
 }
 
 /// A profile as JS gets it (see `profile`).

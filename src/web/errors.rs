@@ -95,8 +95,11 @@ fn fill_report(target: &JsValue, report: &Report) {
 /// The class of what a failed read rejects with, exported so JS code can
 /// test `e instanceof TensorError`. A wasm-bindgen class holds no
 /// inheritance, so its prototype is made to inherit `Error.prototype` when
-/// its first object is made (`e instanceof Error` holds too); the object
-/// gets `name`, `message` and `stack` as an `Error` has them. Never
+/// its first object is made (`e instanceof Error` holds too). What is
+/// thrown is not that object but a real `Error` given its prototype: a
+/// structured clone (a Worker's `postMessage`) keeps an `Error`'s message,
+/// and an object that only inherited from one came out `[object Object]`,
+/// its message lost and its wasm pointer an enumerable field. Never
 /// constructed from JS.
 #[wasm_bindgen(js_name = TensorError, skip_typescript)]
 pub struct JsTensorError {
@@ -113,17 +116,16 @@ pub struct JsExecutionError {
 export function make_error(object, name, message) {
   const proto = Object.getPrototypeOf(object);
   if (!Error.prototype.isPrototypeOf(proto)) Object.setPrototypeOf(proto, Error.prototype);
-  const stack = new Error(message).stack;
-  const hidden = (value) => ({ value, writable: true, configurable: true, enumerable: false });
-  Object.defineProperty(object, 'name', hidden(name));
-  Object.defineProperty(object, 'message', hidden(message));
-  if (typeof stack === 'string') Object.defineProperty(object, 'stack', hidden(stack.replace(/^Error/, name)));
-  return object;
+  const error = new Error(message);
+  Object.setPrototypeOf(error, proto);
+  Object.defineProperty(error, 'name', { value: name, writable: true, configurable: true, enumerable: false });
+  if (typeof error.stack === 'string') error.stack = error.stack.replace(/^Error/, name);
+  return error;
 }
 "#)]
 extern "C" {
-    /// `object`, an instance of an error class of this module, made an
-    /// `Error` named `name` with `message`.
+    /// An `Error` named `name` with `message`, of the class of `object` (an
+    /// instance of an error class of this module, made for its prototype).
     fn make_error(object: JsValue, name: &str, message: &str) -> JsValue;
 }
 

@@ -205,7 +205,7 @@ fn minimize(
         .as_deref()
         .and_then(|v| v.first().map(Variable::device))
         .or_else(|| registry::variables().first().map(|(_, v)| v.device()));
-    let (cost, returned) = run_user(op, &f, &Array::new(), device.as_ref(), |call| {
+    let (cost, returned) = run_user(op, &f, &Array::new(), device.as_ref(), true, |call| {
         opt.minimize(call, true, vars.as_deref())
     })?;
     // As TF.js does: the value `f` returned is disposed; the cost returned

@@ -40,6 +40,10 @@ macro_rules! all_cases {
         );
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
+        $run!(
+            training,
+            an_optimizer_stepped_on_one_device_refuses_another_naming_the_method_called
+        );
         $run!(training, a_training_loop_without_products_compiles_nothing_after_its_first_step);
         $run!(training, a_warmup_compiles_a_training_step_runs_nothing_and_changes_no_variable);
         $run!(conv, conv2d_matches_the_reference_for_every_padding_stride_dilation_and_format);

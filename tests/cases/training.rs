@@ -901,3 +901,48 @@ pub async fn a_warmup_compiles_a_training_step_runs_nothing_and_changes_no_varia
         "the steps after a warm-up train as steps without one (Adam's state untouched)"
     );
 }
+
+/// An optimizer's state (Adam's moments, momentum's velocity) lives on the
+/// device of its first step, so a step on another device's variables is
+/// refused, naming the method called (outside testing found `minimize`'s
+/// refusal naming `applyGradients`), and the first device trains on.
+pub async fn an_optimizer_stepped_on_one_device_refuses_another_naming_the_method_called() {
+    let (a, b) = (device().await, device().await);
+    let va = a
+        .variable(&a.tensor(&[1.0, 2.0], None).unwrap(), true, Some("on-a"))
+        .unwrap();
+    let vb = b
+        .variable(&b.tensor(&[1.0, 2.0], None).unwrap(), true, Some("on-b"))
+        .unwrap();
+    let mut adam = Optimizer::adam(0.1, 0.9, 0.999, 1e-7).unwrap();
+    fn loss(v: &Variable) -> impl FnOnce() -> Result<Tensor, RegistrationError> + '_ {
+        move || v.value().square()?.sum(None, false)
+    }
+    adam.minimize(loss(&va), false, Some(std::slice::from_ref(&va)))
+        .unwrap();
+    let Err(refused) = adam.minimize(loss(&vb), false, Some(std::slice::from_ref(&vb))) else {
+        panic!("a step on another device was accepted");
+    };
+    assert_eq!(refused.op, "minimize", "{refused}");
+    assert!(
+        refused.to_string().contains("one optimizer per device"),
+        "{refused}"
+    );
+    let g = b.tensor(&[1.0, 1.0], None).unwrap();
+    let Err(refused) = adam.apply_gradients(&[(vb.clone(), g)]) else {
+        panic!("gradients of another device were applied");
+    };
+    assert_eq!(refused.op, "applyGradients", "{refused}");
+    assert_eq!(
+        read(&vb.value()).await,
+        [1.0, 2.0],
+        "b's variable is untouched"
+    );
+    adam.minimize(loss(&va), false, Some(std::slice::from_ref(&va)))
+        .unwrap();
+    let trained = read(&va.value()).await;
+    assert!(
+        trained[0] < 0.9 && trained[1] < 1.9,
+        "two steps on a: {trained:?}"
+    );
+}

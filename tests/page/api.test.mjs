@@ -595,6 +595,37 @@ test('checkNumerics from JS: the op that made a NaN or an infinity is a non-fini
   assert.deepEqual(result.skipping, [false, 'TypeError: skipNonFinite: takes a boolean', false, true, 'non-finite', true]);
 });
 
+test('profiles of synchronous fns called together each get their own kernels, and one called while an async fn\'s runs is refused', async () => {
+  // Found by outside testing: a profile ended in its promise, so a second
+  // profile called meanwhile took the first's kernels and left it none.
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request({ hostMaxElements: 0 });
+    const x = gpu.tensor([1, -2, 3, -4]);
+    const [neg, abs] = await Promise.all([gpu.profile(() => x.neg().sum()), gpu.profile(() => x.abs().sum())]);
+    let finish;
+    const running = gpu.profile(() => new Promise((resolve) => { finish = resolve; }));
+    let refused = 'not refused';
+    try {
+      gpu.profile(() => x.mul(2));
+    } catch (e) {
+      refused = { isError: e instanceof Error, op: e.op, message: e.message };
+    }
+    finish(x.square().sum());
+    const awaited = await running;
+    const again = await gpu.profile(() => x.add(1).sum());
+    return { neg: neg.kernelNames, abs: abs.kernelNames, refused, awaited: awaited.kernelNames, again: again.kernelNames, total: await awaited.result.data() };
+  });
+  const has = (names, op) => names.length === 1 && names[0].includes(op);
+  assert.ok(has(result.neg, 'neg') && !result.neg[0].includes('abs'), `the first profile's own kernel: ${result.neg}`);
+  assert.ok(has(result.abs, 'abs') && !result.abs[0].includes('neg'), `the second's: ${result.abs}`);
+  assert.equal(result.refused.isError, true, JSON.stringify(result.refused));
+  assert.equal(result.refused.op, 'profile');
+  assert.match(result.refused.message, /another profile of this device is running/);
+  assert.ok(has(result.awaited, 'square'), `the async profile's kernel: ${result.awaited}`);
+  assert.equal(result.total[0], 30);
+  assert.ok(has(result.again, 'add'), `a profile after it: ${result.again}`);
+});
+
 test('a read names where it was asked only on a device that captures stacks', async () => {
   const { result } = await inPage(browser, server, async ({ Device }) => {
     const askedAt = async (options) => {

@@ -223,3 +223,50 @@ test('a 2000-step training-like loop written without tidy, with a failing step e
   assert.equal(result.finite, true);
   assert.equal(result.uncaptured, 0);
 });
+
+test('a TensorError and an ExecutionError are real Errors: a structured clone (a Worker\'s postMessage) keeps the message, and no internal field shows', async () => {
+  // Found by outside testing: both were wasm-bindgen objects whose
+  // prototype inherited Error's, so a clone was `[object Object]` without
+  // its message, and the object's pointer was an enumerable field.
+  const r = await run(async ({ Device }) => {
+    const gpu = await Device.request({ hostMaxElements: 0 });
+    gpu.injectFault({ op: 'exp' });
+    const x = gpu.tensor([1, 2]).exp();
+    let read;
+    try {
+      await x.data();
+    } catch (e) {
+      read = e;
+    }
+    gpu.injectFault({ op: 'neg' });
+    gpu.tensor([1, 2]).neg();
+    let synced;
+    try {
+      await gpu.sync();
+    } catch (e) {
+      synced = e;
+    }
+    const describe = (e) => {
+      const clone = structuredClone(e);
+      return {
+        tag: Object.prototype.toString.call(e),
+        own: Object.keys(e).filter((k) => k.startsWith('__')),
+        name: e.name,
+        kind: e.failures?.[0]?.root?.kind,
+        cloneTag: Object.prototype.toString.call(clone),
+        cloneMessage: clone.message,
+        message: e.message,
+      };
+    };
+    return { read: describe(read), synced: describe(synced) };
+  });
+  for (const [what, e] of Object.entries(r)) {
+    assert.equal(e.tag, '[object Error]', what);
+    assert.deepEqual(e.own, [], `${what}: no internal field`);
+    assert.equal(e.cloneTag, '[object Error]', what);
+    assert.equal(e.cloneMessage, e.message, `${what}: the clone keeps the message`);
+    assert.equal(e.kind, 'injected', what);
+  }
+  assert.equal(r.read.name, 'TensorError');
+  assert.equal(r.synced.name, 'ExecutionError');
+});

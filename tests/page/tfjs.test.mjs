@@ -149,6 +149,27 @@ test('tf.time gives the GPU\'s time running the kernels, from its timestamps, an
   assert.ok(Math.abs(r.values[0] - r.values[1]) < 1e-3 * r.values[1], `the timed product computed: ${r.values}`);
 });
 
+test('tf.profile lists each kernel TF.js called, and every op after it runs', async () => {
+  // Found by outside testing: TF.js's profiler read each kernel's output
+  // with dataSync() (no timer), which threw, left the profiler on, and
+  // made every later op on the page throw.
+  const r = await withTfjs(async (tf) => {
+    const x = tf.tensor2d([1, 2, 3, 4], [2, 2]);
+    const info = await tf.profile(() => tf.sum(tf.matMul(x, x)));
+    const after = await tf.add(tf.matMul(x, x), 1).data();
+    return {
+      names: info.kernelNames,
+      times: info.kernels.map((k) => typeof k.kernelTimeMs),
+      result: Array.from(await info.result.data()),
+      after: Array.from(after),
+    };
+  });
+  assert.deepEqual(r.names, ['BatchMatMul', 'Sum']);
+  assert.equal(r.times.length, 2);
+  assert.deepEqual(r.result, [54]);
+  assert.deepEqual(r.after, [8, 11, 16, 23], 'ops after the profile run');
+});
+
 test('dataSync answers for values the page gave or a read brought back, and says why it cannot for others', async () => {
   const r = await withTfjs(async (tf) => {
     const given = tf.tensor([1, 2, 3]);

@@ -99,9 +99,13 @@ writeFileSync(file, code);
 # the module carries as data, the training refusals' messages, a refusal
 # decided before a flush touches the GPU, and `topk`'s NaNs. Lowered by
 # 1.2 KB when the async methods came to share one boxed future's promise
-# (`web::promise`).
+# (`web::promise`). Raised by 1.6 KB for outside testing's second round
+# (1.5 KB gzip): the task that settles pending work while the page idles
+# (`Device::release`, 0.5 KB, most of it `spawn_local`'s), the one-hot
+# products in slices and the gradient's checked indices, profiles ended
+# synchronously, and errors made real `Error`s.
 node -e '
-const BUDGET_GZIP = 336100;
+const BUDGET_GZIP = 337700;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

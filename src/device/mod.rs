@@ -194,6 +194,10 @@ pub(crate) struct DeviceState {
     /// Inside `warmup`: flushes compile and run nothing (`warmup`).
     pub warming: bool,
     pub(super) lost_signal: LostSignal,
+    /// Whether a task is settling pending submissions as their scopes
+    /// resolve (`settle_later`).
+    #[cfg(target_arch = "wasm32")]
+    pub(super) settler_running: bool,
 }
 
 impl Device {
@@ -228,6 +232,8 @@ impl Device {
                     label: format!("device #{number}"),
                     submissions: VecDeque::new(),
                     settling: Settling::default(),
+                    #[cfg(target_arch = "wasm32")]
+                    settler_running: false,
                     quarantine: Vec::new(),
                     retired: Vec::new(),
                     unreported: Vec::new(),
@@ -252,7 +258,32 @@ impl Device {
     /// so the borrow cannot be held by anyone else (the cell is !Sync and no
     /// callback re-enters it).
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut DeviceState) -> R) -> R {
-        f(&mut self.state())
+        let mut state = self.state();
+        let result = f(&mut state);
+        self.release(state);
+        result
+    }
+
+    /// Lets go of the state `with_state` borrowed. In the browser, work
+    /// left pending (a flush whose error scopes have not resolved) gets a
+    /// task that settles it once they do: settled only at the next read,
+    /// `sync()` or flush, its buffers (and the inputs it holds for a
+    /// replay) stayed held while the page idled, and a loop that never
+    /// reads grew without bound (found by outside testing). Natively a
+    /// scope resolves at once, and a flush settles what it submits.
+    #[cfg_attr(target_arch = "wasm32", inline(never))]
+    fn release(&self, state: std::cell::RefMut<'_, DeviceState>) {
+        #[cfg(target_arch = "wasm32")]
+        {
+            let mut state = state;
+            if !state.settler_running && !state.submissions.is_empty() {
+                state.settler_running = true;
+                drop(state);
+                settle_later(Rc::downgrade(&self.inner));
+            }
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        drop(state);
     }
 
     /// The state, borrowed, with the handles dropped meanwhile released
@@ -409,4 +440,28 @@ impl Device {
     pub fn lost_reason(&self) -> Option<String> {
         self.with_state(|state| state.lost.clone())
     }
+}
+
+/// Settles `cell`'s pending submissions as their scopes resolve, until
+/// none is pending (`Device::release`). Holds the device weakly: a
+/// device dropped meanwhile ends the task. Runs between the page's tasks,
+/// never inside a borrow of the state.
+#[cfg(target_arch = "wasm32")]
+fn settle_later(cell: std::rc::Weak<DeviceCell>) {
+    wasm_bindgen_futures::spawn_local(async move {
+        loop {
+            let Some(inner) = cell.upgrade() else {
+                return;
+            };
+            let waiting = Device { inner }.with_state(|state| {
+                let waiting = state.settle();
+                state.settler_running = !waiting.is_empty();
+                waiting
+            });
+            if waiting.is_empty() {
+                return;
+            }
+            futures_util::future::join_all(waiting).await;
+        }
+    });
 }

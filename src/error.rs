@@ -48,22 +48,30 @@ fn js_style(plain: String, exponent: String, magnitude: f64) -> String {
 pub fn number_f32(v: f32) -> String {
     #[cfg(target_arch = "wasm32")]
     {
-        let wide = js_sys::Number::from(f64::from(v));
-        for digits in 1..=9 {
-            let Ok(text) = wide.to_precision(digits) else {
-                break;
-            };
-            let back = js_sys::Number::parse_float(&String::from(text));
-            if back as f32 == v {
-                return number(back);
-            }
-        }
-        number(f64::from(v))
+        number(shortest(v))
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
         js_style(format!("{v}"), format!("{v:e}"), f64::from(v).abs())
     }
+}
+
+/// The JS number of fewest significant digits that is `v` as a float32:
+/// `0.05` for `0.05f32`, not `0.05000000074505806`, as a user who set 0.05
+/// expects to read it back.
+#[cfg(target_arch = "wasm32")]
+pub fn shortest(v: f32) -> f64 {
+    let wide = js_sys::Number::from(f64::from(v));
+    for digits in 1..=9 {
+        let Ok(text) = wide.to_precision(digits) else {
+            break;
+        };
+        let back = js_sys::Number::parse_float(&String::from(text));
+        if back as f32 == v {
+            return back;
+        }
+    }
+    f64::from(v)
 }
 
 /// Which JS error class a registration error maps to, following the JS

@@ -134,6 +134,8 @@ export interface Optimizer {
     applyGradients(grads: Record<string, Tensor> | { name: string; tensor: Tensor }[]): void;
     /** Settable between steps. */
     learningRate: number;
+    /** Sets `learningRate` (TF.js's name for it). */
+    setLearningRate(learningRate: number): void;
     /**
      * With `true`, each step turns its device's `checkNumerics` on (and it
      * stays on): a step that would write a NaN or an infinity changes

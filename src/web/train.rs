@@ -122,19 +122,19 @@ fn optimizer(
     let held = state.clone();
     let get = move || {
         with_optimizer(&held, "learningRate", |opt| {
-            Ok(JsValue::from(opt.learning_rate() as f64))
+            Ok(JsValue::from(crate::error::shortest(opt.learning_rate())))
         })
     };
     let held = state.clone();
-    let set = move |value: JsValue| {
-        with_optimizer(&held, "learningRate", |opt| {
-            let lr = args::number("learningRate", "learningRate", &value)?;
-            opt.set_learning_rate(lr as f32)
-                .map(|()| JsValue::UNDEFINED)
-                .map_err(|e| errors::registration(&e))
-        })
-    };
+    let set = move |value: JsValue| set_learning_rate(&held, "learningRate", &value);
     property(&object, "learningRate", get, set)?;
+    // TF.js's name for the same (its `sgd` and `momentum` have it).
+    let held = state.clone();
+    let set = move |value: JsValue| set_learning_rate(&held, "setLearningRate", &value);
+    method(
+        "setLearningRate",
+        Closure::<dyn Fn(JsValue) -> Result<JsValue, JsValue>>::new(set).into_js_value(),
+    )?;
 
     let held = state.clone();
     let get = move || {
@@ -155,6 +155,20 @@ fn optimizer(
     property(&object, "skipNonFinite", get, set)?;
     Reflect::set(&object, &"name".into(), &op.into())?;
     Ok(object.into())
+}
+
+/// Sets the learning rate from JS, refusals naming `op`.
+fn set_learning_rate(
+    state: &RefCell<Option<Optimizer>>,
+    op: &'static str,
+    value: &JsValue,
+) -> Result<JsValue, JsValue> {
+    with_optimizer(state, op, |opt| {
+        let lr = args::number(op, "learningRate", value)?;
+        opt.set_learning_rate(lr as f32)
+            .map(|()| JsValue::UNDEFINED)
+            .map_err(|e| errors::registration(&e))
+    })
 }
 
 /// Runs `f` on the optimizer, unless it was disposed or is busy (the user's

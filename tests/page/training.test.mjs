@@ -22,6 +22,12 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
     const optimizer = train.sgd(0.1);
     optimizer.learningRate = 0.5;
     const lr = optimizer.learningRate;
+    // Read back as set, though a step computes in float32 (outside testing
+    // read 0.05000000074505806), and TF.js's setter method sets it too.
+    optimizer.learningRate = 0.05;
+    const lrBack = optimizer.learningRate;
+    optimizer.setLearningRate(0.3);
+    const lrSet = optimizer.learningRate;
     const out = {
       a: Array.from(await a.data()),
       b: Array.from(await b.data()),
@@ -34,6 +40,8 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
       g: Array.from(await g.data()),
       vg: [(await vg.value.data())[0], (await vg.grad.data())[0]],
       lr,
+      lrBack,
+      lrSet,
       plainAssign: error(() => gpu.tensor([1]).assign(gpu.tensor([2]))),
       wrongShape: error(() => a.assign(gpu.tensor([1, 2, 3]))),
       duplicate: error(() => gpu.variable(gpu.tensor([1]), { name: 'a' })),
@@ -64,6 +72,8 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
   assert.deepEqual(r.g, [2, -4]);
   assert.deepEqual(r.vg, [1, 1]);
   assert.equal(r.lr, 0.5);
+  assert.equal(r.lrBack, 0.05);
+  assert.equal(r.lrSet, 0.3);
   assert.match(r.plainAssign, /^TypeError: assign: tensor #\d+ is not a variable/);
   assert.match(r.wrongShape, /^RangeError: assign: variable 'a' has shape \[2\], the new value \[3\]/);
   assert.match(r.duplicate, /^Error: variable: device #\d+ already has a variable named 'a'/);

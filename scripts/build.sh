@@ -103,9 +103,11 @@ writeFileSync(file, code);
 # (1.5 KB gzip): the task that settles pending work while the page idles
 # (`Device::release`, 0.5 KB, most of it `spawn_local`'s), the one-hot
 # products in slices and the gradient's checked indices, profiles ended
-# synchronously, and errors made real `Error`s.
+# synchronously, and errors made real `Error`s; and by 0.3 KB for `floor`
+# (TF.js's, which the TF.js kernels' floor, ceil, round and resizes need
+# now that `floorDiv` is an int32, as in TF.js).
 node -e '
-const BUDGET_GZIP = 337700;
+const BUDGET_GZIP = 338000;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

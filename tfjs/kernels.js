@@ -434,11 +434,11 @@ function sample(backend, image, which, ys, xs, interpolation, fill) {
     const values = pixels.gather(first.add(yi.mul(int(width))).add(xi), 0);
     return select(backend, inside.reshape([...inside.shape, 1]), values, filler);
   };
-  if (interpolation === 'nearest') return at(ys.add(0.5).floorDiv(1), xs.add(0.5).floorDiv(1));
+  if (interpolation === 'nearest') return at(ys.add(0.5).floor(), xs.add(0.5).floor());
   if (interpolation !== 'bilinear') {
     throw new Error(`Expect 'nearest' or 'bilinear' interpolation, but got ${interpolation}`);
   }
-  const [top, left] = [ys.floorDiv(1), xs.floorDiv(1)];
+  const [top, left] = [ys.floor(), xs.floor()];
   const [bottom, right] = [top.add(1), left.add(1)];
   const weight = (v) => v.reshape([...v.shape, 1]);
   const [dy, dx] = [weight(ys.sub(top)), weight(xs.sub(left))];
@@ -463,16 +463,16 @@ function fillMode(backend, v, size, mode) {
   if (mode === 'reflect') {
     const twice = 2 * size;
     // Below: shifted up by whole periods, then mirrored about -0.5.
-    const up = v.neg().div(twice).floorDiv(1).mul(twice).add(v);
+    const up = v.neg().div(twice).floor().mul(twice).add(v);
     const below = select(backend, up.less(-size), up.add(twice), up.neg().sub(1));
     // Above: taken down by whole periods, then mirrored about size - 0.5.
-    const down = v.sub(v.div(twice).floorDiv(1).mul(twice));
+    const down = v.sub(v.div(twice).floor().mul(twice));
     const above = select(backend, down.greaterEqual(size), down.neg().add(twice - 1), down);
     mapped = select(backend, low, below, select(backend, high, above, v));
   } else {
     const period = size - 1;
-    const below = v.add(v.neg().div(period).floorDiv(1).add(1).mul(size));
-    const above = v.sub(v.div(period).floorDiv(1).mul(size));
+    const below = v.add(v.neg().div(period).floor().add(1).mul(size));
+    const above = v.sub(v.div(period).floor().mul(size));
     mapped = select(backend, low, below, select(backend, high, above, v));
   }
   return mapped.clamp(0, size - 1);
@@ -921,7 +921,7 @@ function prelu(x, alpha, backend) {
 /** TF.js's `round`: half to even, as its CPU and WebGPU backends do. */
 function round(x, backend) {
   if (x.dtype !== 'float32') return x.reshape(x.shape);
-  const floor = x.floorDiv(1);
+  const floor = x.floor();
   const fraction = x.sub(floor);
   const even = floor.mod(2).equal(0);
   const up = floor.add(1);
@@ -1441,8 +1441,8 @@ export const kernels = {
   Reciprocal: unary((x, backend) => scalar(backend, 1).div(x)),
   Expm1: unary((x) => x.exp().sub(1)),
   Log1p: unary((x) => x.add(1).log()),
-  Floor: unary((x) => (x.dtype === 'float32' ? x.floorDiv(1) : x.reshape(x.shape))),
-  Ceil: unary((x) => (x.dtype === 'float32' ? x.neg().floorDiv(1).neg() : x.reshape(x.shape))),
+  Floor: unary((x) => (x.dtype === 'float32' ? x.floor() : x.reshape(x.shape))),
+  Ceil: unary((x) => (x.dtype === 'float32' ? x.neg().floor().neg() : x.reshape(x.shape))),
   Round: unary(round),
   Sign: unary((x) => x.greater(0).cast(x.dtype).sub(x.less(0).cast(x.dtype))),
   IsNan: unary(isNaN),

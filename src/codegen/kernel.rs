@@ -441,7 +441,7 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 16] = [
+const HELPERS: [(&str, &str); 17] = [
     // WGSL's `max`, `min` and `clamp` may return the other operand for a
     // NaN (IEEE maxNum; SwiftShader does), and SwiftShader's `exp(NaN)` is
     // Infinity: a NaN would vanish into a number. TF.js propagates it, and
@@ -466,6 +466,13 @@ const HELPERS: [(&str, &str); 16] = [
         "wf_clamp(",
         r"fn wf_clamp(x: f32, lo: f32, hi: f32) -> f32 {
     return select(min(max(x, lo), hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
+    (
+        "wf_floor(",
+        r"fn wf_floor(x: f32) -> f32 {
+    return select(floor(x), x, (bitcast<u32>(x) & 0x7fffffffu) >= wf_inf_bits);
 }
 ",
     ),
@@ -770,6 +777,7 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
         UnaryOp::Sin => write!(out, "wf_trig({x}, 0)"),
         UnaryOp::Cos => write!(out, "wf_trig({x}, 1)"),
+        UnaryOp::Floor => write!(out, "wf_floor({x})"),
         UnaryOp::LogicalNot => write!(out, "(1 ^ {x})"),
     }
 }

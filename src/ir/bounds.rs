@@ -442,6 +442,10 @@ fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
         UnaryOp::Sigmoid => approx(sigmoid(x.lo), sigmoid(x.hi)),
         UnaryOp::Tanh => approx(f32s(x.lo, f32::tanh), f32s(x.hi, f32::tanh)),
         UnaryOp::Sin | UnaryOp::Cos => approx(-1.0, 1.0),
+        UnaryOp::Floor => Some(Bounds {
+            lo: x.lo.floor(),
+            hi: x.hi.floor(),
+        }),
         UnaryOp::LogicalNot => Some(Bounds::BOOL),
     }
 }

@@ -55,12 +55,14 @@ pub enum UnaryOp {
     Tanh,
     Sin,
     Cos,
+    /// The largest whole number not above `x`, a float32.
+    Floor,
     /// `!x` of a bool.
     LogicalNot,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 14] = [
+    pub const ALL: [UnaryOp; 15] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -74,6 +76,7 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Floor,
         UnaryOp::LogicalNot,
     ];
 
@@ -92,6 +95,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Floor => "floor",
             UnaryOp::LogicalNot => "logicalNot",
         }
     }
@@ -800,7 +804,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 73, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 74, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

@@ -371,6 +371,7 @@ fn unary(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Tanh => tanh(x),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
+        UnaryOp::Floor => x.floor(),
         // A bool is never a float: registration refuses it.
         UnaryOp::LogicalNot => f32::NAN,
     }

@@ -467,7 +467,7 @@ impl Tensor {
             UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Relu => {
                 arithmetic(self.dtype())
             }
-            UnaryOp::Exp => DType::Float32,
+            UnaryOp::Exp | UnaryOp::Floor => DType::Float32,
             UnaryOp::LogicalNot => {
                 bool_only(op.name(), "its operand", self)?;
                 DType::Bool
@@ -1607,6 +1607,9 @@ unary_ops! {
     /// The tanh approximation, as PyTorch's `gelu(approximate='tanh')`.
     gelu => Gelu,
     sigmoid => Sigmoid, tanh => Tanh, sin => Sin, cos => Cos,
+    /// The largest whole number not above each value (TF.js's `floor`; an
+    /// int's is itself, as a float32); NaN and the infinities as they are.
+    floor => Floor,
     /// `!x` of a bool.
     logical_not => LogicalNot,
 }

@@ -448,7 +448,7 @@ impl JsDevice {
             return Err(errors::op_error(
                 op,
                 ErrorClass::Other,
-                "another profile of this device is running (an async fn's): await it before starting one",
+                "another profile of this device is running: profiles do not nest, and an async fn's must be awaited before the next starts",
             ));
         }
         device.start_profile();

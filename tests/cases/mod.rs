@@ -106,6 +106,10 @@ macro_rules! all_cases {
             numerics,
             a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_softmax
         );
+        $run!(
+            numerics,
+            floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_values
+        );
         $run!(dtypes, float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor);
         $run!(dtypes, comparisons_give_bools_and_logical_ops_and_where_take_them);
         $run!(dtypes, mixing_dtypes_upcasts_as_tf_js_does);

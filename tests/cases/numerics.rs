@@ -792,7 +792,9 @@ pub async fn a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_s
             ..DeviceOptions::default()
         })
         .await;
-        for n in [3usize, 5000] {
+        // Past `REDUCE_CHUNK` (20000): partial logSumExps merged, and a
+        // softmax by its max and sum.
+        for n in [3usize, 5000, 20000] {
             // Row 0 holds +Infinity; row 1 is finite with a -Infinity; row 2
             // is all -Infinity (every path gives NaN for its softmax).
             let mut values = vec![0.0f32; 3 * n];
@@ -825,5 +827,45 @@ pub async fn a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_s
                 assert!(v[2 * n..].iter().all(|v| v.is_nan()), "n {n}: {what}");
             }
         }
+    }
+}
+
+/// `floor`, TF.js's: whole numbers down, a float32 whatever the operand,
+/// NaN and the infinities as they are, -0 kept, values past 2^31 exact
+/// (the TF.js kernels' `floor`, `ceil`, `round` and resizes are built on
+/// it; they took `floorDiv(x, 1)`, an int32 since it follows TF.js, and
+/// found a NaN 0 and an infinity 2^31 - 1).
+pub async fn floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_values() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let values = [
+        1.5, -1.5, -0.0, 0.25, -0.25, 3e9, -3e9, 8388607.5, inf, -inf, nan,
+    ];
+    let want: Vec<f32> = values.iter().map(|v: &f32| v.floor()).collect();
+    for max in [1024, 0] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            ..DeviceOptions::default()
+        })
+        .await;
+        let x = gpu.tensor(&values, None).unwrap();
+        let y = x.floor().unwrap();
+        assert_eq!(y.dtype(), webfusion::DType::Float32);
+        assert_eq!(bits(&floats(&y).await), bits(&want), "host {max}");
+        let ints = gpu
+            .tensor_of(webfusion::Values::int32(&[3, -4]), None)
+            .unwrap()
+            .floor()
+            .unwrap();
+        assert_eq!(
+            ints.dtype(),
+            webfusion::DType::Float32,
+            "an int's is a float32"
+        );
+        assert_eq!(floats(&ints).await, [3.0, -4.0]);
+        let g = gpu.grad(|x| x.floor()?.sum(None, false), &x, None).unwrap();
+        assert!(
+            floats(&g).await.iter().all(|&v| v == 0.0),
+            "flat: no gradient"
+        );
     }
 }

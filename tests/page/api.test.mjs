@@ -620,7 +620,7 @@ test('profiles of synchronous fns called together each get their own kernels, an
   assert.ok(has(result.abs, 'abs') && !result.abs[0].includes('neg'), `the second's: ${result.abs}`);
   assert.equal(result.refused.isError, true, JSON.stringify(result.refused));
   assert.equal(result.refused.op, 'profile');
-  assert.match(result.refused.message, /another profile of this device is running/);
+  assert.match(result.refused.message, /another profile of this device is running: profiles do not nest/);
   assert.ok(has(result.awaited, 'square'), `the async profile's kernel: ${result.awaited}`);
   assert.equal(result.total[0], 30);
   assert.ok(has(result.again, 'add'), `a profile after it: ${result.again}`);

@@ -105,9 +105,11 @@ writeFileSync(file, code);
 # products in slices and the gradient's checked indices, profiles ended
 # synchronously, and errors made real `Error`s; and by 0.3 KB for `floor`
 # (TF.js's, which the TF.js kernels' floor, ceil, round and resizes need
-# now that `floorDiv` is an int32, as in TF.js).
+# now that `floorDiv` is an int32, as in TF.js), and by 0.3 KB for a float
+# `floorDiv` exact at whole quotients (`wf_floordiv`) and the last round's
+# refusals.
 node -e '
-const BUDGET_GZIP = 338000;
+const BUDGET_GZIP = 338300;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -441,7 +441,7 @@ pub(super) fn strided_index(
 /// 0, below 0, at infinity and at NaN from the bits (SwiftShader's `log(0)`
 /// is -88.03 and its `log(NaN)` 90.13: a finite lie the numerics checks
 /// could not see), and the driver's function everywhere else.
-const HELPERS: [(&str, &str); 17] = [
+const HELPERS: [(&str, &str); 18] = [
     // WGSL's `max`, `min` and `clamp` may return the other operand for a
     // NaN (IEEE maxNum; SwiftShader does), and SwiftShader's `exp(NaN)` is
     // Infinity: a NaN would vanish into a number. TF.js propagates it, and
@@ -466,6 +466,22 @@ const HELPERS: [(&str, &str); 17] = [
         "wf_clamp(",
         r"fn wf_clamp(x: f32, lo: f32, hi: f32) -> f32 {
     return select(min(max(x, lo), hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+}
+",
+    ),
+    // A float `floorDiv` of `a` and `b`, given `q = a / b` as the device
+    // divides and `exact = (a - mod(a, b)) / b`. WGSL's division is within
+    // 2.5 ulp, so `floor(q)` was one too low where the quotient is whole
+    // (`-21 / 7` read -3.0000002, and -4) or just below a whole number; the
+    // remainder is exact, so `exact` is the whole quotient up to rounding,
+    // which stays under a half below 2^20. Past that a float32 holds few
+    // fractions, and `floor(q)` is all there is; a NaN or an infinity
+    // fails the comparison and is `floor(q)` too.
+    (
+        "wf_floordiv(",
+        r"fn wf_floordiv(q: f32, exact: f32) -> f32 {
+    if (abs(q) < 1048576.0) { return round(exact); }
+    return floor(q);
 }
 ",
     ),
@@ -792,6 +808,13 @@ pub(super) fn binary(
     b: Value,
 ) -> std::fmt::Result {
     let int = dtype != DType::Float32;
+    if op == BinaryOp::FloorDiv && !int {
+        // The device's quotient, and the exact remainder's (`wf_floordiv`).
+        return write!(
+            out,
+            "wf_floordiv(wf_div({a}, {b}), wf_div(({a}) - wf_mod({a}, {b}), {b}))"
+        );
+    }
     let (open, sym, close) = match op {
         BinaryOp::Add => ("(", " + ", ")"),
         BinaryOp::Sub => ("(", " - ", ")"),
@@ -813,8 +836,8 @@ pub(super) fn binary(
         BinaryOp::LessEqual => ("select(0, 1, ", " <= ", ")"),
         BinaryOp::Mod if int => ("wf_mod_i(", ", ", ")"),
         BinaryOp::Mod => ("wf_mod(", ", ", ")"),
-        BinaryOp::FloorDiv if int => ("wf_floordiv_i(", ", ", ")"),
-        BinaryOp::FloorDiv => ("floor(wf_div(", ", ", "))"),
+        // A float's is written above.
+        BinaryOp::FloorDiv => ("wf_floordiv_i(", ", ", ")"),
         BinaryOp::LogicalAnd => ("(", " & ", ")"),
         BinaryOp::LogicalOr => ("(", " | ", ")"),
         BinaryOp::LogicalXor => ("(", " ^ ", ")"),

@@ -403,7 +403,9 @@ fn binary(op: BinaryOp, a: f32, b: f32) -> u32 {
         BinaryOp::Maximum => f(wgsl_max(a, b)),
         BinaryOp::Minimum => f(wgsl_min(a, b)),
         BinaryOp::Mod => f(floor_mod(a, b)),
-        BinaryOp::FloorDiv => f((a / b).floor()),
+        // In doubles, as TF.js's CPU backend divides: a float32 quotient
+        // rounds up to the next whole number just below it.
+        BinaryOp::FloorDiv => f((f64::from(a) / f64::from(b)).floor() as f32),
         BinaryOp::Equal => flag(a == b),
         BinaryOp::Greater => flag(a > b),
         BinaryOp::GreaterEqual => flag(a >= b),

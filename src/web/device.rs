@@ -444,6 +444,10 @@ impl JsDevice {
         let op = "profile";
         let device = self.device(op)?;
         let f = args::function(op, "fn", &f)?;
+        // A lost device profiles nothing: refused, as registration is.
+        device
+            .admit(op, &[])
+            .map_err(|e| errors::registration(&e))?;
         if device.is_profiling() {
             return Err(errors::op_error(
                 op,

@@ -165,6 +165,17 @@ fn set_learning_rate(
 ) -> Result<JsValue, JsValue> {
     with_optimizer(state, op, |opt| {
         let lr = args::number(op, "learningRate", value)?;
+        // Checked as given: past float32, `lr as f32` would say Infinity.
+        if !(lr as f32).is_finite() {
+            return Err(errors::op_error(
+                op,
+                ErrorClass::Range,
+                format!(
+                    "the learning rate must be a finite float32, got {}",
+                    crate::error::number(lr)
+                ),
+            ));
+        }
         opt.set_learning_rate(lr as f32)
             .map(|()| JsValue::UNDEFINED)
             .map_err(|e| errors::registration(&e))

@@ -589,3 +589,67 @@ pub async fn one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_rea
         .expect("refused");
     assert_eq!(huge.op, "oneHot", "{huge}");
 }
+
+/// A float `floorDiv` in a kernel was one too low at negative exact
+/// multiples (`-21 / 7` read -4; found by outside testing): WGSL's
+/// division is within 2.5 ulp, `-21 / 7` may read -3.0000002, and a
+/// divisor the kernel had written in as a constant became a reciprocal's
+/// product, so the first such kernel of a device erred and a remembered
+/// one did not. The quotient is now `(a - mod(a, b)) / b` rounded, the
+/// remainder exact: whole multiples and near ones give `floor` of the true
+/// quotient on every path, whatever ran before.
+pub async fn a_float_floor_div_is_exact_at_multiples_on_a_fresh_device() {
+    let a: Vec<f32> = (0..2000).map(|i| -((i + 1) * 7) as f32).collect();
+    let mut near: Vec<(f32, f32)> = Vec::new();
+    let mut state = 0x2545_F491_u32;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        state
+    };
+    for _ in 0..2000 {
+        let b = (next() % 2000) as f32 / 16.0 + 0.0625;
+        let q = (next() % 2_000_000) as f32 - 1_000_000.0;
+        // A multiple of `b`, or a float either side of it.
+        let m = q * b;
+        let a = match next() % 3 {
+            0 => m,
+            1 => f32::from_bits(m.to_bits() + 1),
+            _ => f32::from_bits(m.to_bits().saturating_sub(1)),
+        };
+        near.push((a, b));
+    }
+    let want = |a: f32, b: f32| (f64::from(a) / f64::from(b)).floor() as i32;
+    for max in [1usize << 20, 0] {
+        let gpu = super::engine::device_with(webfusion::DeviceOptions {
+            host_max_elements: max,
+            ..webfusion::DeviceOptions::default()
+        })
+        .await;
+        let x = gpu.tensor(&a, None).unwrap();
+        let sevens = gpu.full(&[a.len()], 7.0).unwrap();
+        for (what, q) in [
+            ("by a tensor of 7s", x.floor_div(&sevens).unwrap()),
+            ("by the number 7", x.floor_div(7.0).unwrap()),
+        ] {
+            let got = ints(&q).await;
+            let wrong = (0..a.len()).filter(|&i| got[i] != -(i as i32 + 1)).count();
+            assert_eq!(wrong, 0, "host {max}, {what}: {:?}", &got[..4]);
+        }
+        let (xs, ys): (Vec<f32>, Vec<f32>) = near.iter().copied().unzip();
+        let q = gpu
+            .tensor(&xs, None)
+            .unwrap()
+            .floor_div(&gpu.tensor(&ys, None).unwrap())
+            .unwrap();
+        let got = ints(&q).await;
+        let wrong: Vec<_> = near
+            .iter()
+            .zip(&got)
+            .filter(|((a, b), g)| want(*a, *b) != **g)
+            .take(3)
+            .collect();
+        assert!(wrong.is_empty(), "host {max}: near multiples: {wrong:?}");
+    }
+}

@@ -102,6 +102,7 @@ macro_rules! all_cases {
         $run!(dtypes, int32_values_are_exact_end_to_end_through_uploads_views_cat_and_reads);
         $run!(dtypes, int32_arithmetic_wraps_and_divides_as_tf_js_does);
         $run!(dtypes, float_mod_and_floor_div_round_toward_negative_infinity);
+        $run!(dtypes, a_float_floor_div_is_exact_at_multiples_on_a_fresh_device);
         $run!(
             numerics,
             a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_softmax

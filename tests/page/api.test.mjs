@@ -613,7 +613,15 @@ test('profiles of synchronous fns called together each get their own kernels, an
     finish(x.square().sum());
     const awaited = await running;
     const again = await gpu.profile(() => x.add(1).sum());
-    return { neg: neg.kernelNames, abs: abs.kernelNames, refused, awaited: awaited.kernelNames, again: again.kernelNames, total: await awaited.result.data() };
+    const other = await Device.request();
+    other.destroy();
+    let lost = 'not refused';
+    try {
+      other.profile(() => 1);
+    } catch (e) {
+      lost = e.message;
+    }
+    return { neg: neg.kernelNames, abs: abs.kernelNames, refused, awaited: awaited.kernelNames, again: again.kernelNames, lost, total: await awaited.result.data() };
   });
   const has = (names, op) => names.length === 1 && names[0].includes(op);
   assert.ok(has(result.neg, 'neg') && !result.neg[0].includes('abs'), `the first profile's own kernel: ${result.neg}`);
@@ -624,6 +632,7 @@ test('profiles of synchronous fns called together each get their own kernels, an
   assert.ok(has(result.awaited, 'square'), `the async profile's kernel: ${result.awaited}`);
   assert.equal(result.total[0], 30);
   assert.ok(has(result.again, 'add'), `a profile after it: ${result.again}`);
+  assert.match(result.lost, /^profile: .*lost/, 'a destroyed device profiles nothing');
 });
 
 test('a read names where it was asked only on a device that captures stacks', async () => {

@@ -28,6 +28,7 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
     const lrBack = optimizer.learningRate;
     optimizer.setLearningRate(0.3);
     const lrSet = optimizer.learningRate;
+    const badSetLr = [NaN, 1e40].map((v) => error(() => optimizer.setLearningRate(v)));
     const out = {
       a: Array.from(await a.data()),
       b: Array.from(await b.data()),
@@ -42,6 +43,7 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
       lr,
       lrBack,
       lrSet,
+      badSetLr,
       plainAssign: error(() => gpu.tensor([1]).assign(gpu.tensor([2]))),
       wrongShape: error(() => a.assign(gpu.tensor([1, 2, 3]))),
       duplicate: error(() => gpu.variable(gpu.tensor([1]), { name: 'a' })),
@@ -74,6 +76,8 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
   assert.equal(r.lr, 0.5);
   assert.equal(r.lrBack, 0.05);
   assert.equal(r.lrSet, 0.3);
+  assert.match(r.badSetLr[0], /^RangeError: setLearningRate: the learning rate must be a finite float32, got NaN/);
+  assert.match(r.badSetLr[1], /^RangeError: setLearningRate: the learning rate must be a finite float32, got 1e\+40/);
   assert.match(r.plainAssign, /^TypeError: assign: tensor #\d+ is not a variable/);
   assert.match(r.wrongShape, /^RangeError: assign: variable 'a' has shape \[2\], the new value \[3\]/);
   assert.match(r.duplicate, /^Error: variable: device #\d+ already has a variable named 'a'/);
@@ -83,7 +87,7 @@ test('variables, variableGrads, grad and valueAndGrad work as in TF.js, and bad 
   assert.match(r.unknownName, /^Error: applyGradients: no variable is named 'nope'/);
   assert.match(r.badLr, /^TypeError: sgd: learningRate must be a number/);
   assert.match(r.badBeta, /^RangeError: adam: beta1 must be in \[0, 1\)/);
-  assert.match(r.badSet, /^RangeError: learningRate: the learning rate must be a finite number/);
+  assert.match(r.badSet, /^RangeError: learningRate: the learning rate must be a finite float32, got NaN/);
   assert.match(r.unconnected, /^Error: variableGrads: the value f returned does not depend on any of the variables/);
   assert.match(r.disposed, /^Error: minimize: the optimizer was disposed/);
   assert.deepEqual(r.afterDispose, ['a']);

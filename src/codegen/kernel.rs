@@ -742,9 +742,9 @@ pub(super) fn shader(params: &[u32], decls: &str, workgroup: u32, body: &str) ->
 /// (`floorDiv` and `mod` round toward negative infinity) and never trap: a
 /// division by zero gives 0, as TF.js's int32 result of an infinite
 /// quotient does. NaN and infinity come from variables because WGSL
-/// rejects non-finite constant expressions. A signed zero is chosen by its bits: NVIDIA's compiler takes
-/// `0.0` and `-0.0` for the same constant, and `select(0.0, -0.0, odd)` gave
-/// `pow(0, 2)` = -0 on an H100.
+/// rejects non-finite constant expressions. A signed zero is chosen by its
+/// bits: NVIDIA's compiler takes `0.0` and `-0.0` for the same constant,
+/// and `select(0.0, -0.0, odd)` gave `pow(0, 2)` = -0 on an H100.
 pub(super) const PRELUDE: &str = "\
 var<private> wf_nan_bits: u32 = 0x7fc00000u;
 var<private> wf_inf_bits: u32 = 0x7f800000u;

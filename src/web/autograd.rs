@@ -166,10 +166,11 @@ pub(super) fn var_list_arg(
 /// other tensor `f` made is disposed afterwards, as TF.js does (the tape
 /// holds what the backward pass reads). A value not kept is disposed too
 /// when `f` made it (not when it is a tensor `f` was given): `grad` and
-/// `grads` return none, and one kept would be held until collected. What `f` throws is thrown again as is, once the Rust API has
-/// let go; a result of `f` that is no tensor is refused naming `op`. The ops
-/// `body` registers itself (the backward pass, an update) get the user's
-/// call as their site, when `device` records sites.
+/// `grads` return none, and one kept would be held until collected. What
+/// `f` throws is thrown again as is, once the Rust API has let go; a result
+/// of `f` that is no tensor is refused naming `op`. The ops `body`
+/// registers itself (the backward pass, an update) get the user's call as
+/// their site, when `device` records sites.
 pub(super) fn run_user<T>(
     op: &'static str,
     f: &Function,

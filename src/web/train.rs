@@ -167,9 +167,8 @@ fn set_learning_rate(
         let lr = args::number(op, "learningRate", value)?;
         // Checked as given: past float32, `lr as f32` would say Infinity.
         if !(lr as f32).is_finite() {
-            return Err(errors::op_error(
+            return Err(args::range_error(
                 op,
-                ErrorClass::Range,
                 format!(
                     "the learning rate must be a finite float32, got {}",
                     crate::error::number(lr)

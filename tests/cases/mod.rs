@@ -111,6 +111,10 @@ macro_rules! all_cases {
             numerics,
             floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_values
         );
+        $run!(
+            numerics,
+            floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a_fault
+        );
         $run!(dtypes, float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor);
         $run!(dtypes, comparisons_give_bools_and_logical_ops_and_where_take_them);
         $run!(dtypes, mixing_dtypes_upcasts_as_tf_js_does);

@@ -869,3 +869,44 @@ pub async fn floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_v
         );
     }
 }
+
+/// `floor` as a user meets it beside other ops: a bool's is a float32 of
+/// 0 and 1; in a chain of elementwise ops it is one kernel with them; an
+/// injected fault in it rejects the read of what it fed, naming it, while
+/// a tensor beside it reads.
+pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a_fault() {
+    let gpu = device_with(DeviceOptions {
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let flags = gpu
+        .tensor_of(webfusion::Values::bool(&[true, false, true]), None)
+        .unwrap();
+    let floored = flags.floor().unwrap();
+    assert_eq!(floored.dtype(), webfusion::DType::Float32);
+    assert_eq!(floats(&floored).await, [1.0, 0.0, 1.0]);
+    let x = gpu.tensor(&[0.25, -1.5, 2.75, -0.5], None).unwrap();
+    let shifted = x.add(0.5).unwrap();
+    let down = shifted.floor().unwrap();
+    let chain = down.mul(2.0).unwrap();
+    let before = gpu.stats().kernels_launched;
+    assert_eq!(floats(&chain).await, [0.0, -2.0, 6.0, 0.0]);
+    assert_eq!(
+        gpu.stats().kernels_launched - before,
+        1,
+        "add, floor and mul: one kernel"
+    );
+    gpu.inject_fault("floor", 1, webfusion::FaultKind::Validation)
+        .unwrap();
+    let faulted = x.floor().unwrap().add(1.0).unwrap();
+    let beside = x.neg().unwrap();
+    let error = read_err(&faulted).await;
+    assert_eq!(error.failures[0].root.op, "floor", "{error}");
+    assert_eq!(
+        error.failures[0].root.kind,
+        FailureKind::Injected,
+        "{error}"
+    );
+    assert_eq!(floats(&beside).await, [-0.25, 1.5, -2.75, 0.5]);
+}

@@ -34,7 +34,7 @@ use crate::failure::{FailureKind, Root};
 use crate::fusion::{self, Block, Refusal};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{OpIr, OpKind, TensorId, Values};
+use crate::ir::{DType, OpIr, OpKind, ReduceOp, TensorId, Values};
 use crate::runtime::host;
 use crate::runtime::lower::{Checked, Lowering, Written};
 use crate::runtime::{OpenScope, PendingRead, Scope};
@@ -409,9 +409,10 @@ impl DeviceState {
     }
 
     /// Whether `block` runs on the host (`runtime::host`) rather than as a
-    /// kernel: an upload or seeded random values, a view of a value the host
-    /// holds, or an elementwise block without an anchor whose inputs the
-    /// host holds, each of at most `host_max_elements` elements (and a
+    /// kernel: an upload or seeded random values; a view, a join or an
+    /// int's fold (or any argmax) of values the host holds; or an
+    /// elementwise block without an anchor whose inputs the host holds;
+    /// each of at most `host_max_elements` elements (and a
     /// block of at most `HOST_MAX_WORK` elements times ops). Never a
     /// block with an op a pending injected fault names: a fault is asked of
     /// a kernel, and counting blocks run here toward its `nth` would move
@@ -431,6 +432,30 @@ impl DeviceState {
         let eligible = match block {
             Block::Upload(i) => small(&ops[*i].shape),
             Block::View(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
+            Block::Cat(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
+            // An int's fold is exact in any order; a float's sum is left to
+            // the kernel, whose order a sequential fold would not match.
+            Block::Reduction {
+                op: i,
+                prologue: None,
+            } => {
+                let op = &ops[*i];
+                let int = |t: &TensorId| {
+                    self.records
+                        .get(t)
+                        .is_some_and(|r| r.dtype != DType::Float32)
+                };
+                let folds = match &op.kind {
+                    OpKind::Reduce { op: r, .. } => {
+                        op.inputs.iter().all(int)
+                            && !matches!(r, ReduceOp::Mean | ReduceOp::LogSumExp)
+                    }
+                    OpKind::ArgReduce { .. } => true,
+                    _ => false,
+                };
+                let input = op.inputs.first().and_then(|t| self.records.get(t));
+                folds && input.is_some_and(|r| small(&r.shape)) && op.inputs.iter().all(on_host)
+            }
             // A block that checks indices (a gather) runs as its kernel,
             // which makes them; the host checks numerics itself.
             Block::Elementwise(b) => {
@@ -485,7 +510,34 @@ impl DeviceState {
                 let numerics = self.check_numerics;
                 host::elementwise(b, ops, &|t| self.host_values(t), &held, numerics)
             }
-            _ => Err("only uploads, views and elementwise blocks run on the host".to_string()),
+            Block::Cat(i) => {
+                let op = &ops[*i];
+                let inputs: Option<Vec<_>> =
+                    op.inputs.iter().map(|&t| self.host_values(t)).collect();
+                match (&op.kind, inputs) {
+                    (OpKind::Cat { axis }, Some(inputs)) => host::cat(&inputs, *axis, &op.shape)
+                        .map(|values| host::Computed::unflagged(vec![(op.output, values)])),
+                    _ => Err(format!("{} is not a join on the host", op.output)),
+                }
+            }
+            Block::Reduction { op: i, .. } => {
+                let op = &ops[*i];
+                let input = op.inputs.first().and_then(|&t| self.host_values(t));
+                match (&op.kind, input) {
+                    (OpKind::Reduce { op: r, axes }, Some((values, shape))) => {
+                        host::reduce_int(&values, &shape, *r, axes, &op.shape)
+                    }
+                    (OpKind::ArgReduce { axis, max }, Some((values, shape))) => {
+                        host::arg_reduce(&values, &shape, *axis, *max, &op.shape)
+                    }
+                    _ => Err(format!("{} is not a fold on the host", op.output)),
+                }
+                .map(|values| host::Computed::unflagged(vec![(op.output, values)]))
+            }
+            _ => Err(
+                "only uploads, views, joins, int folds and elementwise blocks run on the host"
+                    .to_string(),
+            ),
         };
         match computed {
             Ok(computed) => {

@@ -48,15 +48,8 @@ impl DeviceState {
         if record.state.pending().is_some() && !waiting.is_empty() {
             return ReadStep::Wait(waiting);
         }
-        if let State::Failed { taints, .. } = &record.state {
-            let reports = taints
-                .iter()
-                .filter_map(|t| self.graph.report(t.failure, id, t.depth))
-                .collect();
-            return ReadStep::Failed(reports);
-        }
-        if let State::Host { values, .. } = &record.state {
-            return ReadStep::Ready(values.clone());
+        if let Some(answer) = self.answer_on_host(id) {
+            return answer;
         }
         let Some((buffer, access)) = self.access(id) else {
             return ReadStep::Failed(vec![self.internal_report(id, "it was never written")]);
@@ -70,6 +63,42 @@ impl DeviceState {
         let offset = 4 * access.layout.offset as u64;
         let bytes = shape::bytes(&access.shape);
         ReadStep::Go(self.gpu.read(&buffer, offset, bytes, &mut self.stats))
+    }
+
+    /// A read that needs no GPU, or None: flushes what `id` depends on,
+    /// then answers with the values the host holds (an upload, a small
+    /// block on them that ran there) or the failures `id` carries for
+    /// good. A tensor whose bytes are on the GPU, or whose failures a
+    /// pending submission may add to, gets None, and nothing is started
+    /// to read it: WebGPU reads only asynchronously, so a synchronous read
+    /// (`dataSync`, TF.js's `readSync`) answers only what the host knows.
+    pub fn read_on_host(&mut self, id: TensorId) -> Option<ReadStep> {
+        self.flush_writing(&[id]);
+        let waiting = self.settle();
+        let Some(record) = self.records.get(&id) else {
+            return Some(ReadStep::Failed(vec![
+                self.internal_report(id, "its record is gone"),
+            ]));
+        };
+        if record.state.pending().is_some() && !waiting.is_empty() {
+            return None;
+        }
+        self.answer_on_host(id)
+    }
+
+    /// The answer to a read of the settled `id` that the host holds: its
+    /// failures' reports, or its values.
+    fn answer_on_host(&self, id: TensorId) -> Option<ReadStep> {
+        match &self.records.get(&id)?.state {
+            State::Failed { taints, .. } => Some(ReadStep::Failed(
+                taints
+                    .iter()
+                    .filter_map(|t| self.graph.report(t.failure, id, t.depth))
+                    .collect(),
+            )),
+            State::Host { values, .. } => Some(ReadStep::Ready(values.clone())),
+            _ => None,
+        }
     }
 
     /// Queues and flushes a row-major copy of `id`, held until the reader

@@ -1,5 +1,6 @@
 //! The host: values made on the CPU (uploads, seeded random values), and
-//! small elementwise blocks run there instead of as a kernel.
+//! small elementwise blocks, views, joins and int folds run there instead
+//! of as a kernel.
 //!
 //! Why a block runs here at all: on a software adapter (SwiftShader,
 //! lavapipe) the first launch of any new kernel costs ~10 ms of pipeline
@@ -9,12 +10,17 @@
 //! decides which blocks run here (`device::flush`); this file only computes
 //! them, with the arithmetic of the kernels' WGSL (`codegen`): the same
 //! clamped `tanh`, NumPy's `pow` for a negative base, comparisons as 0 or 1.
+//! It is also what lets a synchronous read answer (`dataSync`): a shape
+//! computed from a tensor's shape (TF.js's graph models slice, stack and
+//! multiply them) is values the host holds, never a GPU round trip.
 
 use crate::fusion::ElementwiseBlock;
 use crate::ir::dtype::non_finite_bits;
 use crate::ir::layout::Layout;
 use crate::ir::shape;
-use crate::ir::{BinaryOp, DType, Distribution, OpIr, OpKind, TensorId, UnaryOp, Values, ViewOp};
+use crate::ir::{
+    BinaryOp, DType, Distribution, OpIr, OpKind, ReduceOp, TensorId, UnaryOp, Values, ViewOp,
+};
 
 /// A block's input on the host: its values (row-major) and shape.
 pub type HostInput<'a> = &'a dyn Fn(TensorId) -> Option<(Values, Vec<usize>)>;
@@ -190,6 +196,146 @@ pub fn view(
     let words = gather(&data.words, &layout, out)
         .ok_or_else(|| format!("`{}` reads past its input", view.name()))?;
     Ok(Values::new(data.dtype, words))
+}
+
+/// `inputs` (each row-major, with its shape) joined along `axis` into
+/// `out`, as a `Cat` kernel writes them.
+pub fn cat(inputs: &[(Values, Vec<usize>)], axis: usize, out: &[usize]) -> Result<Values, String> {
+    let dtype = inputs.first().map_or(DType::Float32, |(v, _)| v.dtype);
+    // Row-major, a join is runs: for each position before `axis`, each
+    // input's block of `shape[axis..]` in turn.
+    let outer: usize = out
+        .get(..axis)
+        .ok_or("a join past its rank")?
+        .iter()
+        .product();
+    let mut words = Vec::with_capacity(shape::numel(out));
+    for i in 0..outer {
+        for (values, shape) in inputs {
+            let run: usize = shape
+                .get(axis..)
+                .ok_or("a join past its rank")?
+                .iter()
+                .product();
+            let block = values
+                .words
+                .get(i * run..(i + 1) * run)
+                .ok_or("a joined input shorter than its shape")?;
+            words.extend_from_slice(block);
+        }
+    }
+    if words.len() != shape::numel(out) {
+        return Err("joined inputs that do not fill their output".to_string());
+    }
+    Ok(Values::new(dtype, words))
+}
+
+/// `values` (row-major, of `shape`) of an int32 or bool folded along `axes`
+/// by `op`, in input order, as the kernels' `Fold` does for ints: a sum
+/// or product wraps. Floats stay with the kernels, whose order of
+/// summation a sequential fold would not match.
+pub fn reduce_int(
+    values: &Values,
+    shape: &[usize],
+    op: ReduceOp,
+    axes: &[usize],
+    out: &[usize],
+) -> Result<Values, String> {
+    let (init, step): (i32, fn(i32, i32) -> i32) = match op {
+        ReduceOp::Sum => (0, i32::wrapping_add),
+        ReduceOp::Prod => (1, i32::wrapping_mul),
+        ReduceOp::Max => (i32::MIN, i32::max),
+        ReduceOp::Min => (i32::MAX, i32::min),
+        ReduceOp::Mean | ReduceOp::LogSumExp => {
+            return Err(format!("an int `{}` on the host", op.name()));
+        }
+    };
+    let mut acc = vec![init; shape::numel(out)];
+    for (flat, at) in folded_positions(shape, axes, values.words.len())?
+        .into_iter()
+        .enumerate()
+    {
+        let x = values.words[flat] as i32;
+        let slot = acc.get_mut(at).ok_or("a fold past its output")?;
+        *slot = step(*slot, x);
+    }
+    Ok(Values::new(
+        values.dtype,
+        acc.into_iter().map(|x| x as u32).collect(),
+    ))
+}
+
+/// The int32 position along `axis` of the largest value of `values` (or
+/// with `max` false the smallest), the first on ties, as the kernels'
+/// `Fold::arg`: a NaN is never picked, and a line with nothing to pick
+/// gives 0.
+pub fn arg_reduce(
+    values: &Values,
+    shape: &[usize],
+    axis: usize,
+    max: bool,
+    out: &[usize],
+) -> Result<Values, String> {
+    let key = |w: u32| match values.dtype {
+        DType::Float32 => f64::from(fl(w)),
+        DType::Int32 | DType::Bool => f64::from(w as i32),
+    };
+    let along = *shape.get(axis).ok_or("an argmax past its rank")?;
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut best: Vec<Option<(f64, usize)>> = vec![None; shape::numel(out)];
+    for (flat, at) in folded_positions(shape, &[axis], values.words.len())?
+        .into_iter()
+        .enumerate()
+    {
+        let (x, r) = (key(values.words[flat]), flat / inner % along);
+        let slot = best.get_mut(at).ok_or("a fold past its output")?;
+        let better = match *slot {
+            None => !x.is_nan(),
+            Some((acc, _)) => {
+                if max {
+                    x > acc
+                } else {
+                    x < acc
+                }
+            }
+        };
+        if better {
+            *slot = Some((x, r));
+        }
+    }
+    let words = best
+        .into_iter()
+        .map(|b| b.map_or(0, |(_, r)| r as u32))
+        .collect();
+    Ok(Values::new(DType::Int32, words))
+}
+
+/// For each flat position of a row-major `shape`, the flat position of the
+/// output that folding `axes` sends it to; `len` must be its size.
+fn folded_positions(shape: &[usize], axes: &[usize], len: usize) -> Result<Vec<usize>, String> {
+    if shape::numel(shape) != len {
+        return Err(format!("{len} values for shape {shape:?}"));
+    }
+    // The output's stride of each input dim: 0 for a folded one.
+    let mut strides = vec![0; shape.len()];
+    let mut stride = 1;
+    for d in (0..shape.len()).rev() {
+        if !axes.contains(&d) {
+            strides[d] = stride;
+            stride *= shape[d];
+        }
+    }
+    Ok((0..len)
+        .map(|flat| {
+            let mut rem = flat;
+            let mut at = 0;
+            for d in (0..shape.len()).rev() {
+                at += (rem % shape[d]) * strides[d];
+                rem /= shape[d];
+            }
+            at
+        })
+        .collect())
 }
 
 /// The words at each position of `out` of `data` read through `layout`;

@@ -22,7 +22,7 @@ use std::panic::Location;
 
 use crate::device::read::ReadStep;
 use crate::error::{ErrorClass, RegistrationError, number};
-use crate::failure::TensorError;
+use crate::failure::{Report, TensorError};
 use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 
 /// A tensor on a device. Its shape is known at once; its values are computed
@@ -337,13 +337,42 @@ impl Tensor {
         async move { tensor.read(Some(asked_at)).await }
     }
 
-    pub(crate) async fn read(&self, asked_at: Option<String>) -> Result<Values, TensorError> {
-        let fail = |failures| TensorError {
+    /// The tensor's values now, when the host can answer without the GPU:
+    /// `Some` of its values or of its failure when small work on values
+    /// the program gave computed it (or its failure is final), `None` when
+    /// its bytes are on the GPU, whose reads are asynchronous. Runs
+    /// whatever it depends on first, as a read does.
+    #[track_caller]
+    pub fn values_now(&self) -> Option<Result<Values, TensorError>> {
+        let asked_at = Some(Location::caller().to_string());
+        self.values_on_host(asked_at)
+    }
+
+    pub(crate) fn values_on_host(
+        &self,
+        asked_at: Option<String>,
+    ) -> Option<Result<Values, TensorError>> {
+        match self
+            .device()
+            .with_state(|state| state.read_on_host(self.id()))?
+        {
+            ReadStep::Ready(values) => Some(Ok(values)),
+            ReadStep::Failed(failures) => Some(Err(self.read_error(failures, asked_at))),
+            _ => None,
+        }
+    }
+
+    fn read_error(&self, failures: Vec<Report>, asked_at: Option<String>) -> TensorError {
+        TensorError {
             tensor: self.id(),
             shape: self.shape().to_vec(),
             failures,
-            asked_at: asked_at.clone(),
-        };
+            asked_at,
+        }
+    }
+
+    pub(crate) async fn read(&self, asked_at: Option<String>) -> Result<Values, TensorError> {
+        let fail = |failures| self.read_error(failures, asked_at.clone());
         // The tensor whose bytes are read: this one, or its row-major copy
         // (a handle, so the copy is released however the read ends).
         let mut copy: Option<Tensor> = None;

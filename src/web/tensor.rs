@@ -138,6 +138,33 @@ impl JsTensor {
         Ok(read(self.tensor("data")?, |values, _| typed(values)))
     }
 
+    /// The values now, as `data()` would give them, when the host holds
+    /// them: values the page gave, and small work on them (views, joins,
+    /// elementwise ops) that ran on the CPU. A tensor whose work failed
+    /// throws its `TensorError`. One computed on the GPU throws: WebGPU
+    /// reads only asynchronously, as TF.js's `dataSync()` on its WebGPU
+    /// backend throws for a tensor on the GPU.
+    #[wasm_bindgen(js_name = dataSync, unchecked_return_type = "TypedValues")]
+    pub fn data_sync(&self) -> Result<JsValue, JsValue> {
+        let op = "dataSync";
+        let tensor = self.tensor(op)?;
+        match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
+            Some(Ok(values)) => Ok(typed(&values)),
+            Some(Err(e)) => Err(errors::tensor(&e)),
+            None => Err(errors::op_error(
+                op,
+                ErrorClass::Other,
+                format!(
+                    "{} of shape {:?} is computed on the GPU, and WebGPU reads only \
+                     asynchronously: use `await tensor.data()` (the host answers \
+                     synchronously only for values the page gave and small work on them)",
+                    tensor.id(),
+                    tensor.shape()
+                ),
+            )),
+        }
+    }
+
     /// `Promise` of the values as nested arrays of numbers (a number for a
     /// scalar; a bool's as 1 and 0, as TF.js gives them).
     #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]

@@ -3,9 +3,9 @@
 //! uploaded: the same values, the same failures, no GPU cost for work that
 //! never needed the GPU.
 
-use webfusion::{Device, FailureKind, FaultKind, Tensor};
+use webfusion::{Device, DeviceOptions, FailureKind, FaultKind, Tensor, Values};
 
-use super::engine::{close_within, device, kernels_only, read, read_err};
+use super::engine::{close_within, device, device_with, kernels_only, read, read_err};
 use super::expressions::{w6_chain, w6_on_cpu};
 
 pub async fn a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline()
@@ -243,4 +243,156 @@ pub async fn a_host_value_moves_to_a_second_device_and_mixing_devices_is_still_r
     assert_eq!(read(&product).await, vec![28.0, 40.0, 60.0, 88.0]);
     assert!(y.add(&moved).is_err(), "operands on two devices");
     assert_eq!(one.stats().kernels_launched, 0);
+}
+
+/// A graph model's shape arithmetic, as TF.js's converter runs it before a
+/// `Reshape` (`Shape`, `StridedSlice`, `Prod`, `Pack`), on a tensor's shape
+/// the program gave: every step runs on the host, so the result reads
+/// synchronously (the converter reads it with `dataSync()`) and no kernel
+/// is launched. A kernels-only device computes the same values on the GPU,
+/// and a synchronous read there answers nothing.
+pub async fn a_shape_computed_from_given_values_reads_synchronously_without_a_kernel() {
+    let shape_arithmetic = |gpu: &Device| {
+        let shape = gpu.tensor_of(Values::int32(&[8, 3, 4, 5]), None).unwrap();
+        let batch = shape.slice(&[0], &[1]).unwrap().reshape(&[]).unwrap();
+        let features = shape.slice(&[1], &[3]).unwrap().prod(None, false).unwrap();
+        let packed = gpu.stack(&[&batch, &features], 0).unwrap();
+        let joined = gpu
+            .cat(&[&packed, &shape.max(None, true).unwrap()], 0)
+            .unwrap();
+        let widest = shape.slice(&[1], &[3]).unwrap().arg_max(0).unwrap();
+        (joined, widest)
+    };
+    let gpu = device().await;
+    let (joined, widest) = shape_arithmetic(&gpu);
+    let got = joined.values_now().expect("the host holds it").unwrap();
+    assert_eq!(got, Values::int32(&[8, 60, 8]));
+    let got = widest.values_now().expect("the host holds it").unwrap();
+    assert_eq!(got, Values::int32(&[2]));
+    assert_eq!(gpu.stats().kernels_launched, 0);
+
+    let kernels = kernels_only().await;
+    let (joined, widest) = shape_arithmetic(&kernels);
+    assert!(joined.values_now().is_none(), "a kernel wrote it");
+    assert_eq!(joined.values().await.unwrap(), Values::int32(&[8, 60, 8]));
+    assert_eq!(widest.values().await.unwrap(), Values::int32(&[2]));
+    assert!(kernels.stats().kernels_launched > 0);
+}
+
+/// A synchronous read of what the GPU computes (a float's sum, whose order
+/// of summation is the kernel's; anything past `host_max_elements`)
+/// answers `None` and starts no read, and the asynchronous read after it
+/// gets the values.
+pub async fn a_synchronous_read_of_gpu_work_answers_nothing_and_a_read_after_it_gets_the_values() {
+    let gpu = device().await;
+    let small = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
+    let sum = small.sum(None, false).unwrap();
+    assert!(sum.values_now().is_none());
+    assert_eq!(read(&sum).await, vec![6.0]);
+    let large: Vec<f32> = (0..4096).map(|i| (i % 7) as f32).collect();
+    let large = gpu.tensor(&large, Some(&[64, 64])).unwrap();
+    let doubled = large.mul(2.0).unwrap();
+    assert!(doubled.values_now().is_none());
+    assert!(
+        doubled.values_now().is_none(),
+        "asking twice starts nothing either"
+    );
+    let got = read(&doubled).await;
+    assert_eq!(got[..8], [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 0.0]);
+}
+
+/// A tensor that failed on the host (a checked op went non-finite there)
+/// answers a synchronous read with its failure, the one an asynchronous
+/// read rejects with.
+pub async fn a_synchronous_read_of_a_tensor_that_failed_on_the_host_gives_its_failure() {
+    let gpu = device_with(DeviceOptions {
+        check_numerics: true,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let x = gpu.tensor(&[1.0, -1.0], None).unwrap();
+    let logged = x.log().unwrap().add(1.0).unwrap();
+    let error = logged
+        .values_now()
+        .expect("it failed on the host")
+        .unwrap_err();
+    assert_eq!(error.failures[0].root.kind, FailureKind::NonFinite);
+    assert_eq!(error.failures[0].root.op, "log");
+    assert_eq!(
+        read_err(&logged).await.failures[0].root,
+        error.failures[0].root
+    );
+    assert_eq!(gpu.stats().kernels_launched, 0);
+}
+
+/// Seeded int32 values in `[-50, 50)`, a few at the ends of the range.
+fn ints(n: usize, seed: u64) -> Vec<i32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            match i % 37 {
+                5 => i32::MAX,
+                11 => i32::MIN,
+                _ => (s % 100) as i32 - 50,
+            }
+        })
+        .collect()
+}
+
+/// Joins and int folds on the host against the kernels, generated: random
+/// shapes of rank 1 to 3, each fold over a random set of axes (a sum or a
+/// product that wraps, a max, a min, an argmax and an argmin, of ints and
+/// of bools) and a join along each axis, read from a default device (the
+/// host) and a kernels-only one (the GPU), bit for bit.
+pub async fn joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit() {
+    let host = device().await;
+    let kernels = kernels_only().await;
+    let program = |gpu: &Device, seed: u64| -> Vec<Tensor> {
+        let rank = 1 + (seed % 3) as usize;
+        let dims: Vec<usize> = (0..rank)
+            .map(|d| 1 + ((seed >> (4 * d)) % 5) as usize)
+            .collect();
+        let n: usize = dims.iter().product();
+        let x = gpu
+            .tensor_of(Values::int32(&ints(n, seed)), Some(&dims))
+            .unwrap();
+        let flags = x.greater(0.0).unwrap();
+        let axes: Vec<isize> = (0..rank as isize)
+            .filter(|d| (seed >> (8 + d)) & 1 == 1)
+            .collect();
+        let axis = (seed % rank as u64) as isize;
+        let mut out = Vec::new();
+        for t in [&x, &flags] {
+            out.push(t.max(Some(&axes), seed & 1 == 0).unwrap());
+            out.push(t.min(Some(&axes), false).unwrap());
+            out.push(t.arg_max(axis).unwrap());
+            out.push(t.arg_min(axis).unwrap());
+        }
+        out.push(x.sum(Some(&axes), false).unwrap());
+        out.push(x.prod(Some(&axes), true).unwrap());
+        out.push(gpu.cat(&[&x, &x.neg().unwrap(), &x], axis).unwrap());
+        out.push(
+            gpu.stack(&[&flags, &flags.logical_not().unwrap()], axis)
+                .unwrap(),
+        );
+        out
+    };
+    for seed in 1..=40u64 {
+        let on_host = program(&host, seed);
+        let on_gpu = program(&kernels, seed);
+        for (i, (h, k)) in on_host.iter().zip(&on_gpu).enumerate() {
+            let answered = h
+                .values_now()
+                .unwrap_or_else(|| panic!("seed {seed}, output {i}: not on the host"));
+            assert_eq!(
+                answered.unwrap(),
+                k.values().await.unwrap(),
+                "seed {seed}, output {i}"
+            );
+        }
+    }
+    assert_eq!(host.stats().kernels_launched, 0);
 }

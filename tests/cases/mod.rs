@@ -142,6 +142,13 @@ macro_rules! all_cases {
             a_fault_injected_into_a_small_block_fails_its_kernel_and_the_rest_runs_on_the_host
         );
         $run!(host, the_host_computes_every_elementwise_op_as_the_kernels_do);
+        $run!(host, a_shape_computed_from_given_values_reads_synchronously_without_a_kernel);
+        $run!(
+            host,
+            a_synchronous_read_of_gpu_work_answers_nothing_and_a_read_after_it_gets_the_values
+        );
+        $run!(host, a_synchronous_read_of_a_tensor_that_failed_on_the_host_gives_its_failure);
+        $run!(host, joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit);
         $run!(
             expressions,
             a_held_update_of_a_matmul_product_is_computed_in_the_matmuls_epilogue

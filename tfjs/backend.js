@@ -205,6 +205,19 @@ export class WebfusionBackend extends KernelBackend {
     }
     if (entry.host !== null) return entry.host;
     if (entry.failure !== undefined) throw entry.failure;
+    // Small work on values the page gave ran on the host (a graph model's
+    // shape arithmetic: `Shape`, `StridedSlice`, `Pack`, `Prod`), and the
+    // host answers now, as TF.js's WebGPU backend answers for tensors it
+    // computed on the CPU.
+    try {
+      entry.host = entry.tensor.dataSync();
+      return entry.host;
+    } catch (e) {
+      if (e.name === 'TensorError') {
+        entry.failure = e;
+        throw e;
+      }
+    }
     throw new Error(
       `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
         'and WebGPU cannot be read synchronously, as dataSync(), arraySync() and the kernels that ' +

@@ -1314,18 +1314,28 @@ const take = (backend, x, axis, list) => x.gather(positions(backend, list), axis
 
 const count = (n, f) => Array.from({ length: n }, (_, i) => f(i));
 
-/** TF.js's `stridedSlice`: its own `sliceInfo` reads the masks; a gather per axis that is not whole. */
+/**
+ * TF.js's `stridedSlice`: its own `sliceInfo` reads the masks. A run of
+ * stride 1 (or of one element) is a `slice`, a view, which the host
+ * computes for values it holds (a graph model's `StridedSlice` of a
+ * `Shape` then reads synchronously); any other stride is a gather along
+ * its axis, first, at the input's positions.
+ */
 function stridedSlice(backend, x, attrs) {
   const info = slice_util.sliceInfo(x.shape, attrs.begin, attrs.end, attrs.strides, attrs.beginMask,
     attrs.endMask, attrs.ellipsisMask, attrs.newAxisMask, attrs.shrinkAxisMask);
   const sizes = x.shape.map((_, axis) =>
     Math.max(0, Math.ceil((info.end[axis] - info.begin[axis]) / info.strides[axis])));
   if (sizes.some((n) => n === 0)) return backend.device.zeros(info.finalShape, x.dtype);
+  const run = (axis) => info.strides[axis] === 1 || sizes[axis] === 1;
   let y = x;
   sizes.forEach((n, axis) => {
     const [begin, stride] = [info.begin[axis], info.strides[axis]];
-    if (begin !== 0 || stride !== 1 || n !== x.shape[axis]) y = take(backend, y, axis, count(n, (i) => begin + i * stride));
+    if (!run(axis)) y = take(backend, y, axis, count(n, (i) => begin + i * stride));
   });
+  const begin = sizes.map((n, axis) => (run(axis) ? info.begin[axis] : 0));
+  const { shape } = y;
+  if (sizes.some((n, axis) => n !== shape[axis] || begin[axis] !== 0)) y = y.slice(begin, sizes);
   return y.reshape(info.finalShape);
 }
 

@@ -28,24 +28,24 @@ after(async () => {
 
 /**
  * Runs `fn(tf, backend, wf)` in a fresh page with TF.js on the webfusion
- * backend, on a kernels-only device (so small work runs as kernels, not in
- * wasm); fails on any error the page reported.
+ * backend, on a device of `options` (by default kernels-only, so small work
+ * runs as kernels, not in wasm); fails on any error the page reported.
  */
-async function withTfjs(fn) {
+async function withTfjs(fn, options = { hostMaxElements: 0 }) {
   const page = await browser.newPage();
   try {
     const reported = pageErrors(page);
     await page.goto(`${urlOf(server)}tfjs.html`);
-    const result = await page.evaluate(async (source) => {
+    const result = await page.evaluate(async ({ source, options }) => {
       const tf = await import('@tensorflow/tfjs');
       const wf = await import('webfusion');
       const { createBackend } = await import('webfusion/tfjs');
       tf.removeBackend('webfusion');
-      tf.registerBackend('webfusion', () => createBackend({ hostMaxElements: 0 }), 1);
+      tf.registerBackend('webfusion', () => createBackend(options), 1);
       if (!(await tf.setBackend('webfusion'))) throw new Error('setBackend(webfusion) failed');
       // eslint-disable-next-line no-new-func
       return new Function(`return (${source})`)()(tf, tf.backend(), wf);
-    }, fn.toString());
+    }, { source: fn.toString(), options });
     assertNoPageErrors(await reported.take());
     return result;
   } finally {
@@ -187,6 +187,54 @@ test('dataSync answers for values the page gave or a read brought back, and says
   assert.deepEqual(r.given, [1, 2, 3]);
   assert.match(r.computed ?? '', /webfusion reads are asynchronous.*await tensor\.data\(\)/);
   assert.deepEqual(r.afterRead, [2, 4, 6], 'once read, a computed tensor reads synchronously too, as it was');
+});
+
+test('a graph model that computes a shape in the graph runs: the shape arithmetic runs on the host and reads synchronously', async () => {
+  const r = await withTfjs(async (tf) => {
+    // Keras's Flatten as TF's converter writes it for a dynamic batch:
+    // Reshape(x, Pack(StridedSlice(Shape(x)), Prod(StridedSlice(Shape(x))))).
+    // The converter reads the packed shape with dataSync().
+    const int32 = { type: 'DT_INT32' };
+    const float32 = { type: 'DT_FLOAT' };
+    const consts = { begin0: [0], end1: [1], begin1: [1], end0: [0], stride1: [1], axis0: [0] };
+    const constNode = (name) => ({
+      name, op: 'Const',
+      attr: { dtype: int32, value: { tensor: { dtype: 'DT_INT32', tensorShape: { dim: name === 'axis0' ? [] : [{ size: '1' }] } } } },
+    });
+    const slice = (name, begin, end, masks) => ({
+      name, op: 'StridedSlice', input: ['shape', begin, end, 'stride1'],
+      attr: { T: int32, Index: int32, begin_mask: { i: '0' }, ellipsis_mask: { i: '0' }, new_axis_mask: { i: '0' }, ...masks },
+    });
+    const node = [
+      { name: 'x', op: 'Placeholder', attr: { dtype: float32, shape: { shape: { dim: [{ size: '-1' }, { size: '3' }, { size: '4' }] } } } },
+      { name: 'shape', op: 'Shape', input: ['x'], attr: { T: float32, out_type: int32 } },
+      ...Object.keys(consts).map(constNode),
+      slice('batch', 'begin0', 'end1', { end_mask: { i: '0' }, shrink_axis_mask: { i: '1' } }),
+      slice('rest', 'begin1', 'end0', { end_mask: { i: '1' }, shrink_axis_mask: { i: '0' } }),
+      { name: 'features', op: 'Prod', input: ['rest', 'axis0'], attr: { T: int32, Tidx: int32, keep_dims: { b: false } } },
+      { name: 'packed', op: 'Pack', input: ['batch', 'features'], attr: { T: int32, N: { i: '2' }, axis: { i: '0' } } },
+      { name: 'flat', op: 'Reshape', input: ['x', 'packed'], attr: { T: float32, Tshape: int32 } },
+      { name: 'out', op: 'Relu', input: ['flat'], attr: { T: float32 } },
+    ];
+    const weightSpecs = Object.entries(consts).map(([name, v]) => ({ name, shape: name === 'axis0' ? [] : [v.length], dtype: 'int32' }));
+    const weightData = new Int32Array(Object.values(consts).flat()).buffer;
+    const model = await tf.loadGraphModel(tf.io.fromMemory({ modelTopology: { node, versions: { producer: 1 } }, weightSpecs, weightData }));
+    const x = tf.tensor3d(Array.from({ length: 24 }, (_, i) => i - 12), [2, 3, 4]);
+    const flat = model.predict(x);
+    const big = tf.randomNormal([64, 3, 4]);
+    const bigFlat = model.predict(big);
+    const computed = tf.tensor1d([1, 2, 3], 'int32').mul(2);
+    return {
+      shape: flat.shape, values: Array.from(await flat.data()), bigShape: bigFlat.shape,
+      computedSync: Array.from(computed.dataSync()),
+      floatSum: (() => { try { tf.tensor1d([1, 2]).sum().dataSync(); return null; } catch (e) { return e.message; } })(),
+    };
+  }, {});
+  assert.deepEqual(r.shape, [2, 12]);
+  assert.deepEqual(r.values, Array.from({ length: 24 }, (_, i) => Math.max(0, i - 12)));
+  assert.deepEqual(r.bigShape, [64, 12], 'a batch past the host\'s size: its shape is still computed there');
+  assert.deepEqual(r.computedSync, [2, 4, 6], 'small int32 work on given values reads synchronously');
+  assert.match(r.floatSum ?? '', /webfusion reads are asynchronous/, 'a float sum is the kernel\'s, and says so');
 });
 
 test('TF.js\'s memory accounting comes back to where it was, with and without tidy', async () => {

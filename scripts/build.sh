@@ -107,9 +107,12 @@ writeFileSync(file, code);
 # (TF.js's, which the TF.js kernels' floor, ceil, round and resizes need
 # now that `floorDiv` is an int32, as in TF.js), and by 0.3 KB for a float
 # `floorDiv` exact at whole quotients (`wf_floordiv`) and the last round's
-# refusals.
+# refusals. Raised by 4.1 KB for synchronous reads of what the host holds
+# (`dataSync`, which TF.js's graph models, `print` and tfjs-layers' range
+# checks need): joins, folds and argmax on the host (`host::cat`,
+# `host::fold`, 1.4 and 3.5 KB before wasm-opt) and the read itself.
 node -e '
-const BUDGET_GZIP = 338300;
+const BUDGET_GZIP = 342400;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -410,7 +410,7 @@ impl DeviceState {
 
     /// Whether `block` runs on the host (`runtime::host`) rather than as a
     /// kernel: an upload or seeded random values; a view, a join or an
-    /// int's fold (or any argmax) of values the host holds; or an
+    /// int's fold, a max, a min or an argmax of values the host holds; or an
     /// elementwise block without an anchor whose inputs the host holds;
     /// each of at most `host_max_elements` elements (and a
     /// block of at most `HOST_MAX_WORK` elements times ops). Never a
@@ -433,8 +433,9 @@ impl DeviceState {
             Block::Upload(i) => small(&ops[*i].shape),
             Block::View(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
             Block::Cat(i) => small(&ops[*i].shape) && ops[*i].inputs.iter().all(on_host),
-            // An int's fold is exact in any order; a float's sum is left to
-            // the kernel, whose order a sequential fold would not match.
+            // An int's fold and a max or min are exact in any order; a
+            // float's sum is left to the kernel, whose order a sequential
+            // fold would not match.
             Block::Reduction {
                 op: i,
                 prologue: None,
@@ -446,10 +447,11 @@ impl DeviceState {
                         .is_some_and(|r| r.dtype != DType::Float32)
                 };
                 let folds = match &op.kind {
-                    OpKind::Reduce { op: r, .. } => {
-                        op.inputs.iter().all(int)
-                            && !matches!(r, ReduceOp::Mean | ReduceOp::LogSumExp)
-                    }
+                    OpKind::Reduce { op: r, .. } => match r {
+                        ReduceOp::Max | ReduceOp::Min => true,
+                        ReduceOp::Sum | ReduceOp::Prod => op.inputs.iter().all(int),
+                        ReduceOp::Mean | ReduceOp::LogSumExp => false,
+                    },
                     OpKind::ArgReduce { .. } => true,
                     _ => false,
                 };
@@ -522,20 +524,14 @@ impl DeviceState {
             }
             Block::Reduction { op: i, .. } => {
                 let op = &ops[*i];
-                let input = op.inputs.first().and_then(|&t| self.host_values(t));
-                match (&op.kind, input) {
-                    (OpKind::Reduce { op: r, axes }, Some((values, shape))) => {
-                        host::reduce_int(&values, &shape, *r, axes, &op.shape)
-                    }
-                    (OpKind::ArgReduce { axis, max }, Some((values, shape))) => {
-                        host::arg_reduce(&values, &shape, *axis, *max, &op.shape)
-                    }
-                    _ => Err(format!("{} is not a fold on the host", op.output)),
+                match op.inputs.first().and_then(|&t| self.host_values(t)) {
+                    Some((values, shape)) => host::fold(&values, &shape, &op.kind),
+                    None => Err(format!("{} is not a fold on the host", op.output)),
                 }
                 .map(|values| host::Computed::unflagged(vec![(op.output, values)]))
             }
             _ => Err(
-                "only uploads, views, joins, int folds and elementwise blocks run on the host"
+                "only uploads, views, joins, folds and elementwise blocks run on the host"
                     .to_string(),
             ),
         };

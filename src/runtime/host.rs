@@ -230,112 +230,79 @@ pub fn cat(inputs: &[(Values, Vec<usize>)], axis: usize, out: &[usize]) -> Resul
     Ok(Values::new(dtype, words))
 }
 
-/// `values` (row-major, of `shape`) of an int32 or bool folded along `axes`
-/// by `op`, in input order, as the kernels' `Fold` does for ints: a sum
-/// or product wraps. Floats stay with the kernels, whose order of
-/// summation a sequential fold would not match.
-pub fn reduce_int(
-    values: &Values,
-    shape: &[usize],
-    op: ReduceOp,
-    axes: &[usize],
-    out: &[usize],
-) -> Result<Values, String> {
-    let (init, step): (i32, fn(i32, i32) -> i32) = match op {
-        ReduceOp::Sum => (0, i32::wrapping_add),
-        ReduceOp::Prod => (1, i32::wrapping_mul),
-        ReduceOp::Max => (i32::MIN, i32::max),
-        ReduceOp::Min => (i32::MAX, i32::min),
-        ReduceOp::Mean | ReduceOp::LogSumExp => {
-            return Err(format!("an int `{}` on the host", op.name()));
-        }
+/// A reduction or an argmax (`kind`) of `values` (row-major, of `shape`),
+/// each output folded from its elements in input order, as the kernels'
+/// `Fold` does: an int's sum or product wraps, a float's max or min is NaN
+/// where a NaN is, an argmax picks the first best and never a NaN (a line
+/// with nothing to pick gives 0). A float's sum, product, mean or
+/// logSumExp is refused: the kernels' order of summation is not a
+/// sequential fold's, and the device leaves those to them.
+pub fn fold(values: &Values, shape: &[usize], kind: &OpKind) -> Result<Values, String> {
+    let float = values.dtype == DType::Float32;
+    // The reduction's op, or None for an argmax (of the largest if `max`).
+    let (axes, reduce, max) = match kind {
+        OpKind::Reduce { op, axes } => (axes.as_slice(), Some(*op), false),
+        OpKind::ArgReduce { axis, max } => (std::slice::from_ref(axis), None, *max),
+        _ => return Err("not a fold".to_string()),
     };
-    let mut acc = vec![init; shape::numel(out)];
-    for (flat, at) in folded_positions(shape, axes, values.words.len())?
-        .into_iter()
-        .enumerate()
-    {
-        let x = values.words[flat] as i32;
-        let slot = acc.get_mut(at).ok_or("a fold past its output")?;
-        *slot = step(*slot, x);
-    }
-    Ok(Values::new(
-        values.dtype,
-        acc.into_iter().map(|x| x as u32).collect(),
-    ))
-}
-
-/// The int32 position along `axis` of the largest value of `values` (or
-/// with `max` false the smallest), the first on ties, as the kernels'
-/// `Fold::arg`: a NaN is never picked, and a line with nothing to pick
-/// gives 0.
-pub fn arg_reduce(
-    values: &Values,
-    shape: &[usize],
-    axis: usize,
-    max: bool,
-    out: &[usize],
-) -> Result<Values, String> {
-    let key = |w: u32| match values.dtype {
-        DType::Float32 => f64::from(fl(w)),
-        DType::Int32 | DType::Bool => f64::from(w as i32),
-    };
-    let along = *shape.get(axis).ok_or("an argmax past its rank")?;
-    let inner: usize = shape[axis + 1..].iter().product();
-    let mut best: Vec<Option<(f64, usize)>> = vec![None; shape::numel(out)];
-    for (flat, at) in folded_positions(shape, &[axis], values.words.len())?
-        .into_iter()
-        .enumerate()
-    {
-        let (x, r) = (key(values.words[flat]), flat / inner % along);
-        let slot = best.get_mut(at).ok_or("a fold past its output")?;
-        let better = match *slot {
-            None => !x.is_nan(),
-            Some((acc, _)) => {
-                if max {
-                    x > acc
-                } else {
-                    x < acc
-                }
-            }
-        };
-        if better {
-            *slot = Some((x, r));
-        }
-    }
-    let words = best
-        .into_iter()
-        .map(|b| b.map_or(0, |(_, r)| r as u32))
+    // The input read with the folded axes last: each output's elements are
+    // then one run.
+    let order: Vec<usize> = (0..shape.len())
+        .filter(|d| !axes.contains(d))
+        .chain(axes.iter().copied())
         .collect();
-    Ok(Values::new(DType::Int32, words))
-}
-
-/// For each flat position of a row-major `shape`, the flat position of the
-/// output that folding `axes` sends it to; `len` must be its size.
-fn folded_positions(shape: &[usize], axes: &[usize], len: usize) -> Result<Vec<usize>, String> {
-    if shape::numel(shape) != len {
-        return Err(format!("{len} values for shape {shape:?}"));
-    }
-    // The output's stride of each input dim: 0 for a folded one.
-    let mut strides = vec![0; shape.len()];
-    let mut stride = 1;
-    for d in (0..shape.len()).rev() {
-        if !axes.contains(&d) {
-            strides[d] = stride;
-            stride *= shape[d];
+    let strides = Layout::contiguous(shape).strides;
+    let layout = Layout {
+        offset: 0,
+        strides: order.iter().map(|&d| strides[d]).collect(),
+    };
+    let dims: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+    let run: usize = axes.iter().map(|&d| shape[d]).product();
+    let words = gather(&values.words, &layout, &dims)
+        .filter(|w| run > 0 && w.len() == shape::numel(shape))
+        .ok_or("a fold of values that do not fill its input")?;
+    // A fold's state is `acc`; an argmax's also the position `at` of the
+    // value in `acc`, and `seen`, whether it has one yet.
+    let (init, step): (u32, fn(u32, u32) -> u32) = match (float, reduce) {
+        (_, None) => (0, |_, x| x),
+        (true, Some(ReduceOp::Max)) => (f(f32::NEG_INFINITY), |a, x| f(wgsl_max(fl(a), fl(x)))),
+        (true, Some(ReduceOp::Min)) => (f(f32::INFINITY), |a, x| f(wgsl_min(fl(a), fl(x)))),
+        (true, Some(_)) | (_, Some(ReduceOp::Mean | ReduceOp::LogSumExp)) => {
+            return Err("a float's sum on the host".to_string());
         }
-    }
-    Ok((0..len)
-        .map(|flat| {
-            let mut rem = flat;
-            let mut at = 0;
-            for d in (0..shape.len()).rev() {
-                at += (rem % shape[d]) * strides[d];
-                rem /= shape[d];
+        (_, Some(ReduceOp::Sum)) => (0, |a, x| (a as i32).wrapping_add(x as i32) as u32),
+        (_, Some(ReduceOp::Prod)) => (1, |a, x| (a as i32).wrapping_mul(x as i32) as u32),
+        (_, Some(ReduceOp::Max)) => (i32::MIN as u32, |a, x| (a as i32).max(x as i32) as u32),
+        (_, Some(ReduceOp::Min)) => (i32::MAX as u32, |a, x| (a as i32).min(x as i32) as u32),
+    };
+    let less = |a: u32, b: u32| match float {
+        true => fl(a) < fl(b),
+        false => (a as i32) < (b as i32),
+    };
+    let mut out = Vec::with_capacity(words.len() / run);
+    for line in words.chunks(run) {
+        let (mut acc, mut at, mut seen) = (init, 0, false);
+        for (r, &x) in (0u32..).zip(line) {
+            let take = match seen {
+                _ if reduce.is_some() => true,
+                false => !(float && fl(x).is_nan()),
+                true => match max {
+                    true => less(acc, x),
+                    false => less(x, acc),
+                },
+            };
+            if take {
+                (acc, at, seen) = (step(acc, x), r, true);
             }
-            at
-        })
-        .collect())
+        }
+        out.push(if reduce.is_some() { acc } else { at });
+    }
+    let dtype = if reduce.is_some() {
+        values.dtype
+    } else {
+        DType::Int32
+    };
+    Ok(Values::new(dtype, out))
 }
 
 /// The words at each position of `out` of `data` read through `layout`;

@@ -3,7 +3,7 @@
 //! uploaded: the same values, the same failures, no GPU cost for work that
 //! never needed the GPU.
 
-use webfusion::{Device, DeviceOptions, FailureKind, FaultKind, Tensor, Values};
+use webfusion::{DType, Device, DeviceOptions, FailureKind, FaultKind, Tensor, Values};
 
 use super::engine::{close_within, device, device_with, kernels_only, read, read_err};
 use super::expressions::{w6_chain, w6_on_cpu};
@@ -342,12 +342,13 @@ fn ints(n: usize, seed: u64) -> Vec<i32> {
         .collect()
 }
 
-/// Joins and int folds on the host against the kernels, generated: random
+/// Joins and folds on the host against the kernels, generated: random
 /// shapes of rank 1 to 3, each fold over a random set of axes (a sum or a
-/// product that wraps, a max, a min, an argmax and an argmin, of ints and
-/// of bools) and a join along each axis, read from a default device (the
-/// host) and a kernels-only one (the GPU), bit for bit.
-pub async fn joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit() {
+/// product that wraps, a max, a min, an argmax and an argmin, of ints, of
+/// bools and of floats with NaNs and infinities) and a join along each
+/// axis, read from a default device (the host) and a kernels-only one (the
+/// GPU): the same values, bit for bit but for which NaN.
+pub async fn joins_and_folds_on_the_host_match_the_kernels() {
     let host = device().await;
     let kernels = kernels_only().await;
     let program = |gpu: &Device, seed: u64| -> Vec<Tensor> {
@@ -360,12 +361,23 @@ pub async fn joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit() {
             .tensor_of(Values::int32(&ints(n, seed)), Some(&dims))
             .unwrap();
         let flags = x.greater(0.0).unwrap();
+        let floats: Vec<f32> = ints(n, seed)
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match i % 23 {
+                3 => f32::NAN,
+                7 => f32::NEG_INFINITY,
+                13 => f32::INFINITY,
+                _ => v as f32 / 7.0,
+            })
+            .collect();
+        let xf = gpu.tensor(&floats, Some(&dims)).unwrap();
         let axes: Vec<isize> = (0..rank as isize)
             .filter(|d| (seed >> (8 + d)) & 1 == 1)
             .collect();
         let axis = (seed % rank as u64) as isize;
         let mut out = Vec::new();
-        for t in [&x, &flags] {
+        for t in [&x, &flags, &xf] {
             out.push(t.max(Some(&axes), seed & 1 == 0).unwrap());
             out.push(t.min(Some(&axes), false).unwrap());
             out.push(t.arg_max(axis).unwrap());
@@ -387,10 +399,15 @@ pub async fn joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit() {
             let answered = h
                 .values_now()
                 .unwrap_or_else(|| panic!("seed {seed}, output {i}: not on the host"));
-            assert_eq!(
-                answered.unwrap(),
-                k.values().await.unwrap(),
-                "seed {seed}, output {i}"
+            let (answered, want) = (answered.unwrap(), k.values().await.unwrap());
+            let float = want.dtype == DType::Float32;
+            let nan = |w: &u32| float && f32::from_bits(*w).is_nan();
+            let same = |(a, b): (&u32, &u32)| a == b || (nan(a) && nan(b));
+            assert!(
+                answered.dtype == want.dtype
+                    && answered.words.len() == want.words.len()
+                    && answered.words.iter().zip(want.words.iter()).all(same),
+                "seed {seed}, output {i}: {answered:?} on the host, {want:?} from the kernels"
             );
         }
     }

@@ -148,7 +148,7 @@ macro_rules! all_cases {
             a_synchronous_read_of_gpu_work_answers_nothing_and_a_read_after_it_gets_the_values
         );
         $run!(host, a_synchronous_read_of_a_tensor_that_failed_on_the_host_gives_its_failure);
-        $run!(host, joins_and_int_folds_on_the_host_match_the_kernels_bit_for_bit);
+        $run!(host, joins_and_folds_on_the_host_match_the_kernels);
         $run!(
             expressions,
             a_held_update_of_a_matmul_product_is_computed_in_the_matmuls_epilogue

@@ -1006,3 +1006,44 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
   assert.match(result.bad.epsilon, /^RangeError: batchNorm: varianceEpsilon must be finite/);
   assert.equal(result.queued, 2, 'a refused call queues nothing (the two tensors made for refused calls are queued)');
 });
+
+test('dataSync answers what the host holds, throws a TensorError for work that failed there and an Error naming dataSync for work on the GPU', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
+    const gpu = await Device.request({ debug: { checkNumerics: true } });
+    const message = (f) => {
+      try {
+        f();
+        return null;
+      } catch (e) {
+        return { isTensorError: e instanceof TensorError, isError: e instanceof Error, op: e.op, kind: e.root?.kind, message: e.message };
+      }
+    };
+    const ints = gpu.tensor([8, 3, 4], [3], 'int32');
+    const shape = gpu.stack([ints.slice([0], [1]).reshape([]), ints.slice([1], [2]).prod()]);
+    const flags = gpu.tensor([1, 0, 1], [3], 'bool');
+    const big = gpu.ones([64, 64]).mul(2);
+    const failed = gpu.tensor([1, -1]).log();
+    return {
+      shape: Array.from(shape.dataSync()),
+      isInt32Array: shape.dataSync() instanceof Int32Array,
+      flags: Array.from(flags.logicalNot().dataSync()),
+      isUint8Array: flags.logicalNot().dataSync() instanceof Uint8Array,
+      big: message(() => big.dataSync()),
+      bigLater: (await big.data())[0],
+      failed: message(() => failed.dataSync()),
+      kernels: gpu.stats().kernelsLaunched,
+    };
+  });
+  assert.deepEqual(result.shape, [8, 12]);
+  assert.equal(result.isInt32Array, true);
+  assert.deepEqual(result.flags, [0, 1, 0]);
+  assert.equal(result.isUint8Array, true);
+  assert.equal(result.big.isError, true);
+  assert.equal(result.big.isTensorError, false);
+  assert.equal(result.big.op, 'dataSync');
+  assert.match(result.big.message, /dataSync: tensor #\d+ of shape \[64, 64\] is computed on the GPU.*await tensor\.data\(\)/);
+  assert.equal(result.bigLater, 2, 'the asynchronous read after it gets the values');
+  assert.equal(result.failed.isTensorError, true);
+  assert.equal(result.failed.kind, 'non-finite');
+  assert.equal(result.kernels, 1, 'only the GPU\'s work ran as a kernel');
+});

@@ -237,6 +237,34 @@ test('a graph model that computes a shape in the graph runs: the shape arithmeti
   assert.match(r.floatSum ?? '', /webfusion reads are asynchronous/, 'a float sum is the kernel\'s, and says so');
 });
 
+test('TF.js code that reads small results of given values synchronously runs: a reshape, a transpose, categoryEncoding, print', async () => {
+  const r = await withTfjs(async (tf) => {
+    const logged = [];
+    const log = console.log;
+    console.log = (...args) => logged.push(args.join(' '));
+    try {
+      tf.tensor([1, 2]).add(1).print();
+    } finally {
+      console.log = log;
+    }
+    // tfjs-layers' categoryEncoding checks its tokens' range with a
+    // synchronous read of their max and min.
+    const encode = tf.layers.categoryEncoding({ numTokens: 4, outputMode: 'multiHot' });
+    return {
+      reshaped: Array.from(tf.tensor([1, 2, 3, 4]).reshape([2, 2]).dataSync()),
+      transposed: tf.tensor2d([[1, 2], [3, 4]]).transpose().arraySync(),
+      largest: tf.tensor1d([1, 5, 2]).argMax().dataSync()[0],
+      encoded: Array.from(await encode.apply(tf.tensor2d([[0, 1], [2, 3]], [2, 2], 'int32')).data()),
+      printed: logged.join('\n'),
+    };
+  }, {});
+  assert.deepEqual(r.reshaped, [1, 2, 3, 4]);
+  assert.deepEqual(r.transposed, [[1, 3], [2, 4]]);
+  assert.equal(r.largest, 1);
+  assert.deepEqual(r.encoded, [1, 1, 0, 0, 0, 0, 1, 1]);
+  assert.match(r.printed, /\[2, 3\]/);
+});
+
 test('TF.js\'s memory accounting comes back to where it was, with and without tidy', async () => {
   const r = await withTfjs(async (tf, backend) => {
     const count = () => ({ tf: tf.memory().numTensors, ids: backend.numDataIds(), ours: backend.device.stats().tensorsHeld });

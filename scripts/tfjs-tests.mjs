@@ -1,7 +1,9 @@
 // TF.js's own op tests against a TF.js backend, in headless Chromium.
 //
-//   node scripts/tfjs-tests.mjs [--backend webfusion|webgpu|both] [--files abs_test,add_test] [--json out.json]
+//   node scripts/tfjs-tests.mjs [--backend webfusion|webgpu|both] [--files abs_test,add_test] [--host] [--json out.json]
 //
+// With `--host`, small work runs where each backend runs it by default
+// (webfusion's host, TF.js WebGPU's CPU forwarding); without, as kernels.
 // Bundles the compiled tests `@tensorflow/tfjs-core` ships (`dist/ops/**/*_test.js`,
 // its folders included, and `dist/gradients_test.js`) behind tests/tfjs/boot.js, runs them in a page
 // per backend, and prints per file how many passed, failed and were excluded.
@@ -74,7 +76,7 @@ export function classify({ status, message }) {
 }
 
 /** Runs the bundle in `dir` against `backend`; resolves to the spec records. */
-async function runIn(dir, backend, log) {
+async function runIn(dir, backend, host, log) {
   const server = await serve({ port: 0, mounts: { '/': join(dir, 'out') }, made: {} });
   const browser = await launch();
   try {
@@ -83,7 +85,7 @@ async function runIn(dir, backend, log) {
     // evaluated, a rejection nobody awaited) is reported, not fatal: jasmine
     // goes on, and an error that stops it shows as results that never come.
     page.on('pageerror', (e) => log(`[${backend}] page error: ${e.stack ?? e}`));
-    await page.goto(`http://127.0.0.1:${server.address().port}/?backend=${backend}`);
+    await page.goto(`http://127.0.0.1:${server.address().port}/?backend=${backend}${host ? '&host' : ''}`);
     for (;;) {
       const done = await page.evaluate(() => window.tfjsTests ?? null);
       if (done) return done.results;
@@ -106,12 +108,15 @@ export function tally(results) {
   return files;
 }
 
-/** Runs `files` (all by default) on each of `backends`; resolves to { backend: results }. */
-export async function runTfjsTests({ backends = ['webfusion'], files, log = console.error } = {}) {
+/**
+ * Runs `files` (all by default) on each of `backends`, with `host` on a
+ * default device (small work on the host); resolves to { backend: results }.
+ */
+export async function runTfjsTests({ backends = ['webfusion'], files, host = false, log = console.error } = {}) {
   const dir = await bundle(files ?? (await testFiles()));
   try {
     const runs = {};
-    for (const backend of backends) runs[backend] = await runIn(dir, backend, log);
+    for (const backend of backends) runs[backend] = await runIn(dir, backend, host, log);
     return runs;
   } finally {
     if (!process.env.KEEP_TFJS_BUNDLE) await rm(dir, { recursive: true, force: true });
@@ -120,7 +125,7 @@ export async function runTfjsTests({ backends = ['webfusion'], files, log = cons
 
 async function main() {
   const { values } = parseArgs({
-    options: { backend: { type: 'string', default: 'webfusion' }, files: { type: 'string' }, json: { type: 'string' } },
+    options: { backend: { type: 'string', default: 'webfusion' }, files: { type: 'string' }, host: { type: 'boolean', default: false }, json: { type: 'string' } },
   });
   const backends = values.backend === 'both' ? ['webfusion', 'webgpu'] : [values.backend];
   const all = await testFiles();
@@ -132,7 +137,7 @@ async function main() {
       })
     : all;
   const started = Date.now();
-  const runs = await runTfjsTests({ backends, files });
+  const runs = await runTfjsTests({ backends, files, host: values.host });
   if (values.json) await writeFile(values.json, JSON.stringify(runs, null, 1));
   const tallies = Object.fromEntries(Object.entries(runs).map(([b, r]) => [b, tally(r)]));
   const cell = (c) => (c ? `${c.passed} / ${c.failed} / ${c.excluded}` : '-');

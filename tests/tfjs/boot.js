@@ -26,14 +26,17 @@ env.configure({ random: false, stopOnSpecFailure: false });
 
 const params = new URL(location.href).searchParams;
 const backendName = params.get('backend') ?? 'webfusion';
-// Kernels only, on both backends: TF.js's tests are small, and on a
-// default device our elementwise work would run in wasm on the host,
-// testing no kernel. TF.js runs its WebGPU backend's tests the same way,
-// with its forwarding of small work to its CPU backend off
-// (`backend_webgpu_test_registry.ts`).
+// Kernels only, on both backends, unless the URL asks for `host`: TF.js's
+// tests are small, and on a default device our small work runs in wasm on
+// the host, testing no kernel. TF.js runs its WebGPU backend's tests the
+// same way, with its forwarding of small work to its CPU backend off
+// (`backend_webgpu_test_registry.ts`). With `host`, webfusion's device is
+// a default one, as a user's is, and the tests hold the host's arithmetic
+// to TF.js's.
+const host = params.has('host');
 tf.removeBackend('webfusion');
-tf.registerBackend('webfusion', () => createBackend({ hostMaxElements: 0 }), 1);
-const flags = backendName === 'webgpu' ? { WEBGPU_CPU_FORWARD: false } : {};
+tf.registerBackend('webfusion', () => createBackend(host ? {} : { hostMaxElements: 0 }), 1);
+const flags = backendName === 'webgpu' ? { WEBGPU_CPU_FORWARD: host } : {};
 setTestEnvs([{ name: backendName, backendName, flags, isDataSync: false }]);
 
 let file = null;

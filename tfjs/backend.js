@@ -221,9 +221,10 @@ export class WebfusionBackend extends KernelBackend {
     throw new Error(
       `webfusion reads are asynchronous: tensor [${entry.shape}] is computed on the GPU, ` +
         'and WebGPU cannot be read synchronously, as dataSync(), arraySync() and the kernels that ' +
-        'need values on the host (unique, the sparse and ragged ops) read. Use `await tensor.data()` or ' +
-        '`await tensor.array()` instead of dataSync() or arraySync(); before such a kernel, ' +
-        '`await tensor.data()` of its input keeps the values here, and the kernel then runs.');
+        'need values on the host (unique, the sparse and ragged ops) read, and as TF.js reads a tensor ' +
+        'it moves to another backend after tf.setBackend(). Use `await tensor.data()` or ' +
+        '`await tensor.array()` instead of dataSync() or arraySync(); before such a kernel or a switch ' +
+        'of backend, `await tensor.data()` keeps the values here, and the kernel or the move then runs.');
   }
 
   disposeData(dataId, force = false) {

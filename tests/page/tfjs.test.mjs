@@ -265,6 +265,25 @@ test('TF.js code that reads small results of given values synchronously runs: a 
   assert.match(r.printed, /\[2, 3\]/);
 });
 
+test('after tf.setBackend, a tensor webfusion computed moves once it was read, and one never read is refused saying to read it first', async () => {
+  const r = await withTfjs(async (tf) => {
+    const read = tf.tensor([1, 2]).mul(2);
+    await read.data();
+    const unread = tf.tensor([1, 2]).mul(3);
+    await tf.setBackend('cpu');
+    const moved = Array.from(await read.add(1).data());
+    let refused;
+    try {
+      await unread.add(1).data();
+    } catch (e) {
+      refused = e.message;
+    }
+    return { moved, refused };
+  });
+  assert.deepEqual(r.moved, [3, 5]);
+  assert.match(r.refused ?? '', /webfusion reads are asynchronous.*tf\.setBackend\(\).*await tensor\.data\(\)/);
+});
+
 test('TF.js\'s memory accounting comes back to where it was, with and without tidy', async () => {
   const r = await withTfjs(async (tf, backend) => {
     const count = () => ({ tf: tf.memory().numTensors, ids: backend.numDataIds(), ours: backend.device.stats().tensorsHeld });

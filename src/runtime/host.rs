@@ -245,6 +245,9 @@ pub fn fold(values: &Values, shape: &[usize], kind: &OpKind) -> Result<Values, S
         OpKind::ArgReduce { axis, max } => (std::slice::from_ref(axis), None, *max),
         _ => return Err("not a fold".to_string()),
     };
+    if axes.iter().any(|&d| d >= shape.len()) {
+        return Err("a fold past its input's rank".to_string());
+    }
     // The input read with the folded axes last: each output's elements are
     // then one run.
     let order: Vec<usize> = (0..shape.len())
@@ -283,14 +286,12 @@ pub fn fold(values: &Values, shape: &[usize], kind: &OpKind) -> Result<Values, S
     for line in words.chunks(run) {
         let (mut acc, mut at, mut seen) = (init, 0, false);
         for (r, &x) in (0u32..).zip(line) {
-            let take = match seen {
-                _ if reduce.is_some() => true,
-                false => !(float && fl(x).is_nan()),
-                true => match max {
-                    true => less(acc, x),
-                    false => less(x, acc),
-                },
-            };
+            let take = reduce.is_some()
+                || match (seen, max) {
+                    (false, _) => !(float && fl(x).is_nan()),
+                    (true, true) => less(acc, x),
+                    (true, false) => less(x, acc),
+                };
             if take {
                 (acc, at, seen) = (step(acc, x), r, true);
             }

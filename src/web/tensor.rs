@@ -140,10 +140,11 @@ impl JsTensor {
 
     /// The values now, as `data()` would give them, when the host holds
     /// them: values the page gave, and small work on them (views, joins,
-    /// elementwise ops) that ran on the CPU. A tensor whose work failed
-    /// throws its `TensorError`. One computed on the GPU throws: WebGPU
-    /// reads only asynchronously, as TF.js's `dataSync()` on its WebGPU
-    /// backend throws for a tensor on the GPU.
+    /// folds, elementwise ops) that ran on the CPU. A tensor whose work
+    /// failed throws its `TensorError`. One computed on the GPU throws:
+    /// WebGPU reads only asynchronously, and whether the submission that
+    /// wrote its bytes failed is known only then (TF.js's WebGPU backend
+    /// reads such a tensor through a canvas, and can give a wrong value).
     #[wasm_bindgen(js_name = dataSync, unchecked_return_type = "TypedValues")]
     pub fn data_sync(&self) -> Result<JsValue, JsValue> {
         let op = "dataSync";

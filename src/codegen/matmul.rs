@@ -54,12 +54,15 @@
 //! - **A stored operand four floats at a time** from global memory along
 //!   its rows, where they are contiguous and 16-byte aligned
 //!   (`Access::in_fours`). A transposed one (a gradient's products read one)
-//!   is read through its layout, in place, never copied: a left operand
-//!   four at a time down its columns (along the tile, one vector store); a
-//!   right one down its columns in the 8x8 kernel with `tb` padded (above),
-//!   one by one elsewhere (unpadded, four at a time ran 2048 at 23.4
-//!   TFLOP/s against 32.6 one by one on the H200). A convolution's
-//!   operands use both directions (`codegen::conv`).
+//!   is read through its layout, in place: a left operand four at a time
+//!   down its columns (along the tile, one vector store); a right one down
+//!   its columns in the 8x8 kernel with `tb` padded (above), one by one
+//!   elsewhere (unpadded, four at a time ran 2048 at 23.4 TFLOP/s against
+//!   32.6 one by one on the H200). Only a GPU's product of 2048 rows or
+//!   more copies a transposed right operand row-major first
+//!   (`copies_right_operand`): there the copy costs less than staging down
+//!   columns loses. A convolution's operands use both directions
+//!   (`codegen::conv`).
 //! - **16 deep slices** on a GPU: a slice of both operands fits WebGPU's
 //!   guaranteed 16 KiB of workgroup memory; deeper ones would need a limit
 //!   not every adapter grants. (In the lab, 128x256 tiles, 24 KiB, ran
@@ -155,6 +158,27 @@ pub fn matmul(
     let k = a.shape[a.shape.len() - 1];
     let operands = [Operand::Matrix(a), Operand::Matrix(b)];
     product(Params::default(), operands, out_shape, k, epilogue, cpu)
+}
+
+/// The fewest rows a GPU's product has for a transposed right operand to be
+/// copied row-major first (`copies_right_operand`). On an H100, kernel
+/// time of the copy and the plain kernel against the 8x8 kernel staging
+/// the operand down its columns, as a share of the plain product's:
+/// 4096 95% against 91%, 2560 94% against 85%, but 3072 94% against 96%,
+/// 2048 93% against 95%, 1536 89% against 94%, 1024 82% against 93%.
+/// From 2048 rows every size is within 7% of plain; below it the copy is
+/// too large a share of the product.
+const COPY_ROWS: usize = 2048;
+
+/// Whether a product copies its right operand row-major and runs the plain
+/// kernel, rather than staging it down its columns: on a GPU, for a
+/// column-major operand of a product of at least `COPY_ROWS` rows, where
+/// the copy (one read and one write of the operand) is small beside the
+/// product, which reads the operand once per row of tiles. Decided in
+/// lowering, which launches the copy; the product's text is the plain one.
+pub fn copies_right_operand(b: &Access, out_shape: &[usize], cpu: bool) -> bool {
+    let rank = out_shape.len();
+    !cpu && rank >= 2 && out_shape[rank - 2] >= COPY_ROWS && column_major(&Operand::Matrix(b))
 }
 
 /// How a product reads one of its operands.

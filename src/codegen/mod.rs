@@ -25,7 +25,7 @@ mod scan;
 pub use conv::conv;
 pub use elementwise::{copy, elementwise, finite_scan, flag_value, int_bounds};
 pub use kernel::{Access, Check, CheckOf, Group, Kernel, Numerics};
-pub use matmul::matmul;
+pub use matmul::{copies_right_operand, matmul};
 pub use memo::{Generator, Key, Memo};
 pub use pool::{pool, pool_grad};
 pub use reduce::{

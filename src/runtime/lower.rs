@@ -178,7 +178,27 @@ impl Lowering<'_> {
         if shape::numel(&epilogue.shape) == 0 {
             return Ok(empty(epilogue));
         }
-        let (operand_buffers, operands) = bind(&ops[i].inputs, inputs)?;
+        let (mut operand_buffers, mut operands) = bind(&ops[i].inputs, inputs)?;
+        let cpu = self.gpu.cpu;
+        let conv = match ops[i].kind {
+            OpKind::Conv {
+                pass,
+                geometry,
+                depthwise,
+            } => Some((pass, geometry, depthwise)),
+            _ => None,
+        };
+        let shape = &ops[i].shape;
+        // A right operand the plain kernel reads from a row-major copy: the
+        // product is keyed and generated for the copy's layout.
+        let stored_b = match (conv, operands.as_mut_slice()) {
+            (None, [_, b]) if codegen::copies_right_operand(b, shape, cpu) => {
+                let stored = b.clone();
+                b.layout = Layout::contiguous(&b.shape);
+                Some(stored)
+            }
+            _ => None,
+        };
         let [a, b] = operands.as_slice() else {
             return Err("a matmul reads two operands".into());
         };
@@ -190,16 +210,6 @@ impl Lowering<'_> {
             anchor: Some(ops[i].output),
             numerics: self.numerics(Some(&ops[i])),
         };
-        let cpu = self.gpu.cpu;
-        let conv = match ops[i].kind {
-            OpKind::Conv {
-                pass,
-                geometry,
-                depthwise,
-            } => Some((pass, geometry, depthwise)),
-            _ => None,
-        };
-        let shape = &ops[i].shape;
         let key = Key::of(
             Generator::Product,
             &(conv, a, b, shape, cpu),
@@ -212,6 +222,13 @@ impl Lowering<'_> {
             None => codegen::matmul(a, b, shape, group, cpu),
         });
         refuse_broken(&kernel)?;
+        if let Some(stored) = stored_b {
+            // The copy's buffer goes back once the submit has run.
+            if let Written::Owned(copied) = self.copy(&operand_buffers[1], &stored)? {
+                operand_buffers[1] = copied.buffer.clone();
+                self.retired.push(copied);
+            }
+        }
         let written = self.allocate_outputs(epilogue, &epilogue.outputs);
         Ok(self.launch_anchored(&kernel, operand_buffers, buffers, written, epilogue))
     }

@@ -1108,7 +1108,9 @@ pub async fn a_batch_of_products_on_the_wide_tiles_matches_the_cpu_everywhere() 
 /// along its rows (on 64-wide tiles), a transposed one one by one (in the
 /// 8x8 kernel down its columns). Shapes past whole tiles (ragged edges,
 /// each fetch or only an edge's checked) and of whole tiles and slices
-/// (nothing checked). Every element against the CPU, through an epilogue.
+/// (nothing checked), and of 2048 rows, where a GPU's product copies a
+/// transposed right operand first. Every element against the CPU, through
+/// an epilogue.
 pub async fn products_of_operands_stored_either_way_match_the_cpu_on_every_kernel() {
     for cpu in [false, true] {
         products_match_the_cpu(&kernels_shaped_for(cpu).await, cpu).await;
@@ -1125,6 +1127,9 @@ async fn products_match_the_cpu(gpu: &Device, cpu: bool) {
         // 2^26 multiply-adds and more: a CPU's 8x8 kernel, ragged and whole.
         (1, 520, 260, 500),
         (1, 512, 256, 512),
+        // 2048 rows and more: a GPU's product copies a transposed right
+        // operand row-major first (`codegen::copies_right_operand`).
+        (2, 2050, 20, 36),
     ];
     for (batches, m, k, n) in shapes {
         let a: Vec<f32> = (0..batches * m * k)

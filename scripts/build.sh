@@ -111,8 +111,11 @@ writeFileSync(file, code);
 # (`dataSync`, which TF.js's graph models, `print` and tfjs-layers' range
 # checks need): joins, folds and argmax on the host (`host::cat`,
 # `host::fold`, 1.4 and 3.5 KB before wasm-opt) and the read itself.
+# Raised by 0.3 KB for a GPU's large products reading a transposed right
+# operand from a row-major copy (`codegen::copies_right_operand`: on an
+# H100, 2560 went 85% -> 94% of the plain product).
 node -e '
-const BUDGET_GZIP = 342400;
+const BUDGET_GZIP = 342700;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -99,7 +99,8 @@ fn fill_report(target: &JsValue, report: &Report) {
 /// thrown is not that object but a real `Error` given its prototype: a
 /// structured clone (a Worker's `postMessage`) keeps an `Error`'s message,
 /// and an object that only inherited from one came out `[object Object]`,
-/// its message lost and its wasm pointer an enumerable field. Never
+/// its message lost and its wasm pointer an enumerable field. Its `free()`
+/// and `Symbol.dispose` do nothing: the error owns no wasm memory. Never
 /// constructed from JS.
 #[wasm_bindgen(js_name = TensorError, skip_typescript)]
 pub struct JsTensorError {
@@ -115,7 +116,14 @@ pub struct JsExecutionError {
 #[wasm_bindgen(inline_js = r#"
 export function make_error(object, name, message) {
   const proto = Object.getPrototypeOf(object);
-  if (!Error.prototype.isPrototypeOf(proto)) Object.setPrototypeOf(proto, Error.prototype);
+  if (!Error.prototype.isPrototypeOf(proto)) {
+    Object.setPrototypeOf(proto, Error.prototype);
+    // An error owns no wasm memory: the class's free() would free a null
+    // pointer and throw.
+    for (const key of ['free', Symbol.dispose]) {
+      if (key !== undefined && key in proto) Object.defineProperty(proto, key, { value() {}, configurable: true, writable: true });
+    }
+  }
   const error = new Error(message);
   Object.setPrototypeOf(error, proto);
   Object.defineProperty(error, 'name', { value: name, writable: true, configurable: true, enumerable: false });

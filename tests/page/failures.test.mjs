@@ -224,7 +224,7 @@ test('a 2000-step training-like loop written without tidy, with a failing step e
   assert.equal(result.uncaptured, 0);
 });
 
-test('a TensorError and an ExecutionError are real Errors: a structured clone (a Worker\'s postMessage) keeps the message, and no internal field shows', async () => {
+test('a TensorError and an ExecutionError are real Errors: a structured clone (a Worker\'s postMessage) keeps the message, no internal field shows, and free() does nothing', async () => {
   // Found by outside testing: both were wasm-bindgen objects whose
   // prototype inherited Error's, so a clone was `[object Object]` without
   // its message, and the object's pointer was an enumerable field.
@@ -248,7 +248,7 @@ test('a TensorError and an ExecutionError are real Errors: a structured clone (a
     }
     const describe = (e) => {
       const clone = structuredClone(e);
-      return {
+      const described = {
         tag: Object.prototype.toString.call(e),
         own: Object.keys(e).filter((k) => k.startsWith('__')),
         name: e.name,
@@ -257,6 +257,16 @@ test('a TensorError and an ExecutionError are real Errors: a structured clone (a
         cloneMessage: clone.message,
         message: e.message,
       };
+      // An error holds no wasm memory: the wasm class's free() it would
+      // inherit freed a null pointer and threw.
+      try {
+        e.free();
+        e[Symbol.dispose]?.();
+        described.freed = Object.keys(e).filter((k) => k.startsWith('__')).length === 0 ? 'ok' : 'a field was set';
+      } catch (thrown) {
+        described.freed = String(thrown);
+      }
+      return described;
     };
     return { read: describe(read), synced: describe(synced) };
   });
@@ -266,6 +276,7 @@ test('a TensorError and an ExecutionError are real Errors: a structured clone (a
     assert.equal(e.cloneTag, '[object Error]', what);
     assert.equal(e.cloneMessage, e.message, `${what}: the clone keeps the message`);
     assert.equal(e.kind, 'injected', what);
+    assert.equal(e.freed, 'ok', `${what}: free() and Symbol.dispose do nothing`);
   }
   assert.equal(r.read.name, 'TensorError');
   assert.equal(r.synced.name, 'ExecutionError');

@@ -7,20 +7,7 @@
 
 use webfusion::{DataFormat, Device, Padding, Tensor};
 
-use super::engine::{kernels_only, kernels_shaped_for};
-
-/// Seeded values in `[-1, 1)`.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
-        })
-        .collect()
-}
+use super::engine::{kernels_only, kernels_shaped_for, seeded_values as values};
 
 /// A case: the images' and the filter's shapes, the strides, the dilations.
 type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2]);

@@ -37,6 +37,40 @@ pub async fn device_with(options: DeviceOptions) -> Device {
         .expect("a GPU adapter: natively mesa-vulkan-drivers, in Chrome --enable-unsafe-webgpu")
 }
 
+/// A seeded xorshift64 stream: the generated cases' one source of numbers,
+/// so a seed that fails reproduces on every path and machine.
+pub struct Seeded(u64);
+
+impl Seeded {
+    pub fn new(seed: u64) -> Seeded {
+        // Any seed, 0 included, starts a stream that never sticks at 0.
+        Seeded(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in `[0, 1)`, from the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A value in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// `n` seeded values in `[-1, 1)`.
+pub fn seeded_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = Seeded::new(seed);
+    (0..n).map(|_| (s.unit() * 2.0 - 1.0) as f32).collect()
+}
+
 pub async fn read(t: &Tensor) -> Vec<f32> {
     t.to_vec().await.expect("the tensor reads")
 }

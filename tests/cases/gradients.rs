@@ -11,7 +11,7 @@
 
 use webfusion::{Device, RegistrationError, Tensor, Values};
 
-use super::engine::{device, read};
+use super::engine::{Seeded, device, read};
 use crate::common::graphs::broadcastable;
 use crate::common::reference::broadcast_shapes;
 
@@ -20,15 +20,8 @@ type CpuFn = dyn Fn(&[Vec<f64>]) -> Vec<f64>;
 
 /// Seeded values in `[lo, hi)`.
 fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
+    let mut s = Seeded::new(seed);
+    (0..n).map(|_| lo + (hi - lo) * s.unit()).collect()
 }
 
 /// Checks the gradients of `sum(f(xs) * w)` with respect to each input,
@@ -629,13 +622,8 @@ enum Step {
 
 /// A seeded program and its inputs' shapes.
 fn random_program(seed: u64) -> (Vec<Vec<usize>>, Vec<Step>) {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut below = move |n: usize| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s % n as u64) as usize
-    };
+    let mut s = Seeded::new(seed);
+    let mut below = move |n: usize| s.below(n);
     let (m, n, k) = (2 + below(3), 2 + below(3), 2 + below(2));
     let inputs = vec![vec![m, n], vec![n], vec![n, k]];
     let mut shapes = inputs.clone();

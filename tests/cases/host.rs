@@ -5,7 +5,7 @@
 
 use webfusion::{DType, Device, DeviceOptions, FailureKind, FaultKind, Tensor, Values};
 
-use super::engine::{close_within, device, device_with, kernels_only, read, read_err};
+use super::engine::{Seeded, close_within, device, device_with, kernels_only, read, read_err};
 use super::expressions::{w6_chain, w6_on_cpu};
 
 pub async fn a_thousand_ops_on_sixteen_given_values_run_on_the_host_without_a_kernel_a_buffer_or_a_pipeline()
@@ -327,16 +327,14 @@ pub async fn a_synchronous_read_of_a_tensor_that_failed_on_the_host_gives_its_fa
 
 /// Seeded int32 values in `[-50, 50)`, a few at the ends of the range.
 fn ints(n: usize, seed: u64) -> Vec<i32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut s = Seeded::new(seed);
     (0..n)
         .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            let v = s.below(100) as i32 - 50;
             match i % 37 {
                 5 => i32::MAX,
                 11 => i32::MIN,
-                _ => (s % 100) as i32 - 50,
+                _ => v,
             }
         })
         .collect()

@@ -5,20 +5,7 @@
 
 use webfusion::{Corners, DType, Tensor, Values};
 
-use super::engine::kernels_only;
-
-/// Seeded values in `[-1, 1)`.
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
-        })
-        .collect()
-}
+use super::engine::{kernels_only, seeded_values as values};
 
 async fn read(t: &Tensor) -> Vec<f32> {
     t.to_vec().await.expect("the tensor reads")

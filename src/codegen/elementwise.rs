@@ -229,7 +229,7 @@ pub(super) fn fused(
         if numerics != Numerics::Off && op.checks_finite() {
             let slot = params.check(first_op + k, CheckOf::Finite, out);
             let operands: Vec<String> = (0..op.inputs.len())
-                .filter(|&n| arg_dtype(n) == DType::Float32)
+                .filter(|&n| arg_dtype(n) == DType::Float32 && op.kind.finite_check_sees_operands())
                 .map(|n| format!(" && !nonfinite({})", arg(n)))
                 .collect();
             let _ = writeln!(

@@ -795,6 +795,7 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         UnaryOp::Cos => write!(out, "wf_trig({x}, 1)"),
         UnaryOp::Floor => write!(out, "wf_floor({x})"),
         UnaryOp::LogicalNot => write!(out, "(1 ^ {x})"),
+        UnaryOp::CheckNumerics => write!(out, "{x}"),
     }
 }
 

@@ -584,11 +584,24 @@ impl DeviceState {
             return Default::default();
         }
         let indices = block.op_indices();
+        // A flag of a check that does not look at its operands, below
+        // another flag of the block, is that one's doing (as in a kernel:
+        // `settle::root_flags`).
+        let mut origin = vec![false; run.steps.len()];
+        for f in flagged {
+            if let Some(o) = origin.get_mut(f.op) {
+                *o = true;
+            }
+        }
+        let below = super::settle::steps_reading_failures(&self.records, &run.steps, &origin);
         let mut roots = Vec::new();
         for f in flagged {
             let (Some(step), Some(&i)) = (run.steps.get(f.op), indices.get(f.op)) else {
                 continue;
             };
+            if !ops[i].kind.finite_check_sees_operands() && below.get(f.op) == Some(&true) {
+                continue;
+            }
             let root = Root {
                 kind: FailureKind::NonFinite,
                 op: step.op.to_string(),

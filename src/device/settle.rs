@@ -29,7 +29,7 @@ use super::{DeviceState, State, Taint};
 use crate::codegen::CheckOf;
 use crate::failure::{FailureId, FailureKind, Root};
 use crate::fusion::{self, Block};
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{OpIr, OpKind, TensorId, UnaryOp};
 use crate::runtime::{GpuError, GpuErrorKind, Scope};
 
 impl DeviceState {
@@ -399,7 +399,7 @@ impl DeviceState {
                 // look at its operands (an anchor's, a reduction's); an
                 // elementwise op's does, so its flag is its own.
                 CheckOf::Finite
-                    if match ops[i].kind.is_elementwise() {
+                    if match ops[i].kind.finite_check_sees_operands() {
                         true => reads_failures.get(step) == Some(&true),
                         false => below_flags.get(step) == Some(&true),
                     } =>
@@ -655,7 +655,7 @@ fn part_steps(steps: &[Step], ops: &[OpIr], part: &fusion::Block) -> Vec<usize> 
 /// anchor's or a reduction's check does not see its operands): a
 /// non-finite value it makes is then that failure's doing, whatever its
 /// own operands were. One pass, in the steps' order.
-fn steps_reading_failures(
+pub(super) fn steps_reading_failures(
     records: &FxHashMap<TensorId, Record>,
     steps: &[Step],
     origin: &[bool],
@@ -699,6 +699,13 @@ pub(super) fn non_finite_message(
         .zip(&op.shape)
         .map(|(&c, &d)| if d == 1 { 0 } else { c })
         .collect();
+    if op.kind == OpKind::Unary(UnaryOp::CheckNumerics) {
+        return format!(
+            "a training step would write {value} at {at:?} of a {} value, carried from a value \
+             no checked op made (one the page gave): skipNonFinite left every variable as it was",
+            crate::ir::shape::display(&op.shape)
+        );
+    }
     let mut message = format!(
         "it made {value} at {at:?} of its {} result from finite operands",
         crate::ir::shape::display(&op.shape)

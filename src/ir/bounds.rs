@@ -447,6 +447,7 @@ fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
             hi: x.hi.floor(),
         }),
         UnaryOp::LogicalNot => Some(Bounds::BOOL),
+        UnaryOp::CheckNumerics => Some(x),
     }
 }
 

@@ -59,10 +59,15 @@ pub enum UnaryOp {
     Floor,
     /// `!x` of a bool.
     LogicalNot,
+    /// `x` itself, which the numerics checks look at whatever made it: a
+    /// non-finite element fails it even where its operand was not finite
+    /// (a value the page gave). The guard `Optimizer::set_skip_non_finite`
+    /// puts on each value a step writes; TensorFlow's `check_numerics`.
+    CheckNumerics,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 15] = [
+    pub const ALL: [UnaryOp; 16] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -78,6 +83,7 @@ impl UnaryOp {
         UnaryOp::Cos,
         UnaryOp::Floor,
         UnaryOp::LogicalNot,
+        UnaryOp::CheckNumerics,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +103,7 @@ impl UnaryOp {
             UnaryOp::Cos => "cos",
             UnaryOp::Floor => "floor",
             UnaryOp::LogicalNot => "logicalNot",
+            UnaryOp::CheckNumerics => "checkNumerics",
         }
     }
 }
@@ -549,7 +556,12 @@ impl OpKind {
         match self {
             OpKind::Unary(op) => matches!(
                 op,
-                UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Square
+                UnaryOp::Exp
+                    | UnaryOp::Log
+                    | UnaryOp::Sqrt
+                    | UnaryOp::Rsqrt
+                    | UnaryOp::Square
+                    | UnaryOp::CheckNumerics
             ),
             OpKind::BinaryScalar {
                 op: BinaryOp::Mul,
@@ -582,6 +594,15 @@ impl OpKind {
     }
 
     /// Whether the planner may fuse this op into an elementwise kernel.
+    /// Whether its numerics check looks at its operands: an elementwise op
+    /// flags only a non-finite value it made from finite operands, so its
+    /// flag is its own wherever it stands in a block. A `checkNumerics`
+    /// flags any non-finite value, as an anchor's or a reduction's check
+    /// does, so a flag of an op before it in its block is the cause.
+    pub fn finite_check_sees_operands(&self) -> bool {
+        self.is_elementwise() && !matches!(self, OpKind::Unary(UnaryOp::CheckNumerics))
+    }
+
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
@@ -804,7 +825,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 74, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 75, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

@@ -120,7 +120,7 @@ pub fn elementwise(
                 .map(operand)
                 .collect::<Result<Vec<_>, String>>()?
                 .into_iter()
-                .filter(|v| v.dtype == DType::Float32)
+                .filter(|v| v.dtype == DType::Float32 && op.kind.finite_check_sees_operands())
                 .collect();
             let first = value.words.iter().enumerate().position(|(p, &w)| {
                 non_finite_bits(w)
@@ -486,6 +486,7 @@ fn unary(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
         UnaryOp::Floor => x.floor(),
+        UnaryOp::CheckNumerics => x,
         // A bool is never a float: registration refuses it.
         UnaryOp::LogicalNot => f32::NAN,
     }

@@ -1585,6 +1585,14 @@ impl Tensor {
     pub(crate) fn floor_quotient<'a>(&self, other: impl Into<Operand<'a>>) -> Result<Tensor> {
         self.binary(BinaryOp::FloorDiv, other)
     }
+
+    /// Itself, failing as `non-finite` where an element is not finite
+    /// while the device checks numerics, whatever made it (see
+    /// `UnaryOp::CheckNumerics`).
+    #[track_caller]
+    pub(crate) fn check_numerics(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::CheckNumerics)
+    }
 }
 
 macro_rules! unary_ops {

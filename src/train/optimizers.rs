@@ -132,7 +132,9 @@ impl Optimizer {
     /// (`Device::set_check_numerics`, from the step's forward pass if
     /// nothing flushed it yet), so a step whose cost, gradients or new
     /// values would be NaN or infinite fails whole and changes nothing,
-    /// its cost rejecting with the op that made the first one. The checks
+    /// its cost rejecting with the op that made the first one, or, where
+    /// no op made it (a NaN in the values the page gave, which the ops'
+    /// checks let pass), with the step's own `checkNumerics`. The checks
     /// stay on for that device: work queued with the step is checked when
     /// it runs, whenever that is. Off again does not turn them off.
     pub fn set_skip_non_finite(&mut self, on: bool) {
@@ -217,6 +219,22 @@ impl Optimizer {
             pairs.extend(state.into_iter().zip(new_state));
         }
 
+        // A NaN or an infinity the page gave passes the numerics checks of
+        // the ops that carry it (no op made it); the values the step would
+        // write, and its cost, are checked whatever made them.
+        let guarded;
+        let cost = match (self.skip_non_finite, cost) {
+            (true, Some(cost)) => {
+                guarded = cost.check_numerics()?;
+                Some(&guarded)
+            }
+            (_, cost) => cost,
+        };
+        if self.skip_non_finite {
+            for (_, new) in &mut pairs {
+                *new = new.check_numerics()?;
+            }
+        }
         let (committed, cost) = commit(&pairs, cost)?;
         // Nothing is replaced before every commit is registered.
         self.device = Some(device);

@@ -39,6 +39,7 @@ macro_rules! all_cases {
             a_checked_op_runs_as_its_reductions_prologue_and_the_reduction_checks_what_it_writes
         );
         $run!(training, a_diverging_step_fails_whole_with_the_checks_on_and_poisons_the_weights_without);
+        $run!(training, a_step_on_a_nan_the_page_gave_changes_nothing_with_skip_non_finite);
         $run!(training, a_checked_training_loop_compiles_no_kernel_after_its_unchecked_twin_stops);
         $run!(
             training,

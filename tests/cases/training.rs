@@ -946,3 +946,50 @@ pub async fn an_optimizer_stepped_on_one_device_refuses_another_naming_the_metho
         "two steps on a: {trained:?}"
     );
 }
+
+/// Found by outside testing: with `skip_non_finite`, a NaN or an infinity
+/// in the values the page gave passed the ops' checks (no op made it, so
+/// none is to blame) and the step wrote it into the variable. Each value a
+/// step writes is checked whatever made it: the step changes nothing, its
+/// cost fails as `non-finite` at `checkNumerics`, and the next step, on
+/// good values, trains. On the host and in kernels, each rule.
+pub async fn a_step_on_a_nan_the_page_gave_changes_nothing_with_skip_non_finite() {
+    for (on_host, n) in [(true, 4), (false, 4), (false, 4096)] {
+        let gpu = match on_host {
+            true => device().await,
+            false => super::engine::kernels_only().await,
+        };
+        for rule in 0..3 {
+            let w = gpu
+                .variable(&gpu.tensor(&vec![1.0; n], None).unwrap(), true, Some("w"))
+                .unwrap();
+            let mut bad = vec![0.5; n];
+            bad[1] = [f32::NAN, f32::INFINITY, f32::NAN][rule];
+            let x = gpu.tensor(&bad, None).unwrap();
+            let mut opt = match rule {
+                0 => Optimizer::sgd(0.1),
+                1 => Optimizer::momentum(0.1, 0.9, false),
+                _ => Optimizer::adam(0.1, 0.9, 0.999, 1e-7),
+            }
+            .unwrap();
+            opt.set_skip_non_finite(true);
+            let vars = [w.clone()];
+            let step = |opt: &mut Optimizer, x: &Tensor| {
+                opt.minimize(|| x.mul(&w.value())?.sum(None, false), true, Some(&vars))
+                    .unwrap()
+                    .unwrap()
+            };
+            let what = format!("host {on_host}, {n} values, rule {rule}");
+            let error = read_err(&step(&mut opt, &x)).await;
+            let root = &error.first().unwrap().root;
+            assert_eq!(root.kind, FailureKind::NonFinite, "{what}: {error}");
+            assert_eq!(root.op, "checkNumerics", "{what}: {error}");
+            assert_eq!(read(&w.value()).await, vec![1.0; n], "{what}: w is as it was");
+
+            let good = gpu.tensor(&vec![0.5; n], None).unwrap();
+            assert_eq!(read(&step(&mut opt, &good)).await, vec![0.5 * n as f32], "{what}");
+            let after = read(&w.value()).await;
+            assert!(after.iter().all(|&v| v.is_finite() && v < 1.0), "{what}: {after:?}");
+        }
+    }
+}

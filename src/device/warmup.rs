@@ -50,6 +50,9 @@ impl Device {
             // flush then computes only what `f` makes (never writing, and
             // failing, a tensor made before, as an expression's second
             // computation would), and what came before stays readable.
+            // The queue is flushed first: an op queued and not yet read
+            // becomes an expression there, to be written with the rest.
+            state.flush();
             let expressions: Vec<TensorId> = state
                 .records
                 .iter()

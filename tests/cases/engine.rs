@@ -1763,7 +1763,8 @@ pub async fn the_new_shape_ops_fail_only_their_dependents_and_refuse_a_second_de
 }
 
 /// A warm-up fails only what its function made: work queued before runs
-/// for real, a held expression it reads is written for real first (its
+/// for real (what the function reads of it included), a held expression
+/// it reads is written for real first (its
 /// flush would otherwise have written it, and failed it), a pending
 /// injected fault waits for a kernel that runs, and a function that fails
 /// part way returns its error and leaves nothing to run later.
@@ -1774,12 +1775,18 @@ pub async fn a_warmup_fails_only_what_its_function_made_and_consumes_no_fault() 
     // Computed inline by this read's kernel: left an expression.
     read(&expression.add(1.0).unwrap()).await;
     let queued = x.add(5.0).unwrap();
+    // Queued, and read only inside (found by outside testing: it was left
+    // an expression, which the warm-up's flush then wrote, and failed).
+    let queued_read = x.sqrt().unwrap();
     gpu.inject_fault("mul", 1, webfusion::FaultKind::Validation)
         .unwrap();
     let launched = gpu.stats().kernels_launched;
     let mut made = None;
     gpu.warmup(|| {
-        let y = expression.mul(3.0)?.sub(&x)?;
+        // A product reads its operands from memory: `queued_read` is
+        // written by the warm-up's flush unless it was written before.
+        let dot = queued_read.reshape(&[1, 3])?.matmul(&x.reshape(&[3, 1])?)?;
+        let y = expression.mul(3.0)?.sub(&x)?.add(&dot.reshape(&[1])?)?;
         made = Some(y.clone());
         Ok(vec![y])
     })
@@ -1788,6 +1795,7 @@ pub async fn a_warmup_fails_only_what_its_function_made_and_consumes_no_fault() 
     assert!(ran <= 2, "only the earlier work ran ({ran} kernels)");
     assert!(gpu.sync().await.is_ok(), "a warm-up reports no failure");
     close(&read(&queued).await, &[5.0, 6.0, 7.0]);
+    close(&read(&queued_read).await, &[0.0, 1.0, 2.0f32.sqrt()]);
     close(&read(&expression).await, &[1.0, 1.0f32.exp(), 2.0f32.exp()]);
     let error = read_err(&made.unwrap()).await;
     let root = &error.first().unwrap().root;

@@ -1340,6 +1340,25 @@ function stridedSlice(backend, x, attrs) {
 }
 
 /**
+ * The flat positions `indices` ([n, k], int32) name in the first k dims of
+ * `shape` (`strides` theirs, in slices), each index checked against its
+ * dim: a gather of `0..dim` at it, the index itself inside, a failure of
+ * kind `index` naming it and its dim outside, where TF.js refuses it
+ * ("Invalid indices"). Unchecked, `[0, 7]` in dims `[3, 6]` would land in
+ * the next row, and a position past the end would be dropped unseen.
+ */
+function flatPositions(backend, indices, shape, strides) {
+  const [n, k] = indices.shape;
+  if (k === 0) return backend.device.zeros([n], 'int32');
+  const columns = [];
+  for (let j = 0; j < k; j += 1) {
+    const column = indices.slice([0, j], [n, 1]).reshape([n]);
+    columns.push(backend.device.arange(0, shape[j], 1, 'int32').gather(column, 0));
+  }
+  return backend.device.stack(columns, 1).mul(positions(backend, strides)).sum(1);
+}
+
+/**
  * TF.js's `scatterNd` of `updates` at `indices` into zeros of `shape`, and
  * where it wrote (bool). Duplicate indices add up, as TF.js's ScatterNd
  * does. A single update value (SparseToDense's scalar) goes to every index.
@@ -1347,7 +1366,7 @@ function stridedSlice(backend, x, attrs) {
 function scatterNd(backend, indices, updates, shape) {
   const { sliceRank, numUpdates, sliceSize, strides, outputSize } =
     scatter_util.calculateShapes(updates, indices, shape);
-  const flat = indices.reshape([numUpdates, sliceRank]).mul(positions(backend, strides)).sum(1);
+  const flat = flatPositions(backend, indices.reshape([numUpdates, sliceRank]), shape, strides);
   const rows = outputSize / sliceSize;
   const spread = (v) => v.cast('float32').reshape([v.size]).broadcastTo([numUpdates * sliceSize])
     .reshape([numUpdates, sliceSize]).unsortedSegmentSum(flat, rows).reshape(shape);
@@ -1749,7 +1768,7 @@ export const kernels = {
     const [shape, slices, sliceSize, strides] = gather_util.prepareAndValidate(params, indices);
     const k = indices.shape.at(-1);
     const rows = params.shape.slice(0, k).reduce((a, b) => a * b, 1);
-    const flat = t(indices).reshape([slices, k]).mul(positions(backend, strides)).sum(1);
+    const flat = flatPositions(backend, t(indices).reshape([slices, k]), params.shape, strides);
     return t(params).reshape([rows, sliceSize]).gather(flat, 0).reshape(shape);
   }),
   ScatterNd: kernel(({ inputs: { indices, updates }, t, backend, attrs: { shape } }) =>
@@ -1765,7 +1784,13 @@ export const kernels = {
     const values = new Array(util.sizeFromShape(outputShape)).fill(v(defaultValue)[0]);
     for (let i = 0; i < numUpdates; i += 1) {
       let row = 0;
-      for (let j = 0; j < sliceRank; j += 1) row += indices[i * sliceRank + j] * strides[j];
+      for (let j = 0; j < sliceRank; j += 1) {
+        const index = indices[i * sliceRank + j];
+        if (!(index >= 0 && index < outputShape[j])) {
+          throw new Error(`sparseToDense: index ${index} at [${i}, ${j}] of the indices is outside [0, ${outputShape[j]}), dim ${j} of [${outputShape}]`);
+        }
+        row += index * strides[j];
+      }
       for (let k = 0; k < sliceSize; k += 1) values[row * sliceSize + k] = updates.length === 1 ? updates[0] : updates[i * sliceSize + k];
     }
     return { values, shape: outputShape };

@@ -360,6 +360,40 @@ test('kernels give TF.js\'s answers where ours would differ: empty any and all, 
   assert.deepEqual(r.oneHot.values, [0, -1, 0]);
 });
 
+test('an index outside its dim fails sparseToDense, scatterND and gatherND as kind index naming it, where TF.js refuses it; indices inside read as TF.js\'s', async () => {
+  // Found by outside testing: sparseToDense dropped an index past the end
+  // unseen, and gatherND named a flattened position of a reshaped table.
+  const r = await withTfjs(async (tf) => {
+    const failed = async (t) => {
+      try {
+        return { values: Array.from(await t.data()) };
+      } catch (e) {
+        return { kind: e.root?.kind, message: e.message };
+      }
+    };
+    const ints = (v, shape) => tf.tensor(v, shape, 'int32');
+    return {
+      past: await failed(tf.sparseToDense(ints([0, 7], [2]), tf.tensor1d([1, 2]), [6])),
+      negative: await failed(tf.sparseToDense(ints([-1, 2], [2]), tf.tensor1d([1, 2]), [6])),
+      // [0, 7] in dims [3, 6] would land in the next row unchecked.
+      nextRow: await failed(tf.scatterND(ints([0, 7], [1, 2]), tf.tensor1d([5]), [3, 6])),
+      gathered: await failed(tf.gatherND(tf.tensor([[1, 2], [3, 4], [5, 6]]), ints([3, 0], [1, 2]))),
+      inside: await failed(tf.sparseToDense(ints([0, 5], [2]), tf.tensor1d([1, 2]), [6])),
+      gatheredInside: await failed(tf.gatherND(tf.tensor([[1, 2], [3, 4], [5, 6]]), ints([2, 1, 0, 0], [2, 2]))),
+      scatteredInside: await failed(tf.scatterND(ints([1, 5], [1, 2]), tf.tensor1d([5]), [2, 6])),
+    };
+  });
+  for (const what of ['past', 'negative', 'nextRow', 'gathered']) {
+    assert.equal(r[what].kind, 'index', `${what}: ${JSON.stringify(r[what])}`);
+  }
+  assert.match(r.past.message, /index 7 .*outside \[0, 6\)/);
+  assert.match(r.nextRow.message, /index 7 .*outside \[0, 6\)/);
+  assert.match(r.gathered.message, /index 3 .*outside \[0, 3\)/);
+  assert.deepEqual(r.inside.values, [1, 0, 0, 0, 0, 2]);
+  assert.deepEqual(r.gatheredInside.values, [6, 1]);
+  assert.deepEqual(r.scatteredInside.values, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]);
+});
+
 test('a TF.js kernel webfusion cannot run is refused with the reason: a string tensor on the GPU, a computed tensor read or drawn synchronously', async () => {
   const r = await withTfjs(async (tf) => {
     const message = (f) => {

@@ -315,10 +315,16 @@ fn binary(
         BinaryOp::Sub => (Some(g.clone()), Some(g.neg()?)),
         BinaryOp::Mul => (Some(g.mul(b)?), Some(g.mul(a)?)),
         BinaryOp::Div => (Some(g.div(b)?), Some(g.mul(y)?.div(b)?.neg()?)),
-        BinaryOp::Pow => (
-            Some(g.mul(b)?.mul(&a.pow(&b.sub(1.0)?)?)?),
-            Some(g.mul(y)?.mul(&a.log()?)?),
-        ),
+        // d/db is y log(a) where a > 0 and 0 elsewhere, as TF.js's: the
+        // log is of 1 there, so no NaN or infinity is made and masked.
+        BinaryOp::Pow => {
+            let one = g.device().full(&[], 1.0)?;
+            let positive = g.device().where_(&a.greater(0.0)?, a, &one)?;
+            (
+                Some(g.mul(b)?.mul(&a.pow(&b.sub(1.0)?)?)?),
+                Some(g.mul(y)?.mul(&positive.log()?)?),
+            )
+        }
         BinaryOp::Maximum => {
             let to_a = a.greater_equal(b)?;
             (Some(g.mul(&to_a)?), Some(g.mul(&to_a.logical_not()?)?))
@@ -359,7 +365,8 @@ fn binary_scalar(
         // d/dx s/x = -s/x^2 = -y/x
         (BinaryOp::Div, true) => g.mul(&y.div(x)?.neg()?)?,
         (BinaryOp::Pow, false) => g.mul(&x.pow(s - 1.0)?.mul(s)?)?,
-        (BinaryOp::Pow, true) => g.mul(&y.mul(s.ln())?)?,
+        // TF.js's: y log(s) where s > 0, else 0.
+        (BinaryOp::Pow, true) => g.mul(&y.mul(if s > 0.0 { s.ln() } else { 0.0 })?)?,
         (BinaryOp::Maximum, _) => g.mul(&x.greater_equal(s)?)?,
         (BinaryOp::Minimum, _) => g.mul(&x.less_equal(s)?)?,
         (BinaryOp::Mod, false) => g.clone(),

@@ -819,3 +819,41 @@ pub async fn random_programs_of_smooth_ops_have_the_gradients_of_finite_differen
         }
     }
 }
+
+/// Found by outside testing: the gradient of `a ^ b` with respect to `b`
+/// was NaN where `a <= 0` (`y * log(a)`), and with the checks on it failed
+/// at `log`. TF.js's is `y * log(a)` where `a > 0` and 0 elsewhere, for a
+/// tensor base and a scalar one, and so is ours, with the checks on and
+/// off, on the host and in kernels.
+pub async fn the_gradient_of_pow_by_its_exponent_is_zero_where_the_base_is_not_positive() {
+    for kernels in [false, true] {
+        for checks in [false, true] {
+            let gpu = match kernels {
+                false => device().await,
+                true => super::engine::kernels_only().await,
+            };
+            gpu.set_check_numerics(checks);
+            let what = format!("kernels {kernels}, checks {checks}");
+            let a = gpu.tensor(&[0.0, -2.0, 2.0, 3.0], None).unwrap();
+            let b = gpu.tensor(&[2.0, 2.0, 2.0, 0.5], None).unwrap();
+            let grads = gpu
+                .grads(|v| v[0].pow(&v[1])?.sum(None, false), &[a, b], None)
+                .unwrap();
+            let want = [0.0, 0.0, 4.0 * 2f32.ln(), 3f32.sqrt() * 3f32.ln()];
+            super::engine::close_within(&read(&grads[1]).await, &want, 1e-6);
+            // The base's gradient, b a^(b-1), is as it was.
+            let base = [0.0, -4.0, 4.0, 0.5 / 3f32.sqrt()];
+            super::engine::close_within(&read(&grads[0]).await, &base, 1e-6);
+            // A scalar base: s ^ x, by x.
+            for (s, factor) in [(0.0f32, 0.0f32), (-2.0, 0.0), (2.0, 2f32.ln())] {
+                let x = gpu.tensor(&[2.0, 3.0], None).unwrap();
+                let g = gpu
+                    .grad(|x| gpu.full(&[], s)?.pow(x)?.sum(None, false), &x, None)
+                    .unwrap();
+                let want: Vec<f32> = [2.0, 3.0].iter().map(|&e| s.powf(e) * factor).collect();
+                super::engine::close_within(&read(&g).await, &want, 1e-6);
+                assert!(gpu.sync().await.is_ok(), "{what}, base {s}: nothing failed");
+            }
+        }
+    }
+}

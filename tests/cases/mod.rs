@@ -228,6 +228,10 @@ macro_rules! all_cases {
         );
         $run!(
             gradients,
+            the_gradient_of_pow_by_its_exponent_is_zero_where_the_base_is_not_positive
+        );
+        $run!(
+            gradients,
             reductions_with_and_without_keep_dims_have_their_gradients
         );
         $run!(

@@ -138,7 +138,8 @@ struct Failure {
     /// How many tensors carry this id; the failure lives while this is
     /// non-zero.
     carriers: u32,
-    /// The newest skip records, oldest first, at most `MAX_SKIPS`.
+    /// Its first skip records and its newest, oldest first, at most
+    /// `MAX_SKIPS` (`skipped`).
     skips: VecDeque<Skip>,
     /// Every skip ever recorded, so a report can say how many it lacks.
     skips_total: u64,
@@ -167,12 +168,16 @@ pub struct FailureGraph {
 }
 
 impl FailureGraph {
-    /// How many skip records one failure keeps. Newest win: a read walks
-    /// from the most recent tensors back, so keeping the oldest would leave
-    /// them with no entry to start from, while a walk that reaches a gap
-    /// before the root loses nothing essential: the root is on the failure
-    /// itself, never in the list.
-    pub const MAX_SKIPS: usize = 16;
+    /// How many skip records one failure keeps: its first half of them and
+    /// its newest. A read walks from its tensor back toward the root, hop
+    /// by hop. The first records are the hops next to the root, which the
+    /// tensors made with the failed op or soon after need (a step's cost,
+    /// read after later steps queued on top of it); the newest are what a
+    /// loop's latest tensors need. Keeping only the newest left an early
+    /// tensor with no hop at all once later work piled up. A walk that
+    /// reaches a gap stops there and says so, losing nothing essential: the
+    /// root is on the failure itself, never in the list.
+    pub const MAX_SKIPS: usize = 32;
 
     /// A new failure, carried by nothing yet. A caller that taints nothing
     /// with it must `prune` it, or it waits forever for a carrier.
@@ -221,13 +226,13 @@ impl FailureGraph {
         }
     }
 
-    /// Records an op `failure` stopped. Keeps the newest `MAX_SKIPS` and
-    /// counts them all.
+    /// Records an op `failure` stopped. Keeps the first `MAX_SKIPS / 2`
+    /// and the newest of the rest, and counts them all.
     pub fn skipped(&mut self, failure: FailureId, skip: Skip) {
         if let Some(node) = self.failures.get_mut(&failure) {
             node.skips_total += 1;
             if node.skips.len() == Self::MAX_SKIPS {
-                node.skips.pop_front();
+                node.skips.remove(Self::MAX_SKIPS / 2);
             }
             node.skips.push_back(skip);
         }
@@ -317,10 +322,10 @@ impl fmt::Display for TensorError {
                     skip.op, skip.needed
                 )?;
             }
-            if report.dropped > 0 && !report.chain.is_empty() {
+            if report.dropped > 0 && report.chain.len() < report.depth {
                 write!(
                     f,
-                    "\n  ({} older skip record(s) were dropped; the walk may stop before the root)",
+                    "\n  ({} skip record(s) were dropped; the chain stops before the root)",
                     report.dropped
                 )?;
             }
@@ -461,38 +466,49 @@ mod tests {
     }
 
     #[test]
-    fn the_skip_cap_keeps_the_newest_records_and_counts_the_dropped_ones() {
+    fn the_skip_cap_keeps_the_first_and_the_newest_records_and_counts_the_dropped_ones() {
         let mut graph = FailureGraph::default();
         let failure = graph.insert(root("root"));
         graph.tag(failure);
-        for i in 0..20 {
+        for i in 0..40 {
             graph.skipped(failure, skip("exp", i, i + 1));
         }
-        let report = graph.report(failure, TensorId(20), 20).unwrap();
-        assert_eq!(report.chain.len(), FailureGraph::MAX_SKIPS);
+        let half = FailureGraph::MAX_SKIPS / 2;
+        let report = graph.report(failure, TensorId(40), 40).unwrap();
+        assert_eq!(report.chain.len(), half, "the newest, back to the gap");
         assert_eq!(
             report.chain[0].produced,
-            vec![TensorId(20)],
+            vec![TensorId(40)],
             "the newest hop first"
         );
-        assert_eq!(report.dropped, 4);
+        assert_eq!(report.dropped, 8);
+        let early = graph.report(failure, TensorId(5), 5).unwrap();
+        assert_eq!(early.chain.len(), 5, "an early tensor's chain is whole");
+        assert_eq!(early.chain[4].needed, TensorId(0), "back to the root");
         let error = TensorError {
-            tensor: TensorId(20),
+            tensor: TensorId(40),
             shape: vec![2],
             failures: vec![report],
             asked_at: None,
         };
         let text = error.to_string();
         assert!(
-            text.contains("4 older skip record(s) were dropped"),
+            text.contains("8 skip record(s) were dropped; the chain stops before the root"),
             "{text}"
         );
+        let whole = TensorError {
+            tensor: TensorId(5),
+            shape: vec![2],
+            failures: vec![early],
+            asked_at: None,
+        };
+        assert!(!whole.to_string().contains("dropped"), "{whole}");
         assert!(
             text.contains("caused by: zeros+add: root"),
             "the root is always named: {text}"
         );
         assert!(
-            text.contains("skipped 20 operation(s) below a failure"),
+            text.contains("skipped 40 operation(s) below a failure"),
             "{text}"
         );
     }

@@ -210,27 +210,40 @@ pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
     );
 }
 
-pub async fn twenty_skips_report_the_four_dropped_records_and_still_name_the_root() {
+/// A failure keeps its first skip records and its newest: a tensor made
+/// soon after the failure, read after forty more ops were skipped on top
+/// of it, still gets its whole chain (found by outside testing: a step's
+/// cost, read after two more steps were queued, had none), and the last
+/// one gets the newest hops and says the rest were dropped.
+pub async fn forty_skips_leave_an_early_tensor_its_whole_chain_and_name_the_dropped_records() {
     let gpu = device().await;
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
     read_err(&t).await;
-    for _ in 0..20 {
+    let mut early = None;
+    for i in 0..40 {
         t = t.neg().unwrap();
+        if i == 2 {
+            early = Some(t.clone());
+        }
     }
     let error = read_err(&t).await;
     let report = error.first().unwrap();
-    assert_eq!(report.depth, 20);
+    assert_eq!(report.depth, 40);
     assert_eq!(report.chain.len(), 16);
-    assert_eq!(report.dropped, 4);
+    assert_eq!(report.dropped, 8);
     let text = error.to_string();
     assert!(
-        text.contains("4 older skip record(s) were dropped"),
+        text.contains("8 skip record(s) were dropped; the chain stops before the root"),
         "{text}"
     );
     assert!(
         text.contains("caused by: zeros+add: 274877906944 bytes"),
         "{text}"
     );
+    let error = read_err(&early.unwrap()).await;
+    let report = error.first().unwrap();
+    assert_eq!((report.depth, report.chain.len()), (3, 3), "{error}");
+    assert!(!error.to_string().contains("dropped"), "{error}");
 }
 
 pub async fn two_failures_reaching_one_tensor_are_each_reported_once() {

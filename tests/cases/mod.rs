@@ -422,7 +422,7 @@ macro_rules! all_cases {
         );
         $run!(
             failures,
-            twenty_skips_report_the_four_dropped_records_and_still_name_the_root
+            forty_skips_leave_an_early_tensor_its_whole_chain_and_name_the_dropped_records
         );
         $run!(
             failures,

@@ -24,7 +24,9 @@
 //! a check.
 
 use super::shape;
-use super::{BinaryOp, DType, Distribution, OpIr, OpKind, PoolOp, ReduceOp, ScanOp, UnaryOp};
+use super::{
+    BinaryOp, ConvGeometry, DType, Distribution, OpIr, OpKind, PoolOp, ReduceOp, ScanOp, UnaryOp,
+};
 
 /// A closed interval holding every value of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -370,9 +372,15 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
             let k = shape::numel(shapes.first()?).min(shape::numel(shapes.get(1)?)) as f64;
             product_bound(k, *ins.first()?, *ins.get(1)?)
         }
-        OpKind::Pool { op: p, .. } => {
+        OpKind::Pool {
+            op: p,
+            size,
+            geometry,
+        } => {
             let x = first?;
             match p {
+                // A window wholly in the padding is -Infinity, as TF.js's.
+                PoolOp::Max if padding_window(shapes.first()?, &op.shape, *size, geometry) => None,
                 PoolOp::Max => Some(x),
                 PoolOp::Avg => widened(x.lo.min(0.0), x.hi.max(0.0), ROUNDING, 0.0),
             }
@@ -385,6 +393,21 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
         }
         OpKind::ArgReduce { .. } => None,
     }
+}
+
+/// Whether a pool of `size` windows over NHWC images of `input` into
+/// `output` has a window that lies wholly in the padding: the first
+/// window ends before the images along a dim, or the last starts after.
+fn padding_window(input: &[usize], output: &[usize], size: [usize; 2], g: &ConvGeometry) -> bool {
+    (0..2).any(|d| {
+        let (images, windows) = (input.get(1 + d), output.get(1 + d));
+        let (Some(&images), Some(&windows)) = (images, windows) else {
+            return true;
+        };
+        let reach = size[d].saturating_sub(1) * g.dilation[d];
+        let last_start = windows.saturating_sub(1) * g.stride[d];
+        windows > 0 && (reach < g.pad[d] || last_start >= images + g.pad[d])
+    })
 }
 
 /// A sum of `k` products of values within `a` and `b`.

@@ -24,6 +24,7 @@ macro_rules! all_cases {
         $run!(numerics, the_op_that_makes_a_non_finite_value_from_finite_operands_is_the_root);
         $run!(numerics, a_product_or_a_sum_that_overflows_is_the_root);
         $run!(numerics, a_users_non_finite_values_pass_through_without_blaming_an_op);
+        $run!(numerics, a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on);
         $run!(numerics, a_nan_propagates_through_exp_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it);
         $run!(numerics, sin_and_cos_are_within_2e_7_for_every_finite_argument_in_kernels_as_on_the_host);
         $run!(numerics, with_the_checks_off_a_non_finite_value_reads_as_a_value);

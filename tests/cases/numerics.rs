@@ -910,3 +910,34 @@ pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a
     );
     assert_eq!(floats(&beside).await, [-0.25, 1.5, -2.75, 0.5]);
 }
+
+/// Found by outside testing: a max pool window wholly in the padding makes
+/// -Infinity (TF.js's value) from finite images, and the checks let it
+/// through, its bounds taken as the images'. It fails as `non-finite` at
+/// `maxPool`, as a max of an empty axis does; a pool with padding but no
+/// such window is proven finite and reads.
+pub async fn a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on() {
+    use webfusion::Padding;
+    for (name, gpu) in checking().await {
+        let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1])).unwrap();
+        // One row of padding above, windows of one: the first row is all pad.
+        let padded = x
+            .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
+            .unwrap();
+        non_finite_at(name, &padded, "maxPool", "-Infinity").await;
+        let same = x.max_pool([2, 2], [1, 1], Padding::Same).unwrap();
+        assert_eq!(floats(&same).await, vec![4.0, 4.0, 4.0, 4.0], "{name}");
+        let last = x
+            .max_pool([1, 1], [1, 1], Padding::Explicit([[0, 1], [0, 0]]))
+            .unwrap();
+        non_finite_at(name, &last, "maxPool", "-Infinity").await;
+    }
+    // Without the checks, TF.js's values.
+    let gpu = super::engine::device().await;
+    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1])).unwrap();
+    let padded = x
+        .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
+        .unwrap();
+    let inf = f32::NEG_INFINITY;
+    assert_eq!(floats(&padded).await, vec![inf, inf, 1.0, 2.0, 3.0, 4.0]);
+}

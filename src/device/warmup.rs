@@ -12,7 +12,8 @@
 //!   output failed before would be skipped, and its kernels never compiled;
 //! - every commit keeps its old value, so a training step warmed up
 //!   changes no variable and no optimizer state (a step whose guards
-//!   failed keeps them as well, `device::commit`);
+//!   failed keeps them as well, `device::commit`), and the optimizer keeps
+//!   none of the step's (`is_warming`): the next step is a first step;
 //! - uploads and the small blocks the host runs are real values, as
 //!   cheap as recording them, and run as they always do (a kernel would
 //!   read a host value otherwise than a first step does, so its text
@@ -71,6 +72,14 @@ impl Device {
             state.warming = false;
         });
         made.map(|_| ())
+    }
+}
+
+impl Device {
+    /// Whether a warm-up is recording (`warmup`'s `f` is running): a
+    /// training step then keeps no state of its own.
+    pub(crate) fn is_warming(&self) -> bool {
+        self.with_state(|state| state.warming)
     }
 }
 

@@ -236,6 +236,14 @@ impl Optimizer {
             }
         }
         let (committed, cost) = commit(&pairs, cost)?;
+        // A warm-up's step keeps no state: the next step is a first step,
+        // its state made as the warm-up's was (taking the warm-up's
+        // commits, whose records carry no bounds, Adam's powers were read
+        // as unknown and, with the numerics checks on, the first real
+        // step's kernel was not the one the warm-up compiled).
+        if device.is_warming() {
+            return Ok(cost);
+        }
         // Nothing is replaced before every commit is registered.
         self.device = Some(device);
         let mut committed = committed.into_iter();

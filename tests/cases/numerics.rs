@@ -919,7 +919,9 @@ pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a
 pub async fn a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on() {
     use webfusion::Padding;
     for (name, gpu) in checking().await {
-        let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1])).unwrap();
+        let x = gpu
+            .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
+            .unwrap();
         // One row of padding above, windows of one: the first row is all pad.
         let padded = x
             .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
@@ -934,7 +936,9 @@ pub async fn a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on() 
     }
     // Without the checks, TF.js's values.
     let gpu = super::engine::device().await;
-    let x = gpu.tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1])).unwrap();
+    let x = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
+        .unwrap();
     let padded = x
         .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
         .unwrap();

@@ -1002,12 +1002,23 @@ pub async fn a_step_on_a_nan_the_page_gave_changes_nothing_with_skip_non_finite(
             let root = &error.first().unwrap().root;
             assert_eq!(root.kind, FailureKind::NonFinite, "{what}: {error}");
             assert_eq!(root.op, "checkNumerics", "{what}: {error}");
-            assert_eq!(read(&w.value()).await, vec![1.0; n], "{what}: w is as it was");
+            assert_eq!(
+                read(&w.value()).await,
+                vec![1.0; n],
+                "{what}: w is as it was"
+            );
 
             let good = gpu.tensor(&vec![0.5; n], None).unwrap();
-            assert_eq!(read(&step(&mut opt, &good)).await, vec![0.5 * n as f32], "{what}");
+            assert_eq!(
+                read(&step(&mut opt, &good)).await,
+                vec![0.5 * n as f32],
+                "{what}"
+            );
             let after = read(&w.value()).await;
-            assert!(after.iter().all(|&v| v.is_finite() && v < 1.0), "{what}: {after:?}");
+            assert!(
+                after.iter().all(|&v| v.is_finite() && v < 1.0),
+                "{what}: {after:?}"
+            );
         }
     }
 }

@@ -701,8 +701,9 @@ pub(super) fn non_finite_message(
         .collect();
     if op.kind == OpKind::Unary(UnaryOp::CheckNumerics) {
         return format!(
-            "a training step would write {value} at {at:?} of a {} value, carried from a value \
-             no checked op made (one the page gave): skipNonFinite left every variable as it was",
+            "a training step would write {value} at {at:?} of a {} value that no op's check \
+             flagged (a value the page gave, or one made unchecked): skipNonFinite left every \
+             variable as it was",
             crate::ir::shape::display(&op.shape)
         );
     }

@@ -22,11 +22,11 @@
 //!   expressions are written (so its flush makes only what `f` made), and
 //!   an injected fault waits for a kernel that runs.
 //!
-//! So the first real step compiles nothing new, with one exception: a
-//! block the host ran in the warm-up (and would in a first step) that the
-//! next step runs as a kernel, its inputs then on the GPU (Adam's powers
-//! of the betas: uploads at first, committed values after), compiles then,
-//! as it would in a second step without a warm-up.
+//! So the first real step compiles nothing new. A block the host ran in
+//! the warm-up and in the first step that the second step runs as a kernel,
+//! its inputs then on the GPU (Adam's powers of the betas: uploads at
+//! first, committed values after), compiles in the second step, as it
+//! would without a warm-up.
 
 use super::flush::BlockRun;
 use super::{Device, DeviceState, State};

@@ -256,6 +256,19 @@ pub fn derive(op: &OpIr, operands: &[Operand<'_>]) -> Derived {
     if !op.kind.adds_only_finite() {
         return not_finite;
     }
+    // What `checkNumerics` lets through is finite, whatever its operand
+    // was (its check fails the rest). Without bounds, a NaN the page gave
+    // that one step stopped would leave the values it commits, and every
+    // later step's, unbounded for good, their products unchecked.
+    if op.kind == OpKind::Unary(UnaryOp::CheckNumerics)
+        && operands.iter().any(|o| o.bounds.is_none())
+    {
+        return Derived {
+            bounds: Some(Bounds::FINITE),
+            proven: false,
+            depth,
+        };
+    }
     let Some(ins) = operands
         .iter()
         .map(|o| o.bounds)

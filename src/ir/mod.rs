@@ -593,7 +593,6 @@ impl OpKind {
         matches!(self, OpKind::Matmul | OpKind::Conv { .. })
     }
 
-    /// Whether the planner may fuse this op into an elementwise kernel.
     /// Whether its numerics check looks at its operands: an elementwise op
     /// flags only a non-finite value it made from finite operands, so its
     /// flag is its own wherever it stands in a block. A `checkNumerics`
@@ -603,6 +602,7 @@ impl OpKind {
         self.is_elementwise() && !matches!(self, OpKind::Unary(UnaryOp::CheckNumerics))
     }
 
+    /// Whether the planner may fuse this op into an elementwise kernel.
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,

@@ -69,6 +69,10 @@ pub struct Optimizer {
     /// Whether a step turns its device's numerics checks on
     /// (`set_skip_non_finite`).
     skip_non_finite: bool,
+    /// A warm-up's commits, held until the next step: held, they are
+    /// written by the warm-up's flush, so the whole step compiles even
+    /// when its cost is not asked for (`apply`).
+    warmed: Vec<Tensor>,
 }
 
 impl Optimizer {
@@ -116,6 +120,7 @@ impl Optimizer {
             powers: None,
             device: None,
             skip_non_finite: false,
+            warmed: Vec::new(),
         })
     }
 
@@ -240,10 +245,13 @@ impl Optimizer {
         // its state made as the warm-up's was (taking the warm-up's
         // commits, whose records carry no bounds, Adam's powers were read
         // as unknown and, with the numerics checks on, the first real
-        // step's kernel was not the one the warm-up compiled).
+        // step's kernel was not the one the warm-up compiled). Its commits
+        // are held apart instead, for the warm-up to write.
         if device.is_warming() {
+            self.warmed.extend(committed);
             return Ok(cost);
         }
+        self.warmed.clear();
         // Nothing is replaced before every commit is registered.
         self.device = Some(device);
         let mut committed = committed.into_iter();

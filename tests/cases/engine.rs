@@ -1149,6 +1149,35 @@ pub async fn products_of_operands_stored_either_way_match_the_cpu_on_every_kerne
     for cpu in [false, true] {
         products_match_the_cpu(&kernels_shaped_for(cpu).await, cpu).await;
     }
+    // A GPU's product of 2048 rows copies a transposed right operand first:
+    // two kernels. A stored one, or one broadcast along a dim (its copy
+    // would outgrow the memory it reads), is read in place: one.
+    let gpu = kernels_shaped_for(false).await;
+    let a = gpu
+        .tensor(&vec![0.5; 2050 * 20], Some(&[2050, 20]))
+        .unwrap();
+    let stored = gpu.tensor(&vec![0.25; 20 * 36], Some(&[20, 36])).unwrap();
+    let transposed = gpu
+        .tensor(&vec![0.25; 36 * 20], Some(&[36, 20]))
+        .unwrap()
+        .transpose(None)
+        .unwrap();
+    let broadcast = gpu
+        .tensor(&vec![0.25; 20], Some(&[20, 1]))
+        .unwrap()
+        .broadcast_to(&[20, 36])
+        .unwrap();
+    for (b, kernels) in [(&transposed, 2), (&stored, 1), (&broadcast, 1)] {
+        let before = gpu.stats().kernels_launched;
+        let product = read(&a.matmul(b).unwrap()).await;
+        assert!(product.iter().all(|&v| v == 2.5), "20 * 0.5 * 0.25");
+        assert_eq!(
+            gpu.stats().kernels_launched - before,
+            kernels,
+            "{:?}",
+            b.shape()
+        );
+    }
 }
 
 async fn products_match_the_cpu(gpu: &Device, cpu: bool) {

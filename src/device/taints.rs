@@ -47,16 +47,18 @@ impl DeviceState {
         produced: TensorId,
         taints: &[Taint],
     ) -> Vec<Taint> {
+        let (graph, records) = (&mut self.graph, &self.records);
         taints
             .iter()
             .map(|taint| {
-                self.graph.skipped(
+                graph.skipped(
                     taint.failure,
                     Skip {
                         op: op.to_string(),
                         needed,
                         produced: vec![produced],
                     },
+                    |t| records.get(&t).is_some_and(|r| r.held),
                 );
                 Taint {
                     failure: taint.failure,
@@ -173,8 +175,10 @@ impl DeviceState {
                 message: format!("{} (on {from}; carried here by `to`)", report.root.message),
                 ..report.root.clone()
             });
+            // The hops the report kept, and the move: every one is on the
+            // new tensor's chain.
             for hop in report.chain.iter().rev() {
-                self.graph.skipped(failure, hop.clone());
+                self.graph.skipped(failure, hop.clone(), |_| true);
             }
             self.graph.skipped(
                 failure,
@@ -183,6 +187,7 @@ impl DeviceState {
                     needed: error.tensor,
                     produced: vec![id],
                 },
+                |_| true,
             );
             taints.push(Taint {
                 failure,

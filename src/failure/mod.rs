@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt;
 use std::num::NonZeroU64;
 
@@ -138,8 +138,8 @@ struct Failure {
     /// How many tensors carry this id; the failure lives while this is
     /// non-zero.
     carriers: u32,
-    /// Its first skip records and its newest, oldest first, at most
-    /// `MAX_SKIPS` (`skipped`).
+    /// Its skip records, oldest first, at most `MAX_SKIPS` (`skipped`
+    /// says which go past that).
     skips: VecDeque<Skip>,
     /// Every skip ever recorded, so a report can say how many it lacks.
     skips_total: u64,
@@ -168,16 +168,16 @@ pub struct FailureGraph {
 }
 
 impl FailureGraph {
-    /// How many skip records one failure keeps: its first half of them and
-    /// its newest. A read walks from its tensor back toward the root, hop
-    /// by hop. The first records are the hops next to the root, which the
-    /// tensors made with the failed op or soon after need (a step's cost,
-    /// read after later steps queued on top of it); the newest are what a
-    /// loop's latest tensors need. Keeping only the newest left an early
-    /// tensor with no hop at all once later work piled up. A walk that
-    /// reaches a gap stops there and says so, losing nothing essential: the
-    /// root is on the failure itself, never in the list.
-    pub const MAX_SKIPS: usize = 32;
+    /// How many skip records one failure keeps. A read walks from its
+    /// tensor back toward the root, hop by hop, so what must stay is the
+    /// hops of the tensors still held; the rest go first (`skipped`). A
+    /// training step of a small model is 30-40 hops deep and makes about
+    /// a hundred records: 256 keep the chains of a few steps queued on a
+    /// failed one whole. Sixteen, the newest only, left a step's cost read
+    /// after later steps with no hop at all. A walk that reaches a gap
+    /// stops there and says so, losing nothing essential: the root is on
+    /// the failure itself, never in the list.
+    pub const MAX_SKIPS: usize = 256;
 
     /// A new failure, carried by nothing yet. A caller that taints nothing
     /// with it must `prune` it, or it waits forever for a carrier.
@@ -226,13 +226,17 @@ impl FailureGraph {
         }
     }
 
-    /// Records an op `failure` stopped. Keeps the first `MAX_SKIPS / 2`
-    /// and the newest of the rest, and counts them all.
-    pub fn skipped(&mut self, failure: FailureId, skip: Skip) {
+    /// Records an op `failure` stopped, and counts it. Past `MAX_SKIPS`,
+    /// one record goes: the oldest that no chain of a tensor still held
+    /// (`held`) walks through, else, every one being on such a chain, the
+    /// oldest of the newer half (the first are the hops next to the root,
+    /// which the most chains share).
+    pub fn skipped(&mut self, failure: FailureId, skip: Skip, held: impl Fn(TensorId) -> bool) {
         if let Some(node) = self.failures.get_mut(&failure) {
             node.skips_total += 1;
             if node.skips.len() == Self::MAX_SKIPS {
-                node.skips.remove(Self::MAX_SKIPS / 2);
+                let gone = unwalked(&node.skips, held).unwrap_or(Self::MAX_SKIPS / 2);
+                node.skips.remove(gone);
             }
             node.skips.push_back(skip);
         }
@@ -272,6 +276,22 @@ impl FailureGraph {
     pub fn len(&self) -> usize {
         self.failures.len()
     }
+}
+
+/// The oldest of `skips` that no chain of a tensor `held` walks through. A
+/// chain goes from its tensor to the record that produced it, then to the
+/// record that produced what that one needed, each older: one pass from
+/// the newest marks every record some held tensor's chain reaches.
+fn unwalked(skips: &VecDeque<Skip>, held: impl Fn(TensorId) -> bool) -> Option<usize> {
+    let mut wanted: FxHashSet<TensorId> = FxHashSet::default();
+    let mut walked = vec![false; skips.len()];
+    for (i, s) in skips.iter().enumerate().rev() {
+        if s.produced.iter().any(|&t| held(t) || wanted.contains(&t)) {
+            walked[i] = true;
+            wanted.insert(s.needed);
+        }
+    }
+    walked.iter().position(|&w| !w)
 }
 
 /// A read that could not give a tensor's values: its bytes were never
@@ -447,9 +467,9 @@ mod tests {
         let mut graph = FailureGraph::default();
         let failure = graph.insert(root("274877906944 bytes exceeds maxBufferSize (268435456)"));
         graph.tag(failure);
-        graph.skipped(failure, skip("slice", 2, 5));
-        graph.skipped(failure, skip("exp", 5, 6));
-        graph.skipped(failure, skip("neg", 9, 10)); // another branch
+        graph.skipped(failure, skip("slice", 2, 5), |_| true);
+        graph.skipped(failure, skip("exp", 5, 6), |_| true);
+        graph.skipped(failure, skip("neg", 9, 10), |_| true); // another branch
         let report = graph.report(failure, TensorId(6), 2).unwrap();
         let ops: Vec<&str> = report.chain.iter().map(|s| s.op.as_str()).collect();
         assert_eq!(ops, ["exp", "slice"]);
@@ -466,19 +486,43 @@ mod tests {
     }
 
     #[test]
+    fn past_the_cap_the_records_no_held_tensor_walks_through_go_first() {
+        let mut graph = FailureGraph::default();
+        let failure = graph.insert(root("root"));
+        graph.tag(failure);
+        // A step's cost: two hops from the root, held.
+        let held = |t: TensorId| t == TensorId(2);
+        graph.skipped(failure, skip("mul", 0, 1), held);
+        graph.skipped(failure, skip("sum", 1, 2), held);
+        // More later ops on the root than the cap, all let go but the last.
+        let later = FailureGraph::MAX_SKIPS as u64 + 8;
+        let held = |t: TensorId| held(t) || t == TensorId(100 + later - 1);
+        for i in 0..later {
+            graph.skipped(failure, skip("exp", 0, 100 + i), held);
+        }
+        let cost = graph.report(failure, TensorId(2), 2).unwrap();
+        assert_eq!(cost.chain.len(), 2, "the held cost's chain is whole");
+        assert_eq!(cost.chain[1].needed, TensorId(0));
+        let last = graph.report(failure, TensorId(100 + later - 1), 1).unwrap();
+        assert_eq!(last.chain.len(), 1);
+        assert_eq!(last.dropped, 10);
+    }
+
+    #[test]
     fn the_skip_cap_keeps_the_first_and_the_newest_records_and_counts_the_dropped_ones() {
         let mut graph = FailureGraph::default();
         let failure = graph.insert(root("root"));
         graph.tag(failure);
-        for i in 0..40 {
-            graph.skipped(failure, skip("exp", i, i + 1));
+        let n = FailureGraph::MAX_SKIPS as u64 + 8;
+        for i in 0..n {
+            graph.skipped(failure, skip("exp", i, i + 1), |_| true);
         }
         let half = FailureGraph::MAX_SKIPS / 2;
-        let report = graph.report(failure, TensorId(40), 40).unwrap();
+        let report = graph.report(failure, TensorId(n), n as usize).unwrap();
         assert_eq!(report.chain.len(), half, "the newest, back to the gap");
         assert_eq!(
             report.chain[0].produced,
-            vec![TensorId(40)],
+            vec![TensorId(n)],
             "the newest hop first"
         );
         assert_eq!(report.dropped, 8);
@@ -486,7 +530,7 @@ mod tests {
         assert_eq!(early.chain.len(), 5, "an early tensor's chain is whole");
         assert_eq!(early.chain[4].needed, TensorId(0), "back to the root");
         let error = TensorError {
-            tensor: TensorId(40),
+            tensor: TensorId(n),
             shape: vec![2],
             failures: vec![report],
             asked_at: None,
@@ -508,7 +552,7 @@ mod tests {
             "the root is always named: {text}"
         );
         assert!(
-            text.contains("skipped 40 operation(s) below a failure"),
+            text.contains(&format!("skipped {n} operation(s) below a failure")),
             "{text}"
         );
     }
@@ -522,7 +566,7 @@ mod tests {
         });
         graph.tag(failure);
         graph.tag(failure);
-        graph.skipped(failure, skip("slice", 2, 5));
+        graph.skipped(failure, skip("slice", 2, 5), |_| true);
         let error = TensorError {
             tensor: TensorId(5),
             shape: vec![1, 2],

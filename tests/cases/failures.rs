@@ -210,17 +210,20 @@ pub async fn a_chain_of_ten_ops_below_a_failure_reports_depth_ten() {
     );
 }
 
-/// A failure keeps its first skip records and its newest: a tensor made
-/// soon after the failure, read after forty more ops were skipped on top
-/// of it, still gets its whole chain (found by outside testing: a step's
-/// cost, read after two more steps were queued, had none), and the last
-/// one gets the newest hops and says the rest were dropped.
-pub async fn forty_skips_leave_an_early_tensor_its_whole_chain_and_name_the_dropped_records() {
+/// Past a failure's 256 skip records, those no held tensor's chain walks
+/// through go first. A tensor made soon after the failure, read after
+/// three hundred more ops were skipped on top of it, gets its whole chain
+/// (found by outside testing: a step's cost, read after two more steps were
+/// queued, had none); the last, whose intermediates nobody holds, gets the
+/// newest hops the cap leaves beside the early one's three, and says the
+/// rest were dropped.
+pub async fn three_hundred_skips_leave_an_early_tensor_its_whole_chain_and_name_the_dropped_records()
+ {
     let gpu = device().await;
     let mut t = gpu.zeros(&HUGE).unwrap().add(1.0).unwrap();
     read_err(&t).await;
     let mut early = None;
-    for i in 0..40 {
+    for i in 0..300 {
         t = t.neg().unwrap();
         if i == 2 {
             early = Some(t.clone());
@@ -228,12 +231,12 @@ pub async fn forty_skips_leave_an_early_tensor_its_whole_chain_and_name_the_drop
     }
     let error = read_err(&t).await;
     let report = error.first().unwrap();
-    assert_eq!(report.depth, 40);
-    assert_eq!(report.chain.len(), 16);
-    assert_eq!(report.dropped, 8);
+    assert_eq!(report.depth, 300);
+    assert_eq!(report.chain.len(), 256 - 3);
+    assert_eq!(report.dropped, 44);
     let text = error.to_string();
     assert!(
-        text.contains("8 skip record(s) were dropped; the chain stops before the root"),
+        text.contains("44 skip record(s) were dropped; the chain stops before the root"),
         "{text}"
     );
     assert!(

@@ -1043,3 +1043,33 @@ pub async fn a_step_on_a_nan_the_page_gave_changes_nothing_with_skip_non_finite(
         }
     }
 }
+
+/// Found by outside testing: a failure kept only its newest skip records,
+/// so the cost of a failed step, read after two more steps were queued on
+/// top of it, had lost its whole chain. The records of tensors no longer
+/// held go first: the first steps' costs keep their chains whole, from the
+/// step (`guard`) back to the failed op, with Adam's many ops in each step;
+/// a chain cut short says so.
+pub async fn a_failed_steps_cost_read_after_later_steps_keeps_its_whole_chain() {
+    let s = setup().await;
+    let mut adam = Optimizer::adam(0.05, 0.9, 0.999, 1e-7).unwrap();
+    s.gpu
+        .inject_fault("matmul", 1, FaultKind::Validation)
+        .unwrap();
+    let costs: Vec<Tensor> = (0..3)
+        .map(|_| s.step(&mut adam, |c| Ok(c.clone())))
+        .collect();
+    for (i, cost) in costs.iter().enumerate() {
+        let error = read_err(cost).await;
+        let report = error.first().unwrap();
+        assert_eq!(report.root.kind, FailureKind::Injected, "step {i}: {error}");
+        assert_eq!(report.chain[0].op, "guard", "step {i}: {error}");
+        match i {
+            0 | 1 => assert_eq!(report.chain.len(), report.depth, "step {i}: {error}"),
+            _ => assert!(
+                report.chain.len() == report.depth || error.to_string().contains("dropped"),
+                "step {i}: {error}"
+            ),
+        }
+    }
+}

@@ -118,9 +118,12 @@ writeFileSync(file, code);
 # `skipNonFinite` writes (its op, host and kernel rules and message), the
 # skip records' first-and-newest cap, pow's exponent gradient masked as
 # TF.js's, max pools with a window in the padding not proven finite, and
-# the warm-up's queue flushed first and its step keeping no optimizer state.
+# the warm-up's queue flushed first and its step keeping no optimizer state;
+# by 0.2 KB for the review of that round (a warm-up's commits held for it to
+# write, skip records evicted by the chains of held tensors, a broadcast
+# operand never copied).
 node -e '
-const BUDGET_GZIP = 344300;
+const BUDGET_GZIP = 344500;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

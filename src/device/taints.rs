@@ -58,7 +58,7 @@ impl DeviceState {
                         needed,
                         produced: vec![produced],
                     },
-                    |t| records.get(&t).is_some_and(|r| r.held),
+                    &|t| records.get(&t).is_some_and(|r| r.held),
                 );
                 Taint {
                     failure: taint.failure,
@@ -178,7 +178,7 @@ impl DeviceState {
             // The hops the report kept, and the move: every one is on the
             // new tensor's chain.
             for hop in report.chain.iter().rev() {
-                self.graph.skipped(failure, hop.clone(), |_| true);
+                self.graph.skipped(failure, hop.clone(), &|_| true);
             }
             self.graph.skipped(
                 failure,
@@ -187,7 +187,7 @@ impl DeviceState {
                     needed: error.tensor,
                     produced: vec![id],
                 },
-                |_| true,
+                &|_| true,
             );
             taints.push(Taint {
                 failure,

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::num::NonZeroU64;
 
@@ -231,7 +231,7 @@ impl FailureGraph {
     /// (`held`) walks through, else, every one being on such a chain, the
     /// oldest of the newer half (the first are the hops next to the root,
     /// which the most chains share).
-    pub fn skipped(&mut self, failure: FailureId, skip: Skip, held: impl Fn(TensorId) -> bool) {
+    pub fn skipped(&mut self, failure: FailureId, skip: Skip, held: &dyn Fn(TensorId) -> bool) {
         if let Some(node) = self.failures.get_mut(&failure) {
             node.skips_total += 1;
             if node.skips.len() == Self::MAX_SKIPS {
@@ -282,13 +282,24 @@ impl FailureGraph {
 /// chain goes from its tensor to the record that produced it, then to the
 /// record that produced what that one needed, each older: one pass from
 /// the newest marks every record some held tensor's chain reaches.
-fn unwalked(skips: &VecDeque<Skip>, held: impl Fn(TensorId) -> bool) -> Option<usize> {
-    let mut wanted: FxHashSet<TensorId> = FxHashSet::default();
+fn unwalked(skips: &VecDeque<Skip>, held: &dyn Fn(TensorId) -> bool) -> Option<usize> {
+    // The chains' frontier: what a walked record needed, not yet found.
+    // A tensor is produced once, so a found one leaves it, and it stays as
+    // small as the chains being walked at once.
+    let mut wanted: Vec<TensorId> = Vec::new();
     let mut walked = vec![false; skips.len()];
     for (i, s) in skips.iter().enumerate().rev() {
-        if s.produced.iter().any(|&t| held(t) || wanted.contains(&t)) {
+        let mut on_a_chain = false;
+        for t in &s.produced {
+            if let Some(k) = wanted.iter().position(|w| w == t) {
+                wanted.swap_remove(k);
+                on_a_chain = true;
+            }
+            on_a_chain |= held(*t);
+        }
+        if on_a_chain {
             walked[i] = true;
-            wanted.insert(s.needed);
+            wanted.push(s.needed);
         }
     }
     walked.iter().position(|&w| !w)
@@ -467,9 +478,9 @@ mod tests {
         let mut graph = FailureGraph::default();
         let failure = graph.insert(root("274877906944 bytes exceeds maxBufferSize (268435456)"));
         graph.tag(failure);
-        graph.skipped(failure, skip("slice", 2, 5), |_| true);
-        graph.skipped(failure, skip("exp", 5, 6), |_| true);
-        graph.skipped(failure, skip("neg", 9, 10), |_| true); // another branch
+        graph.skipped(failure, skip("slice", 2, 5), &|_| true);
+        graph.skipped(failure, skip("exp", 5, 6), &|_| true);
+        graph.skipped(failure, skip("neg", 9, 10), &|_| true); // another branch
         let report = graph.report(failure, TensorId(6), 2).unwrap();
         let ops: Vec<&str> = report.chain.iter().map(|s| s.op.as_str()).collect();
         assert_eq!(ops, ["exp", "slice"]);
@@ -492,13 +503,13 @@ mod tests {
         graph.tag(failure);
         // A step's cost: two hops from the root, held.
         let held = |t: TensorId| t == TensorId(2);
-        graph.skipped(failure, skip("mul", 0, 1), held);
-        graph.skipped(failure, skip("sum", 1, 2), held);
+        graph.skipped(failure, skip("mul", 0, 1), &held);
+        graph.skipped(failure, skip("sum", 1, 2), &held);
         // More later ops on the root than the cap, all let go but the last.
         let later = FailureGraph::MAX_SKIPS as u64 + 8;
         let held = |t: TensorId| held(t) || t == TensorId(100 + later - 1);
         for i in 0..later {
-            graph.skipped(failure, skip("exp", 0, 100 + i), held);
+            graph.skipped(failure, skip("exp", 0, 100 + i), &held);
         }
         let cost = graph.report(failure, TensorId(2), 2).unwrap();
         assert_eq!(cost.chain.len(), 2, "the held cost's chain is whole");
@@ -515,7 +526,7 @@ mod tests {
         graph.tag(failure);
         let n = FailureGraph::MAX_SKIPS as u64 + 8;
         for i in 0..n {
-            graph.skipped(failure, skip("exp", i, i + 1), |_| true);
+            graph.skipped(failure, skip("exp", i, i + 1), &|_| true);
         }
         let half = FailureGraph::MAX_SKIPS / 2;
         let report = graph.report(failure, TensorId(n), n as usize).unwrap();
@@ -566,7 +577,7 @@ mod tests {
         });
         graph.tag(failure);
         graph.tag(failure);
-        graph.skipped(failure, skip("slice", 2, 5), |_| true);
+        graph.skipped(failure, skip("slice", 2, 5), &|_| true);
         let error = TensorError {
             tensor: TensorId(5),
             shape: vec![1, 2],

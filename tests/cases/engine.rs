@@ -1163,7 +1163,7 @@ pub async fn products_of_operands_stored_either_way_match_the_cpu_on_every_kerne
         .transpose(None)
         .unwrap();
     let broadcast = gpu
-        .tensor(&vec![0.25; 20], Some(&[20, 1]))
+        .tensor(&[0.25; 20], Some(&[20, 1]))
         .unwrap()
         .broadcast_to(&[20, 36])
         .unwrap();

@@ -73,9 +73,7 @@ impl Device {
         });
         made.map(|_| ())
     }
-}
 
-impl Device {
     /// Whether a warm-up is recording (`warmup`'s `f` is running): a
     /// training step then keeps no state of its own.
     pub(crate) fn is_warming(&self) -> bool {

@@ -227,20 +227,14 @@ impl Optimizer {
         // A NaN or an infinity the page gave passes the numerics checks of
         // the ops that carry it (no op made it); the values the step would
         // write, and its cost, are checked whatever made them.
-        let guarded;
-        let cost = match (self.skip_non_finite, cost) {
-            (true, Some(cost)) => {
-                guarded = cost.check_numerics()?;
-                Some(&guarded)
-            }
-            (_, cost) => cost,
-        };
+        let mut guarded = None;
         if self.skip_non_finite {
+            guarded = cost.map(Tensor::check_numerics).transpose()?;
             for (_, new) in &mut pairs {
                 *new = new.check_numerics()?;
             }
         }
-        let (committed, cost) = commit(&pairs, cost)?;
+        let (committed, cost) = commit(&pairs, guarded.as_ref().or(cost))?;
         // A warm-up's step keeps no state: the next step is a first step,
         // its state made as the warm-up's was (taking the warm-up's
         // commits, whose records carry no bounds, Adam's powers were read

@@ -918,30 +918,28 @@ pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a
 /// such window is proven finite and reads.
 pub async fn a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on() {
     use webfusion::Padding;
-    for (name, gpu) in checking().await {
+    // Windows of one over a 2x2 image, padded by rows `[above, below]`.
+    async fn pooled(gpu: &Device, rows: [usize; 2], size: usize) -> Tensor {
         let x = gpu
             .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
             .unwrap();
+        let pad = match size {
+            1 => Padding::Explicit([rows, [0, 0]]),
+            _ => Padding::Same,
+        };
+        x.max_pool([size, size], [1, 1], pad).unwrap()
+    }
+    for (name, gpu) in checking().await {
         // One row of padding above, windows of one: the first row is all pad.
-        let padded = x
-            .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
-            .unwrap();
+        let padded = pooled(&gpu, [1, 0], 1).await;
         non_finite_at(name, &padded, "maxPool", "-Infinity").await;
-        let same = x.max_pool([2, 2], [1, 1], Padding::Same).unwrap();
+        let same = pooled(&gpu, [0, 0], 2).await;
         assert_eq!(floats(&same).await, vec![4.0, 4.0, 4.0, 4.0], "{name}");
-        let last = x
-            .max_pool([1, 1], [1, 1], Padding::Explicit([[0, 1], [0, 0]]))
-            .unwrap();
+        let last = pooled(&gpu, [0, 1], 1).await;
         non_finite_at(name, &last, "maxPool", "-Infinity").await;
     }
     // Without the checks, TF.js's values.
-    let gpu = super::engine::device().await;
-    let x = gpu
-        .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
-        .unwrap();
-    let padded = x
-        .max_pool([1, 1], [1, 1], Padding::Explicit([[1, 0], [0, 0]]))
-        .unwrap();
+    let padded = pooled(&super::engine::device().await, [1, 0], 1).await;
     let inf = f32::NEG_INFINITY;
     assert_eq!(floats(&padded).await, vec![inf, inf, 1.0, 2.0, 3.0, 4.0]);
 }

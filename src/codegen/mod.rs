@@ -436,7 +436,7 @@ mod tests {
     fn a_checked_reduction_checks_each_value_it_writes_and_binds_its_flags_after_its_output() {
         let out = [4, 6];
         let checked = Some(OutputCheck { op: 2, shape: &out });
-        for stage in [Stage::Whole, Stage::PerThread, Stage::Final { total: 10 }] {
+        for stage in [Stage::Whole, Stage::PerThread, Stage::Final] {
             let kernel = reduce(
                 &contiguous(&[4, 5, 6]),
                 &[1],

@@ -105,10 +105,9 @@ pub enum Stage {
     /// Partial results over `splits` chunks per output: writes raw partials
     /// (and, for argmax, their indices into a second output).
     First { splits: usize },
-    /// Finishes partials laid out `[outputs, splits]`: `total` elements were
-    /// reduced in all (the mean's divisor); argmax reads the partials'
-    /// indices from a second input.
-    Final { total: usize },
+    /// Finishes partials laid out `[outputs, splits]`; argmax reads the
+    /// partials' indices from a second input.
+    Final,
     /// One thread per output value, looping over all its elements (see
     /// `reduces_per_thread`): no shared memory, no barriers.
     PerThread,
@@ -196,11 +195,14 @@ impl Fold {
             ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
             ReduceOp::Prod if int => plain("1", "acc = acc * x;"),
             ReduceOp::Prod => plain("1.0", "acc = acc * x;"),
-            // Partials of a mean are raw sums.
+            // Each element is divided before it is added, as TF.js's `mean`
+            // does: a sum first would overflow where the mean is a float32
+            // (two 3e38s), and no partial sum of quotients exceeds the
+            // largest element. Partials are sums of quotients already.
             ReduceOp::Mean => Fold {
-                finish: match stage {
-                    Stage::First { .. } => "acc".to_string(),
-                    _ => format!("acc / f32({divisor})"),
+                element: match stage {
+                    Stage::Final => "acc = acc + x;".to_string(),
+                    _ => format!("acc = acc + x / f32({divisor});"),
                 },
                 ..plain("0.0", "acc = acc + x;")
             },
@@ -238,7 +240,7 @@ impl Fold {
         let better = if max { ">" } else { "<" };
         let pick = format!("if (x {better} acc || (x == acc && r < aux)) {{ acc = x; aux = r; }}");
         let r = match stage {
-            Stage::Final { .. } => "in1[at]",
+            Stage::Final => "in1[at]",
             _ => "i",
         };
         let init = match (element, max) {
@@ -486,10 +488,7 @@ fn fold_elements(
     let p_splits = params.push(splits);
     let chunk = params.push(n_red.div_ceil(splits));
     let count = params.push(n_red);
-    let divisor = params.push(match stage {
-        Stage::Final { total } => total,
-        _ => n_red,
-    });
+    let divisor = params.push(n_red);
     let offset = params.push(input.layout.offset);
     let fold = Fold::new(reducer, stage, &divisor, input.dtype);
     let per_thread = stage == Stage::PerThread;
@@ -683,7 +682,7 @@ fn written(
     }
     body += &fold.across_workgroup(threads, lanes.subgroups);
     body += "    if (lid == 0u) {\n";
-    let final_argmax = argmax && matches!(stage, Stage::Final { .. });
+    let final_argmax = argmax && matches!(stage, Stage::Final);
     // A first stage writes raw partials, of the elements' dtype.
     let out = match stage {
         Stage::First { .. } => fold.ty,

@@ -639,7 +639,7 @@ impl Lowering<'_> {
             layout: Layout::contiguous(&partial_shape),
             dtype: input.dtype,
         };
-        let stage = Stage::Final { total };
+        let stage = Stage::Final;
         let key = Key::reduce(
             &partials,
             &[1],

@@ -101,6 +101,29 @@ pub async fn a_product_or_a_sum_that_overflows_is_the_root() {
     }
 }
 
+pub async fn a_mean_whose_sum_would_overflow_reads_finite_as_tf_js_divides_first() {
+    let mut devices = checking().await;
+    devices.push(("unchecked", super::engine::device().await));
+    for (name, gpu) in devices {
+        // 65536 elements fold in two launches (partials, then their sum).
+        for n in [2usize, 4096, 65536] {
+            let x = gpu.tensor(&vec![3e38; n], Some(&[n])).unwrap();
+            let mean = x.mean(None, false).unwrap();
+            super::engine::close_within(&floats(&mean).await, &[3e38], 1e-5);
+            let rows = x
+                .reshape(&[2, -1])
+                .unwrap()
+                .mean(Some(&[1]), false)
+                .unwrap();
+            super::engine::close_within(&floats(&rows).await, &[3e38, 3e38], 1e-5);
+        }
+        let x = gpu.tensor(&[1e19, -1e19, 1e19, -1e19], None).unwrap();
+        let (mean, variance) = x.moments(None, false).unwrap();
+        assert_eq!(floats(&mean).await, [0.0], "{name}");
+        super::engine::close_within(&floats(&variance).await, &[1e38], 1e-6);
+    }
+}
+
 pub async fn a_users_non_finite_values_pass_through_without_blaming_an_op() {
     for (name, gpu) in checking().await {
         let x = gpu

@@ -1450,6 +1450,7 @@ export const kernels = {
   Tanh: method('tanh'),
   Sin: method('sin'),
   Cos: method('cos'),
+  Tan: method('tan'),
   LogicalNot: method('logicalNot'),
   // The same data id, shared (as TF.js's own backends do): TF.js's engine
   // clones this way, and counts a new data id from a clone as a leak.
@@ -1477,7 +1478,6 @@ export const kernels = {
   IsNan: unary(isNaN),
   IsInf: unary((x) => x.abs().equal(Infinity)),
   IsFinite: unary((x) => x.sub(x).equal(0)),
-  Tan: unary((x) => x.sin().div(x.cos())),
   Sinh: unary((x) => x.exp().sub(x.neg().exp()).mul(0.5)),
   Cosh: unary((x) => x.exp().add(x.neg().exp()).mul(0.5)),
   Asinh: unary((x) => x.add(x.square().add(1).sqrt()).log()),

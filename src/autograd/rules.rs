@@ -294,6 +294,7 @@ fn unary(op: UnaryOp, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
         UnaryOp::Tanh => g.mul(&y.square()?.neg()?.add(1.0)?),
         UnaryOp::Sin => g.mul(&x.cos()?),
         UnaryOp::Cos => g.mul(&x.sin()?.neg()?),
+        UnaryOp::Tan => g.div(&x.cos()?.square()?),
         // Flat between whole numbers: TF.js's zeros.
         UnaryOp::Floor => g.device().zeros(g.shape()),
         // A bool's op: never on the tape.

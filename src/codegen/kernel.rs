@@ -793,6 +793,7 @@ pub(super) fn unary(out: &mut String, op: UnaryOp, dtype: DType, x: Value) -> st
         UnaryOp::Tanh => write!(out, "wf_tanh({x})"),
         UnaryOp::Sin => write!(out, "wf_trig({x}, 0)"),
         UnaryOp::Cos => write!(out, "wf_trig({x}, 1)"),
+        UnaryOp::Tan => write!(out, "wf_div(wf_trig({x}, 0), wf_trig({x}, 1))"),
         UnaryOp::Floor => write!(out, "wf_floor({x})"),
         UnaryOp::LogicalNot => write!(out, "(1 ^ {x})"),
         UnaryOp::CheckNumerics => write!(out, "{x}"),

@@ -454,7 +454,7 @@ fn unary(op: UnaryOp, x: Bounds) -> Option<Bounds> {
         UnaryOp::Rsqrt if x.lo >= TINY => {
             widened(1.0 / x.hi.sqrt(), 1.0 / x.lo.sqrt(), APPROX_REL, 0.0)
         }
-        UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt => None,
+        UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Rsqrt | UnaryOp::Tan => None,
         UnaryOp::Square => {
             let a = abs(x);
             widened(a.lo * a.lo, a.hi * a.hi, ROUNDING, 0.0)

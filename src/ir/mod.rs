@@ -55,6 +55,10 @@ pub enum UnaryOp {
     Tanh,
     Sin,
     Cos,
+    /// `sin / cos`: in kernels their float32 quotient; on the host the
+    /// float64 tangent rounded, TF.js's CPU backend's value (a float32
+    /// quotient is ulps off near a pole, where the tangent is large).
+    Tan,
     /// The largest whole number not above `x`, a float32.
     Floor,
     /// `!x` of a bool.
@@ -67,7 +71,7 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 16] = [
+    pub const ALL: [UnaryOp; 17] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -81,6 +85,7 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Tan,
         UnaryOp::Floor,
         UnaryOp::LogicalNot,
         UnaryOp::CheckNumerics,
@@ -101,6 +106,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Tan => "tan",
             UnaryOp::Floor => "floor",
             UnaryOp::LogicalNot => "logicalNot",
             UnaryOp::CheckNumerics => "checkNumerics",
@@ -561,6 +567,7 @@ impl OpKind {
                     | UnaryOp::Sqrt
                     | UnaryOp::Rsqrt
                     | UnaryOp::Square
+                    | UnaryOp::Tan
                     | UnaryOp::CheckNumerics
             ),
             OpKind::BinaryScalar {
@@ -825,7 +832,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
-        assert_eq!(names.len(), 75, "every op a kernel computes: {names:?}");
+        assert_eq!(names.len(), 76, "every op a kernel computes: {names:?}");
         for name in [
             "tensor",
             "zeros",

@@ -1615,6 +1615,9 @@ unary_ops! {
     /// The tanh approximation, as PyTorch's `gelu(approximate='tanh')`.
     gelu => Gelu,
     sigmoid => Sigmoid, tanh => Tanh, sin => Sin, cos => Cos,
+    /// TF.js's `tan`: on the host TF.js's CPU value, in kernels `sin / cos`
+    /// (see `UnaryOp::Tan`).
+    tan => Tan,
     /// The largest whole number not above each value (TF.js's `floor`; an
     /// int's is itself, as a float32); NaN and the infinities as they are.
     floor => Floor,

@@ -845,6 +845,7 @@ macro_rules! unary_ops {
 unary_ops! {
     "neg" => neg, "abs" => abs, "exp" => exp, "log" => log, "sqrt" => sqrt,
     "rsqrt" => rsqrt, "square" => square, "relu" => relu, "gelu" => gelu,
-    "sigmoid" => sigmoid, "tanh" => tanh, "sin" => sin, "cos" => cos, "floor" => floor,
+    "sigmoid" => sigmoid, "tanh" => tanh, "sin" => sin, "cos" => cos, "tan" => tan,
+    "floor" => floor,
     "logicalNot" => logical_not,
 }

@@ -103,7 +103,7 @@ pub async fn every_unary_op_has_the_gradient_of_finite_differences() {
         f64,
         f64,
     );
-    let ops: [Unary; 13] = [
+    let ops: [Unary; 14] = [
         ("neg", Tensor::neg, |x| -x, -2.0, 2.0),
         ("abs", Tensor::abs, f64::abs, 0.1, 2.0),
         ("exp", Tensor::exp, f64::exp, -2.0, 2.0),
@@ -123,6 +123,7 @@ pub async fn every_unary_op_has_the_gradient_of_finite_differences() {
         ("tanh", Tensor::tanh, f64::tanh, -2.0, 2.0),
         ("sin", Tensor::sin, f64::sin, -3.0, 3.0),
         ("cos", Tensor::cos, f64::cos, -3.0, 3.0),
+        ("tan", Tensor::tan, f64::tan, -1.2, 1.2),
     ];
     for (name, op, f, lo, hi) in ops {
         check(

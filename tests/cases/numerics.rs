@@ -807,6 +807,55 @@ pub async fn sin_and_cos_are_within_2e_7_for_every_finite_argument_in_kernels_as
 /// own `logSoftmax`'s (all NaN). A row holding +Infinity has the logSumExp
 /// TF.js computes, `max + log(sum(exp(x - max)))` = NaN, so every one of
 /// these is NaN there, on rows short and long; other rows are untouched.
+/// Found by TF.js's own op tests ("numbers exceed float32 precision"):
+/// `tan` of -470910688 is 30144.175, and a float32 `sin / cos` is ulps,
+/// so several thousandths, off there. Small work run on the host gives
+/// what TF.js's CPU backend gives, the float64 tangent rounded; kernels
+/// give the quotient, within the error its operands' 2e-7 allow.
+pub async fn tan_on_the_host_is_the_float64_tangent_rounded_and_in_kernels_the_quotient_of_sin_and_cos()
+{
+    let options = |host_max_elements| DeviceOptions {
+        host_max_elements,
+        ..DeviceOptions::default()
+    };
+    let mut xs: Vec<f32> = (-300..=300).map(|i| i as f32 * 0.005).collect();
+    xs.extend([
+        -608065408.0,
+        781902016.0,
+        -470910688.0,
+        1786759296.0,
+        830023232.0,
+        1.5707963,
+        -1.5707964,
+        4.712389,
+        1e30,
+        0.0,
+        -0.0,
+    ]);
+    let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+    xs.extend(special);
+    for (name, max) in [("host", 1 << 20), ("kernels", 0)] {
+        let gpu = device_with(options(max)).await;
+        let x = gpu.tensor(&xs, None).unwrap();
+        let tan = floats(&x.tan().unwrap()).await;
+        for (i, &v) in xs.iter().enumerate() {
+            let want = f64::from(v).tan();
+            let got = tan[i];
+            if special.iter().any(|s| s.to_bits() == v.to_bits()) {
+                assert!(got.is_nan(), "{name}: tan({v}) is NaN, not {got}");
+            } else if name == "host" {
+                assert_eq!(got.to_bits(), (want as f32).to_bits(), "{name}: tan({v})");
+            } else {
+                let tolerance = 4e-7 * (1.0 + want * want) + 1e-6 * want.abs();
+                assert!(
+                    (f64::from(got) - want).abs() <= tolerance,
+                    "{name}: tan({v}) is {got}, not {want}"
+                );
+            }
+        }
+    }
+}
+
 pub async fn a_row_holding_infinity_is_nan_through_log_sum_exp_softmax_and_log_softmax() {
     let inf = f32::INFINITY;
     for max in [1024, 0] {

@@ -156,7 +156,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     for (const name of binary) {
       tensorMethod(name, m, [{ valid: v, bad: [...notTensors, ['a [5] tensor', one.zeros([5])]] }]);
     }
-    for (const name of ['neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'floor', 'flatten']) {
+    for (const name of ['neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'tan', 'floor', 'flatten']) {
       tensorMethod(name, m, []);
     }
     for (const name of ['sum', 'mean', 'max', 'min', 'prod', 'logSumExp']) {
@@ -483,7 +483,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     wrong('full', "full([2], 0.5, 'int32')", () => one.full([2], 0.5, 'int32'));
     wrong('arange', "arange(0, 2.5, 1, 'int32')", () => one.arange(0, 2.5, 1, 'int32'));
     wrong('arange', "arange(0, 2, 1, 'bool')", () => one.arange(0, 2, 1, 'bool'));
-    for (const name of ['log', 'sqrt', 'rsqrt', 'sigmoid', 'tanh', 'sin', 'cos', 'gelu', 'softmax', 'logSoftmax']) {
+    for (const name of ['log', 'sqrt', 'rsqrt', 'sigmoid', 'tanh', 'sin', 'cos', 'tan', 'gelu', 'softmax', 'logSoftmax']) {
       wrong(name, `mi.${name}()`, () => mi[name]());
     }
     wrong('matmul', 'mi.matmul(mt)', () => mi.matmul(mt));
@@ -560,7 +560,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
   // Every public method is in the corpus.
   const expected = [
     'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'equal', 'greater', 'greaterEqual', 'less', 'lessEqual',
-    'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'floor', 'flatten',
+    'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'square', 'relu', 'gelu', 'sigmoid', 'tanh', 'sin', 'cos', 'tan', 'floor', 'flatten',
     'mod', 'floorDiv', 'logicalAnd', 'logicalOr', 'logicalXor', 'logicalNot', 'bitwiseAnd', 'cast', 'dtype', 'argMin',
     'gather', 'oneHot', 'unsortedSegmentSum', 'cumsum', 'cumprod', 'multinomial', 'topk', 'prod',
     'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool', 'depthwiseConv2d',

@@ -121,9 +121,12 @@ writeFileSync(file, code);
 # the warm-up's queue flushed first and its step keeping no optimizer state;
 # by 0.2 KB for the review of that round (a warm-up's commits held for it to
 # write, skip records evicted by the chains of held tensors, a broadcast
-# operand never copied).
+# operand never copied). Raised by 0.7 KB for `tan` (TF.js's; its host
+# value is `libm`'s float64 tangent, 0.5 KB, which shares its argument
+# reduction with the `libm::cos` random normals already use: std's tan
+# brought a second copy, 1.3 KB).
 node -e '
-const BUDGET_GZIP = 344500;
+const BUDGET_GZIP = 345200;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

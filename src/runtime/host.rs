@@ -485,7 +485,7 @@ fn unary(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Tanh => tanh(x),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
-        UnaryOp::Tan => f64::from(x).tan() as f32,
+        UnaryOp::Tan => libm::tan(f64::from(x)) as f32,
         UnaryOp::Floor => x.floor(),
         UnaryOp::CheckNumerics => x,
         // A bool is never a float: registration refuses it.

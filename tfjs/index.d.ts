@@ -11,8 +11,17 @@ export declare class WebfusionBackend extends KernelBackend {
 }
 
 /**
- * A backend on a new device, for `tf.registerBackend(name, () =>
- * createBackend(options))`; `options` are `Device.request`'s.
+ * A backend on a new device; `options` are `Device.request`'s. TF.js finds
+ * kernels by backend name, so a backend registered under a name of its own
+ * needs `kernels` registered under that name too:
+ *
+ *     tf.registerBackend('wf-checked', () => createBackend({ debug: { checkNumerics: true } }));
+ *     for (const [kernelName, kernelFunc] of Object.entries(kernels)) {
+ *       tf.registerKernel({ kernelName, backendName: 'wf-checked', kernelFunc });
+ *     }
+ *
+ * (For one setting on the default backend, `tf.backend().device` is its
+ * `Device`: `tf.backend().device.checkNumerics = true`.)
  */
 export declare function createBackend(options?: Parameters<typeof Device.request>[0]): Promise<WebfusionBackend>;
 

@@ -140,8 +140,10 @@ impl JsTensor {
 
     /// The values now, as `data()` would give them, when the host holds
     /// them: values the page gave, and small work on them (views, joins,
-    /// folds, elementwise ops) that ran on the CPU. A tensor whose work
-    /// failed throws its `TensorError`. One computed on the GPU throws:
+    /// folds, elementwise ops) that ran on the CPU; values of more than
+    /// `hostMaxElements` elements go to the GPU, as they would be kept
+    /// twice otherwise. A tensor whose work failed throws its
+    /// `TensorError`. One whose bytes are on the GPU throws:
     /// WebGPU reads only asynchronously, and whether the submission that
     /// wrote its bytes failed is known only then (TF.js's WebGPU backend
     /// reads such a tensor through a canvas, and can give a wrong value).
@@ -156,9 +158,10 @@ impl JsTensor {
                 op,
                 ErrorClass::Other,
                 format!(
-                    "{} of shape {:?} is computed on the GPU, and WebGPU reads only \
+                    "{} of shape {:?} has its bytes on the GPU, and WebGPU reads only \
                      asynchronously: use `await tensor.data()` (the host answers \
-                     synchronously only for values the page gave and small work on them)",
+                     synchronously only for values the page gave of at most \
+                     `hostMaxElements` elements, and small work on them)",
                     tensor.id(),
                     tensor.shape()
                 ),

@@ -1030,6 +1030,7 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
       isUint8Array: flags.logicalNot().dataSync() instanceof Uint8Array,
       big: message(() => big.dataSync()),
       bigLater: (await big.data())[0],
+      given: message(() => gpu.tensor(new Float32Array(2000)).dataSync()),
       failed: message(() => failed.dataSync()),
       kernels: gpu.stats().kernelsLaunched,
     };
@@ -1041,8 +1042,11 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
   assert.equal(result.big.isError, true);
   assert.equal(result.big.isTensorError, false);
   assert.equal(result.big.op, 'dataSync');
-  assert.match(result.big.message, /dataSync: tensor #\d+ of shape \[64, 64\] is computed on the GPU.*await tensor\.data\(\)/);
+  assert.match(result.big.message, /dataSync: tensor #\d+ of shape \[64, 64\] has its bytes on the GPU.*await tensor\.data\(\)/);
   assert.equal(result.bigLater, 2, 'the asynchronous read after it gets the values');
+  // Found by outside testing: values the page gave past hostMaxElements are
+  // uploaded, and the message said they were computed there.
+  assert.match(result.given.message, /has its bytes on the GPU.*values the page gave of at most `hostMaxElements` elements/);
   assert.equal(result.failed.isTensorError, true);
   assert.equal(result.failed.kind, 'non-finite');
   assert.equal(result.kernels, 1, 'only the GPU\'s work ran as a kernel');

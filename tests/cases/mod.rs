@@ -191,6 +191,10 @@ macro_rules! all_cases {
         );
         $run!(
             training,
+            an_evaluation_run_before_a_failed_steps_failure_is_known_fails_with_it_and_one_after_reads_the_unchanged_weights
+        );
+        $run!(
+            training,
             a_lost_device_refuses_the_step_and_training_resumes_on_a_new_device
         );
         $run!(

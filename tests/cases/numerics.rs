@@ -813,7 +813,7 @@ pub async fn sin_and_cos_are_within_2e_7_for_every_finite_argument_in_kernels_as
 /// what TF.js's CPU backend gives, the float64 tangent rounded; kernels
 /// give the quotient, within the error its operands' 2e-7 allow.
 pub async fn tan_on_the_host_is_the_float64_tangent_rounded_and_in_kernels_the_quotient_of_sin_and_cos()
-{
+ {
     let options = |host_max_elements| DeviceOptions {
         host_max_elements,
         ..DeviceOptions::default()

@@ -394,6 +394,30 @@ pub async fn steps_flushed_on_top_of_a_failed_step_fail_whole_and_leave_the_weig
     }
 }
 
+/// Found by outside testing (a demo that evaluates right after each step
+/// without awaiting the cost): the docs said only steps fail on top of a
+/// failed one. Anything run on the step's new values before its failure
+/// is known fails with it; the variable reads unchanged; work run after the
+/// failure is known reads the unchanged values.
+pub async fn an_evaluation_run_before_a_failed_steps_failure_is_known_fails_with_it_and_one_after_reads_the_unchanged_weights()
+ {
+    let s = setup().await;
+    let before = values(&s.vars).await;
+    let total = |v: &[f32]| v.iter().sum::<f32>();
+    let mut sgd = Optimizer::sgd(0.5).unwrap();
+    s.gpu
+        .inject_fault("tanh", 1, FaultKind::Validation)
+        .unwrap();
+    let cost = s.step(&mut sgd, |c| Ok(c.clone()));
+    let early = s.vars[0].value().sum(None, false).unwrap();
+    let error = read_err(&early).await;
+    assert_eq!(error.first().unwrap().root.op, "tanh", "{error}");
+    assert_eq!(values(&s.vars).await, before, "the variables are unchanged");
+    assert_eq!(read_err(&cost).await.first().unwrap().root.op, "tanh");
+    let late = s.vars[0].value().sum(None, false).unwrap();
+    close_within(&read(&late).await, &[total(&before[0])], 1e-5);
+}
+
 pub async fn a_lost_device_refuses_the_step_and_training_resumes_on_a_new_device() {
     let s = setup().await;
     let mut sgd = Optimizer::sgd(0.5).unwrap();

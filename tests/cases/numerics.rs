@@ -825,9 +825,10 @@ pub async fn tan_on_the_host_is_the_float64_tangent_rounded_and_in_kernels_the_q
         -470910688.0,
         1786759296.0,
         830023232.0,
-        1.5707963,
-        -1.5707964,
-        4.712389,
+        // The float32s nearest the poles at pi/2, -pi/2 and 3pi/2.
+        std::f32::consts::FRAC_PI_2,
+        -std::f32::consts::FRAC_PI_2,
+        3.0 * std::f32::consts::FRAC_PI_2,
         1e30,
         0.0,
         -0.0,

@@ -20,8 +20,8 @@ export declare class WebfusionBackend extends KernelBackend {
  *       tf.registerKernel({ kernelName, backendName: 'wf-checked', kernelFunc });
  *     }
  *
- * (For one setting on the default backend, `tf.backend().device` is its
- * `Device`: `tf.backend().device.checkNumerics = true`.)
+ * (For one setting on the default backend, its `device` is its `Device`:
+ * `(tf.backend() as WebfusionBackend).device.checkNumerics = true`.)
  */
 export declare function createBackend(options?: Parameters<typeof Device.request>[0]): Promise<WebfusionBackend>;
 

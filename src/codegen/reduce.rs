@@ -197,8 +197,11 @@ impl Fold {
             ReduceOp::Prod => plain("1.0", "acc = acc * x;"),
             // Each element is divided before it is added, as TF.js's `mean`
             // does: a sum first would overflow where the mean is a float32
-            // (two 3e38s), and no partial sum of quotients exceeds the
-            // largest element. Partials are sums of quotients already.
+            // (two 3e38s), and a partial sum of quotients stays within the
+            // largest element, up to rounding. The cost, as TF.js's: a
+            // quotient below 2^-126 is subnormal, which GPUs may flush to 0
+            // (a mean of a million values near 1e-32). Partials are sums of
+            // quotients already.
             ReduceOp::Mean => Fold {
                 element: match stage {
                     Stage::Final => "acc = acc + x;".to_string(),
@@ -488,9 +491,8 @@ fn fold_elements(
     let p_splits = params.push(splits);
     let chunk = params.push(n_red.div_ceil(splits));
     let count = params.push(n_red);
-    let divisor = params.push(n_red);
     let offset = params.push(input.layout.offset);
-    let fold = Fold::new(reducer, stage, &divisor, input.dtype);
+    let fold = Fold::new(reducer, stage, &count, input.dtype);
     let per_thread = stage == Stage::PerThread;
     // No more threads than a workgroup has elements, down to 32: a row of
     // 10 (W3's softmax) would leave 246 of 256 idle through eight barriers.

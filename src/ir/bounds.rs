@@ -351,7 +351,8 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
             let (x, n) = (first?, terms_per_output(shapes.first()?));
             match r {
                 ReduceOp::Sum => widened(n * x.lo, n * x.hi, ROUNDING + n * 1e-7, 0.0),
-                // Of nothing: NaN for a mean, infinities for the others.
+                // Of nothing: 0 for a mean (a sum of no quotients, as
+                // TF.js's), infinities for the others.
                 _ if n == 0.0 => None,
                 ReduceOp::Mean => widened(x.lo, x.hi, ROUNDING, 0.0),
                 ReduceOp::Max | ReduceOp::Min => Some(x),

@@ -56,8 +56,9 @@ pub enum UnaryOp {
     Sin,
     Cos,
     /// `sin / cos`: in kernels their float32 quotient; on the host the
-    /// float64 tangent rounded, TF.js's CPU backend's value (a float32
-    /// quotient is ulps off near a pole, where the tangent is large).
+    /// float64 tangent rounded, TF.js's CPU backend's value (near a pole
+    /// the quotient keeps its operands' error, large beside an ulp of
+    /// the tangent there).
     Tan,
     /// The largest whole number not above `x`, a float32.
     Floor,
@@ -567,6 +568,9 @@ impl OpKind {
                     | UnaryOp::Sqrt
                     | UnaryOp::Rsqrt
                     | UnaryOp::Square
+                    // Finite for every float32 with exact sin and cos,
+                    // but its size is 1/cos's: checked, so that a
+                    // reduction error at a pole is seen, not read.
                     | UnaryOp::Tan
                     | UnaryOp::CheckNumerics
             ),

@@ -121,6 +121,9 @@ fn every_elementwise_op(x: &Tensor, y: &Tensor) -> Vec<(&'static str, Tensor)> {
         // WGSL bounds their error on [-pi, pi] only.
         ("sin", x.clamp(-3.0, 3.0).unwrap().sin().unwrap()),
         ("cos", x.clamp(-3.0, 3.0).unwrap().cos().unwrap()),
+        // Away from the poles, where the kernels' quotient is within 1e-5.
+        ("tan", x.clamp(-1.4, 1.4).unwrap().tan().unwrap()),
+        ("floor", x.floor().unwrap()),
         ("add", x.add(y).unwrap()),
         ("sub", x.sub(y).unwrap()),
         ("mul", x.mul(y).unwrap()),
@@ -277,6 +280,20 @@ pub async fn a_shape_computed_from_given_values_reads_synchronously_without_a_ke
     assert_eq!(joined.values().await.unwrap(), Values::int32(&[8, 60, 8]));
     assert_eq!(widest.values().await.unwrap(), Values::int32(&[2]));
     assert!(kernels.stats().kernels_launched > 0);
+}
+
+/// An empty tensor has no bytes anywhere: a synchronous read answers its
+/// no values on every device (found by review: it said its bytes were on
+/// the GPU).
+pub async fn a_synchronous_read_of_an_empty_tensor_answers_no_values_on_every_device() {
+    for gpu in [device().await, kernels_only().await] {
+        let given = gpu.tensor(&[], Some(&[0, 3])).unwrap();
+        let made = given.add(1.0).unwrap();
+        for t in [&given, &made] {
+            let got = t.values_now().expect("the host answers").unwrap();
+            assert_eq!(got, Values::float32(&[]));
+        }
+    }
 }
 
 /// A synchronous read of what the GPU computes (a float's sum, whose order

@@ -411,7 +411,12 @@ pub async fn an_evaluation_run_before_a_failed_steps_failure_is_known_fails_with
     let cost = s.step(&mut sgd, |c| Ok(c.clone()));
     let early = s.vars[0].value().sum(None, false).unwrap();
     let error = read_err(&early).await;
-    assert_eq!(error.first().unwrap().root.op, "tanh", "{error}");
+    let report = error.first().unwrap();
+    assert_eq!(report.root.op, "tanh", "{error}");
+    assert!(
+        report.chain.iter().any(|hop| hop.op == "commit"),
+        "through the step's commit: {error}"
+    );
     assert_eq!(values(&s.vars).await, before, "the variables are unchanged");
     assert_eq!(read_err(&cost).await.first().unwrap().root.op, "tanh");
     let late = s.vars[0].value().sum(None, false).unwrap();

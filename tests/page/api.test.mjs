@@ -1007,7 +1007,7 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
   assert.equal(result.queued, 2, 'a refused call queues nothing (the two tensors made for refused calls are queued)');
 });
 
-test('dataSync answers what the host holds, throws a TensorError for work that failed there and an Error naming dataSync for work on the GPU', async () => {
+test('dataSync answers what the host holds, throws a TensorError for work that failed there and an Error naming dataSync for bytes on the GPU, work or values past hostMaxElements', async () => {
   const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
     const gpu = await Device.request({ debug: { checkNumerics: true } });
     const message = (f) => {

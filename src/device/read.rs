@@ -7,7 +7,7 @@
 //! checked on the CPU first or runs in a scope; the only command left here
 //! is the copy of a contiguous range into a staging buffer of the same size.
 
-use super::{Bytes, DeviceState, State};
+use super::{DeviceState, State};
 use crate::failure::{FailureKind, Report, Root};
 use crate::ir::shape;
 use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
@@ -87,11 +87,9 @@ impl DeviceState {
     }
 
     /// The answer to a read of the settled `id` that the host holds: its
-    /// failures' reports, or its values (an empty tensor's are none, wherever
-    /// it was made).
+    /// failures' reports, or its values.
     fn answer_on_host(&self, id: TensorId) -> Option<ReadStep> {
-        let record = self.records.get(&id)?;
-        match &record.state {
+        match &self.records.get(&id)?.state {
             State::Failed { taints, .. } => Some(ReadStep::Failed(
                 taints
                     .iter()
@@ -99,10 +97,6 @@ impl DeviceState {
                     .collect(),
             )),
             State::Host { values, .. } => Some(ReadStep::Ready(values.clone())),
-            State::Written {
-                bytes: Bytes::Empty,
-                pending: None,
-            } => Some(ReadStep::Ready(Values::new(record.dtype, Vec::new()))),
             _ => None,
         }
     }

@@ -282,20 +282,6 @@ pub async fn a_shape_computed_from_given_values_reads_synchronously_without_a_ke
     assert!(kernels.stats().kernels_launched > 0);
 }
 
-/// An empty tensor has no bytes anywhere: a synchronous read answers its
-/// no values on every device (found by review: it said its bytes were on
-/// the GPU).
-pub async fn a_synchronous_read_of_an_empty_tensor_answers_no_values_on_every_device() {
-    for gpu in [device().await, kernels_only().await] {
-        let given = gpu.tensor(&[], Some(&[0, 3])).unwrap();
-        let made = given.add(1.0).unwrap();
-        for t in [&given, &made] {
-            let got = t.values_now().expect("the host answers").unwrap();
-            assert_eq!(got, Values::float32(&[]));
-        }
-    }
-}
-
 /// A synchronous read of what the GPU computes (a float's sum, whose order
 /// of summation is the kernel's; anything past `host_max_elements`)
 /// answers `None` and starts no read, and the asynchronous read after it

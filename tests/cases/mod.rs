@@ -29,6 +29,7 @@ macro_rules! all_cases {
         $run!(numerics, a_nan_propagates_through_exp_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it);
         $run!(numerics, sin_and_cos_are_within_2e_7_for_every_finite_argument_in_kernels_as_on_the_host);
         $run!(numerics, tan_on_the_host_is_the_float64_tangent_rounded_and_in_kernels_the_quotient_of_sin_and_cos);
+        $run!(numerics, tan_fuses_with_its_neighbours_refuses_ints_and_fails_alone_under_a_fault);
         $run!(numerics, with_the_checks_off_a_non_finite_value_reads_as_a_value);
         $run!(numerics, log_sqrt_and_rsqrt_give_ieee_values_at_zero_below_it_at_infinity_and_at_nan);
         $run!(numerics, in_random_chains_every_tensor_below_the_breaking_op_fails_at_it_and_the_rest_read);

@@ -971,28 +971,74 @@ pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a
     assert_eq!(floored.dtype(), webfusion::DType::Float32);
     assert_eq!(floats(&floored).await, [1.0, 0.0, 1.0]);
     let x = gpu.tensor(&[0.25, -1.5, 2.75, -0.5], None).unwrap();
+    fuses_with_its_neighbours_and_fails_alone(
+        &gpu,
+        &x,
+        "floor",
+        Tensor::floor,
+        &[0.0, -2.0, 6.0, 0.0],
+    )
+    .await;
+}
+
+/// `tan` as a user meets it beside other ops (the checks a new op owes):
+/// an int is refused by name, as `sin`'s is; it is one kernel with the
+/// ops around it; a fault in it fails only what it fed.
+pub async fn tan_fuses_with_its_neighbours_refuses_ints_and_fails_alone_under_a_fault() {
+    let gpu = device_with(DeviceOptions {
+        host_max_elements: 0,
+        ..DeviceOptions::default()
+    })
+    .await;
+    let ints = gpu
+        .tensor_of(webfusion::Values::int32(&[1, 2]), None)
+        .unwrap();
+    match ints.tan() {
+        Err(refused) => assert!(refused.to_string().contains("tan"), "{refused}"),
+        Ok(_) => panic!("an int32's tan is refused"),
+    }
+    let x = gpu.tensor(&[0.25, -1.5, 0.75, -0.5], None).unwrap();
+    // 2 tan(x + 0.5), in float64.
+    let want: Vec<f32> = [0.75f64, -1.0, 1.25, 0.0]
+        .iter()
+        .map(|v| (2.0 * v.tan()) as f32)
+        .collect();
+    fuses_with_its_neighbours_and_fails_alone(&gpu, &x, "tan", Tensor::tan, &want).await;
+}
+
+/// `op` between an `add` and a `mul` on a kernels-only device: `2 op(x +
+/// 0.5)` reads `want` (within 1e-5) from one kernel; a fault injected in
+/// `op` rejects what it fed, naming it, and a tensor beside it reads.
+async fn fuses_with_its_neighbours_and_fails_alone(
+    gpu: &Device,
+    x: &Tensor,
+    name: &str,
+    op: fn(&Tensor) -> Result<Tensor, webfusion::RegistrationError>,
+    want: &[f32],
+) {
     let shifted = x.add(0.5).unwrap();
-    let down = shifted.floor().unwrap();
-    let chain = down.mul(2.0).unwrap();
+    let applied = op(&shifted).unwrap();
+    let chain = applied.mul(2.0).unwrap();
     let before = gpu.stats().kernels_launched;
-    assert_eq!(floats(&chain).await, [0.0, -2.0, 6.0, 0.0]);
+    super::engine::close_within(&floats(&chain).await, want, 1e-5);
     assert_eq!(
         gpu.stats().kernels_launched - before,
         1,
-        "add, floor and mul: one kernel"
+        "add, {name} and mul: one kernel"
     );
-    gpu.inject_fault("floor", 1, webfusion::FaultKind::Validation)
+    gpu.inject_fault(name, 1, webfusion::FaultKind::Validation)
         .unwrap();
-    let faulted = x.floor().unwrap().add(1.0).unwrap();
+    let faulted = op(x).unwrap().add(1.0).unwrap();
     let beside = x.neg().unwrap();
     let error = read_err(&faulted).await;
-    assert_eq!(error.failures[0].root.op, "floor", "{error}");
+    assert_eq!(error.failures[0].root.op, name, "{error}");
     assert_eq!(
         error.failures[0].root.kind,
         FailureKind::Injected,
         "{error}"
     );
-    assert_eq!(floats(&beside).await, [-0.25, 1.5, -2.75, 0.5]);
+    let negated: Vec<f32> = floats(x).await.iter().map(|v| -v).collect();
+    assert_eq!(floats(&beside).await, negated);
 }
 
 /// Found by outside testing: a max pool window wholly in the padding makes

@@ -124,9 +124,11 @@ writeFileSync(file, code);
 # operand never copied). Raised by 0.7 KB for `tan` (TF.js's; its host
 # value is `libm`'s float64 tangent, 0.5 KB, which shares its argument
 # reduction with the `libm::cos` random normals already use: std's tan
-# brought a second copy, 1.3 KB).
+# brought a second copy, 1.3 KB). Raised by 0.2 KB for average pools
+# that divide each element by its window's count first, as `mean` does
+# (the count's WGSL text).
 node -e '
-const BUDGET_GZIP = 345200;
+const BUDGET_GZIP = 345400;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

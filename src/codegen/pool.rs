@@ -59,19 +59,27 @@ pub fn pool(
         Some(_) => format!("fused({at}, 0.0)"),
         None => format!("in0[{at}]"),
     };
-    let (init, step, finish) = match op {
+    let (init, step) = match op {
         // TF.js's max pool ignores a NaN in its window (its test says so),
         // unlike `maximum` and `max`: only a larger number replaces `acc`.
-        PoolOp::Max => ("ninf()", "acc = select(acc, x, x > acc);", "acc"),
+        PoolOp::Max => ("ninf()".to_string(), "acc = select(acc, x, x > acc);"),
+        // Each element is divided by the window's count before it is added,
+        // as `mean` does: a window of 3e38s averages to 3e38, where their
+        // sum would overflow. The count (the window's positions inside the
+        // images) is known before the loop, from where the window starts.
         PoolOp::Avg => (
-            "0.0",
-            "acc = acc + x; count = count + 1u;",
-            "acc / f32(max(count, 1u))",
+            format!(
+                "0.0;\n    let ah = i32(c1 * {sh}) - i32({pt});\n\
+                 \x20   let aw = i32(c2 * {sw}) - i32({pl});\n\
+                 \x20   let count = f32(max(min(ah + i32({kh}), i32({h})) - max(ah, 0), 1) \
+                 * max(min(aw + i32({kw}), i32({w})) - max(aw, 0), 1))"
+            ),
+            "acc = acc + x / count;",
         ),
     };
     let _ = write!(
         body,
-        "    var acc = {init};\n    var count = 0u;\n\
+        "    var acc = {init};\n\
          \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
          \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
          \x20           let ih = i32(c1 * {sh} + a) - i32({pt});\n\
@@ -79,7 +87,7 @@ pub fn pool(
          \x20           if (ih >= 0 && iw >= 0 && ih < i32({h}) && iw < i32({w})) {{\n\
          \x20               let x = {load};\n                {step}\n\
          \x20           }}\n        }}\n    }}\n\
-         \x20   out0[o] = {finish};\n"
+         \x20   out0[o] = acc;\n"
     );
     let (decls, _) = reduce_bindings(prologue, &mut params, input.dtype, input.dtype, false);
     let groups = (shape::numel(out_shape) as u64).div_ceil(POOL_WORKGROUP as u64);

@@ -24,6 +24,7 @@ macro_rules! all_cases {
         $run!(numerics, the_op_that_makes_a_non_finite_value_from_finite_operands_is_the_root);
         $run!(numerics, a_product_or_a_sum_that_overflows_is_the_root);
         $run!(numerics, a_mean_whose_sum_would_overflow_reads_finite_as_tf_js_divides_first);
+        $run!(numerics, an_average_pool_whose_window_sum_would_overflow_reads_finite);
         $run!(numerics, a_users_non_finite_values_pass_through_without_blaming_an_op);
         $run!(numerics, a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on);
         $run!(numerics, a_nan_propagates_through_exp_max_min_clamp_relu_sigmoid_tanh_and_softmax_and_a_max_pool_ignores_it);

@@ -132,6 +132,38 @@ pub async fn a_mean_whose_sum_would_overflow_reads_finite_as_tf_js_divides_first
     }
 }
 
+/// Found by outside testing: an average pool over values near float32's
+/// largest overflowed as `mean` did (Infinity, or a `non-finite` failure
+/// with the checks on) where TF.js's CPU backend, adding in doubles, reads
+/// the finite mean. Each element is divided by its window's count first.
+/// The 'same' windows at the edges count 4 and 6 positions, the middle 9:
+/// each reads 3e38 only if its own count divides it.
+pub async fn an_average_pool_whose_window_sum_would_overflow_reads_finite() {
+    use webfusion::Padding;
+    let mut devices = checking().await;
+    devices.push(("unchecked", super::engine::device().await));
+    for (name, gpu) in devices {
+        let x = gpu.tensor(&[3e38; 9], Some(&[1, 3, 3, 1])).unwrap();
+        let same = x.avg_pool([3, 3], [1, 1], Padding::Same).unwrap();
+        let got = floats(&same).await;
+        assert_eq!(got.len(), 9, "{name}");
+        super::engine::close_within(&got, &[3e38; 9], 1e-5);
+        let valid = x.avg_pool([2, 2], [1, 1], Padding::Valid).unwrap();
+        super::engine::close_within(&floats(&valid).await, &[3e38; 4], 1e-5);
+        // A window of mixed signs averages as before: (1 + 2 + 4 + 5) / 4.
+        let small = gpu
+            .tensor(
+                &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+                Some(&[1, 3, 3, 1]),
+            )
+            .unwrap()
+            .avg_pool([2, 2], [1, 1], Padding::Valid)
+            .unwrap();
+        assert_eq!(floats(&small).await, [3.0, 4.0, 6.0, 7.0], "{name}");
+        assert!(gpu.sync().await.is_ok(), "{name}: nothing failed");
+    }
+}
+
 pub async fn a_users_non_finite_values_pass_through_without_blaming_an_op() {
     for (name, gpu) in checking().await {
         let x = gpu

@@ -124,11 +124,13 @@ writeFileSync(file, code);
 # operand never copied). Raised by 0.7 KB for `tan` (TF.js's; its host
 # value is `libm`'s float64 tangent, 0.5 KB, which shares its argument
 # reduction with the `libm::cos` random normals already use: std's tan
-# brought a second copy, 1.3 KB). Raised by 0.2 KB for average pools
+# brought a second copy, 1.3 KB). Raised by 0.4 KB for average pools
 # that divide each element by its window's count first, as `mean` does
-# (the count's WGSL text).
+# (the count's WGSL text), and for outside testing's fifth round:
+# `minimize`'s refusals naming it, a refused call disposing what `f`
+# returned, and `dataSync`'s refusal of an empty tensor saying so.
 node -e '
-const BUDGET_GZIP = 345400;
+const BUDGET_GZIP = 345600;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -217,7 +217,16 @@ pub fn variable_grads(
     f: impl FnOnce() -> Result<Tensor>,
     var_list: Option<&[Variable]>,
 ) -> Result<(Tensor, Vec<(Variable, Tensor)>)> {
-    let op = "variableGrads";
+    variable_grads_for("variableGrads", f, var_list)
+}
+
+/// `variable_grads`, its refusals naming `op`, the call the user made
+/// (`minimize` takes its gradients here too).
+pub(crate) fn variable_grads_for(
+    op: &'static str,
+    f: impl FnOnce() -> Result<Tensor>,
+    var_list: Option<&[Variable]>,
+) -> Result<(Tensor, Vec<(Variable, Tensor)>)> {
     let floats = |v: &Variable| v.value().dtype() == DType::Float32;
     let vars: Vec<Variable> = match var_list {
         Some(list) => {

@@ -9,7 +9,7 @@ use std::rc::{Rc, Weak};
 
 use rustc_hash::FxHashMap;
 
-use super::{Result, Slot, Variable, commit, one_device, variable_grads};
+use super::{Result, Slot, Variable, commit, one_device, variable_grads_for};
 use crate::device::Device;
 use crate::error::{ErrorClass, RegistrationError, number_f32};
 use crate::tensor::Tensor;
@@ -164,7 +164,7 @@ impl Optimizer {
         return_cost: bool,
         var_list: Option<&[Variable]>,
     ) -> Result<Option<Tensor>> {
-        let (cost, grads) = variable_grads(f, var_list)?;
+        let (cost, grads) = variable_grads_for("minimize", f, var_list)?;
         let cost = self.apply("minimize", &grads, Some(&cost))?;
         Ok(cost.filter(|_| return_cost))
     }

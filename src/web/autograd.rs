@@ -166,7 +166,8 @@ pub(super) fn var_list_arg(
 /// other tensor `f` made is disposed afterwards, as TF.js does (the tape
 /// holds what the backward pass reads). A value not kept is disposed too
 /// when `f` made it (not when it is a tensor `f` was given): `grad` and
-/// `grads` return none, and one kept would be held until collected. What
+/// `grads` return none, and one kept would be held until collected, as
+/// would one of a call `body` refuses (`minimize` of no scalar). What
 /// `f` throws is thrown again as is, once the Rust API has let go; a result
 /// of `f` that is no tensor is refused naming `op`. The ops `body`
 /// registers itself (the backward pass, an update) get the user's call as
@@ -196,7 +197,9 @@ pub(super) fn run_user<T>(
     registry::open_scope();
     let result = crate::tensor::with_site(site, || body(&call));
     let value = returned.take();
-    let kept = match keep_value {
+    // A refused call returns no value: one kept then would be out of the
+    // caller's reach, held until the device goes.
+    let kept = match keep_value && result.is_ok() {
         true => registry::tensors_in(&value),
         false => Default::default(),
     };

@@ -154,16 +154,22 @@ impl JsTensor {
         match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
             Some(Ok(values)) => Ok(typed(&values)),
             Some(Err(e)) => Err(errors::tensor(&e)),
+            // An empty tensor has no bytes, but the host makes none: whether
+            // the GPU work it belongs to failed is known only asynchronously.
             None => Err(errors::op_error(
                 op,
                 ErrorClass::Other,
                 format!(
-                    "{} of shape {:?} has its bytes on the GPU, and WebGPU reads only \
-                     asynchronously: use `await tensor.data()` (the host answers \
-                     synchronously only for values the page gave of at most \
-                     `hostMaxElements` elements, and small work on them)",
+                    "{} of shape {:?} {}, and WebGPU answers only asynchronously: \
+                     use `await tensor.data()` (the host answers synchronously only \
+                     for values the page gave of 1 to `hostMaxElements` elements, \
+                     and small work on them)",
                     tensor.id(),
-                    tensor.shape()
+                    tensor.shape(),
+                    match tensor.size() {
+                        0 => "has no elements but is made on the GPU",
+                        _ => "has its bytes on the GPU",
+                    }
                 ),
             )),
         }

@@ -567,6 +567,17 @@ pub async fn variables_copy_their_values_refuse_bad_assignments_and_list_the_tra
             .starts_with("variableGrads: f must return a scalar"),
         "{vector}"
     );
+    // A step's refusals name `minimize`, the call made (outside testing).
+    let step = Optimizer::sgd(0.1)
+        .unwrap()
+        .minimize(|| a.value().square(), false, None)
+        .err()
+        .expect("not a scalar");
+    assert!(
+        step.to_string()
+            .starts_with("minimize: f must return a scalar"),
+        "{step}"
+    );
     assert!(Optimizer::sgd(f32::NAN).is_err());
     assert!(Optimizer::adam(0.1, 1.0, 0.9, 1e-7).is_err());
     drop((a, grads));

@@ -1031,6 +1031,8 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
       big: message(() => big.dataSync()),
       bigLater: (await big.data())[0],
       given: message(() => gpu.tensor(new Float32Array(2000)).dataSync()),
+      empty: message(() => gpu.tensor([]).dataSync()),
+      emptyLater: Array.from(await gpu.zeros([2, 0]).data()),
       failed: message(() => failed.dataSync()),
       kernels: gpu.stats().kernelsLaunched,
     };
@@ -1046,7 +1048,10 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
   assert.equal(result.bigLater, 2, 'the asynchronous read after it gets the values');
   // Found by outside testing: values the page gave past hostMaxElements are
   // uploaded, and the message said they were computed there.
-  assert.match(result.given.message, /has its bytes on the GPU.*values the page gave of at most `hostMaxElements` elements/);
+  assert.match(result.given.message, /has its bytes on the GPU.*values the page gave of 1 to `hostMaxElements` elements/);
+  // Found by outside testing: an empty tensor's refusal said it had bytes.
+  assert.match(result.empty.message, /dataSync: tensor #\d+ of shape \[0\] has no elements but is made on the GPU.*await tensor\.data\(\)/);
+  assert.deepEqual(result.emptyLater, []);
   assert.equal(result.failed.isTensorError, true);
   assert.equal(result.failed.kind, 'non-finite');
   assert.equal(result.kernels, 1, 'only the GPU\'s work ran as a kernel');

@@ -72,6 +72,38 @@ test('a gradient step in a loop without tidy keeps memory, failures and tensors 
   assert.equal(r.baseline[2], 3, 'x, y and w: what f made was disposed');
 });
 
+test('a minimize or variableGrads that refuses what f returned disposes it, and names the call made', async () => {
+  // Found by outside testing: a refused f's value was kept, out of the
+  // caller's reach (one tensor held per call), and minimize's refusal
+  // named variableGrads.
+  const r = await run(async ({ Device, train, variableGrads }) => {
+    const gpu = await Device.request();
+    const x = gpu.tensor([[1, 2], [3, 4]]);
+    const v = gpu.variable(gpu.ones([2, 2]), { name: 'v' });
+    const sgd = train.sgd(0.1);
+    const held = () => gpu.stats().tensorsHeld;
+    const before = held();
+    const refusals = new Set();
+    const refused = (f) => { try { f(); } catch (e) { refusals.add(String(e).split('\n')[0]); } };
+    for (let i = 0; i < 10; i += 1) {
+      refused(() => sgd.minimize(() => v.mul(x), true));
+      refused(() => variableGrads(() => x.mul(2).sum()));
+    }
+    const after = held();
+    // f returning a tensor it did not make: the caller's, still readable.
+    const s = gpu.tensor(3);
+    refused(() => sgd.minimize(() => s));
+    return { before, after, refusals: [...refusals], s: Array.from(await s.data()), v: Array.from(await v.data()) };
+  });
+  assert.equal(r.after, r.before, `tensors held: ${r.before} -> ${r.after}`);
+  assert.equal(r.refusals.length, 3, r.refusals.join('\n'));
+  assert.match(r.refusals[0], /^Error: minimize: f must return a scalar without dy, it returned shape \[2, 2\]/);
+  assert.match(r.refusals[1], /^Error: variableGrads: the value f returned does not depend on any of the variables/);
+  assert.match(r.refusals[2], /^Error: minimize: the value f returned does not depend on any of the variables/);
+  assert.deepEqual(r.s, [3], 'the tensor f returned but did not make still reads');
+  assert.deepEqual(r.v, [1, 1, 1, 1], 'no step ran');
+});
+
 test('grad and grads dispose the value f made, as TF.js does, and keep a tensor f was given', async () => {
   // Found by outside testing: grads(f) kept f's value, which the caller
   // never receives and so could not dispose: 200 calls held 115 tensors.

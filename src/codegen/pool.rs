@@ -59,27 +59,28 @@ pub fn pool(
         Some(_) => format!("fused({at}, 0.0)"),
         None => format!("in0[{at}]"),
     };
-    let (init, step) = match op {
+    let (init, count, step) = match op {
         // TF.js's max pool ignores a NaN in its window (its test says so),
         // unlike `maximum` and `max`: only a larger number replaces `acc`.
-        PoolOp::Max => ("ninf()".to_string(), "acc = select(acc, x, x > acc);"),
+        PoolOp::Max => ("ninf()", String::new(), "acc = select(acc, x, x > acc);"),
         // Each element is divided by the window's count before it is added,
         // as `mean` does: a window of 3e38s averages to 3e38, where their
         // sum would overflow. The count (the window's positions inside the
         // images) is known before the loop, from where the window starts.
         PoolOp::Avg => (
+            "0.0",
             format!(
-                "0.0;\n    let ah = i32(c1 * {sh}) - i32({pt});\n\
+                "    let ah = i32(c1 * {sh}) - i32({pt});\n\
                  \x20   let aw = i32(c2 * {sw}) - i32({pl});\n\
                  \x20   let count = f32(max(min(ah + i32({kh}), i32({h})) - max(ah, 0), 1) \
-                 * max(min(aw + i32({kw}), i32({w})) - max(aw, 0), 1))"
+                 * max(min(aw + i32({kw}), i32({w})) - max(aw, 0), 1));\n"
             ),
             "acc = acc + x / count;",
         ),
     };
     let _ = write!(
         body,
-        "    var acc = {init};\n\
+        "{count}    var acc = {init};\n\
          \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
          \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
          \x20           let ih = i32(c1 * {sh} + a) - i32({pt});\n\

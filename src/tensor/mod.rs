@@ -69,7 +69,11 @@ impl From<f32> for Operand<'_> {
 
 impl Device {
     /// A float32 tensor holding `values` in row-major order. `shape`
-    /// defaults to `[values.len()]`.
+    /// defaults to `[values.len()]`. The values are copied: recording is
+    /// deferred, and the flush that uploads them comes after the borrow
+    /// ends. On a real GPU that copy is what an end-to-end upload costs
+    /// above wgpu's own (`write_buffer`'s staging): 0.39 ms of W1's 1.39 on
+    /// an H100 (`examples/zero_copy_timing.rs`).
     #[track_caller]
     pub fn tensor(
         &self,

@@ -5,7 +5,7 @@
 
 use webfusion::{Device, DeviceOptions, FailureKind, Tensor};
 
-use super::engine::{device_with, read_err};
+use super::engine::{device_with, kernels_only, read_err};
 
 /// A checking device that runs small work on the host, and one that runs
 /// every block as a kernel.
@@ -991,11 +991,7 @@ pub async fn floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_v
 /// injected fault in it rejects the read of what it fed, naming it, while
 /// a tensor beside it reads.
 pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a_fault() {
-    let gpu = device_with(DeviceOptions {
-        host_max_elements: 0,
-        ..DeviceOptions::default()
-    })
-    .await;
+    let gpu = kernels_only().await;
     let flags = gpu
         .tensor_of(webfusion::Values::bool(&[true, false, true]), None)
         .unwrap();
@@ -1017,11 +1013,7 @@ pub async fn floor_fuses_with_its_neighbours_takes_bools_and_fails_alone_under_a
 /// an int is refused by name, as `sin`'s is; it is one kernel with the
 /// ops around it; a fault in it fails only what it fed.
 pub async fn tan_fuses_with_its_neighbours_refuses_ints_and_fails_alone_under_a_fault() {
-    let gpu = device_with(DeviceOptions {
-        host_max_elements: 0,
-        ..DeviceOptions::default()
-    })
-    .await;
+    let gpu = kernels_only().await;
     let ints = gpu
         .tensor_of(webfusion::Values::int32(&[1, 2]), None)
         .unwrap();

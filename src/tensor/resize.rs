@@ -66,7 +66,7 @@ impl Axis {
                 } else {
                     s.floor()
                 };
-                s.clamp(0.0, last) as i32
+                s.max(0.0).min(last) as i32
             })
             .collect()
     }
@@ -78,7 +78,7 @@ impl Axis {
         for s in self.sources(0.5) {
             let floor = s.floor().max(0.0);
             lo.push(floor.min(last) as i32);
-            hi.push(s.ceil().clamp(0.0, last) as i32);
+            hi.push(s.ceil().max(0.0).min(last) as i32);
             frac.push((s - floor) as f32);
         }
         (lo, hi, frac)

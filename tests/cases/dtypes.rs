@@ -5,7 +5,7 @@
 
 use webfusion::{DType, Device, FaultKind, Tensor, Values};
 
-use super::engine::{device, kernels_only, read_err};
+use super::engine::{Seeded, device, kernels_only, read_err};
 
 /// A default device and a kernels-only one, each named for messages.
 async fn both() -> Vec<(&'static str, Device)> {
@@ -201,13 +201,8 @@ pub async fn float_mod_is_exact_at_any_quotient_and_stays_within_the_divisor() {
     ];
     // Seeded pairs across 140 binary orders of quotient, either sign; no
     // subnormal remainder (some adapters flush those to zero).
-    let mut state = 0x9E37_79B9_u32;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        state
-    };
+    let mut seeded = Seeded::new(0x9E37_79B9);
+    let mut next = move || (seeded.next() >> 32) as u32;
     let mut float = |low: i32, span: u32| {
         let bits = next();
         let exponent = (low + (bits % span) as i32 + 127) as u32;
@@ -601,13 +596,8 @@ pub async fn one_hot_encodes_int32_indices_as_tf_js_does_and_fuses_with_what_rea
 pub async fn a_float_floor_div_is_exact_at_multiples_on_a_fresh_device() {
     let a: Vec<f32> = (0..2000).map(|i| -((i + 1) * 7) as f32).collect();
     let mut near: Vec<(f32, f32)> = Vec::new();
-    let mut state = 0x2545_F491_u32;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        state
-    };
+    let mut seeded = Seeded::new(0x2545_F491);
+    let mut next = || (seeded.next() >> 32) as u32;
     for _ in 0..2000 {
         let b = (next() % 2000) as f32 / 16.0 + 0.0625;
         let q = (next() % 2_000_000) as f32 - 1_000_000.0;

@@ -5,7 +5,7 @@
 
 use webfusion::{Device, DeviceOptions, FailureKind, Tensor};
 
-use super::engine::{device_with, kernels_only, read_err};
+use super::engine::{Seeded, device_with, kernels_only, read_err};
 
 /// A checking device that runs small work on the host, and one that runs
 /// every block as a kernel.
@@ -307,13 +307,8 @@ fn finite_op(y: &Tensor, k: u64) -> Tensor {
 }
 
 pub async fn in_random_chains_every_tensor_below_the_breaking_op_fails_at_it_and_the_rest_read() {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut seeded = Seeded::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || seeded.next();
     for (name, gpu) in checking().await {
         for seed in 0..40 {
             let breaker = BREAKERS[(next() % 5) as usize];

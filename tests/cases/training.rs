@@ -8,7 +8,7 @@ use webfusion::{
     variable_grads,
 };
 
-use super::engine::{close_within, device, read, read_err};
+use super::engine::{Seeded, close_within, device, read, read_err};
 
 type Made = Result<Tensor, RegistrationError>;
 
@@ -62,13 +62,8 @@ fn one_hot(gpu: &Device, classes: &[usize], n: usize) -> Tensor {
 /// `arms` interleaved spirals of `per_arm` points each, with seeded noise:
 /// the points (n x 2) and their arm.
 fn spiral(arms: usize, per_arm: usize, seed: u64) -> (Vec<f32>, Vec<usize>) {
-    let mut s = seed | 1;
-    let mut noise = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    };
+    let mut s = Seeded::new(seed);
+    let mut noise = move || s.unit() as f32 - 0.5;
     let (mut points, mut labels) = (Vec::new(), Vec::new());
     for arm in 0..arms {
         for i in 0..per_arm {

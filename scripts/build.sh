@@ -128,9 +128,11 @@ writeFileSync(file, code);
 # that divide each element by its window's count first, as `mean` does
 # (the count's WGSL text), and for outside testing's fifth round:
 # `minimize`'s refusals naming it, a refused call disposing what `f`
-# returned, and `dataSync`'s refusal of an empty tensor saying so.
+# returned, and `dataSync`'s refusal of an empty tensor saying so. Raised
+# by 0.2 KB for softmax's difference that the numerics checks skip
+# (`OpIr::unchecked`, `Device::record_unchecked`).
 node -e '
-const BUDGET_GZIP = 345600;
+const BUDGET_GZIP = 345800;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -189,7 +189,7 @@ fn renamed(group: &Group<'_>, record: &mut Record) -> Option<()> {
         KindKey::of(&op.kind)?.hash(record);
         ids(&op.inputs, record);
         ids(std::slice::from_ref(&op.output), record);
-        (&op.shape, op.dtype, op.proven_finite).hash(record);
+        (&op.shape, op.dtype, op.proven_finite, op.unchecked).hash(record);
     }
     ids(&block.outputs, record);
     (&block.shape, group.numerics).hash(record);
@@ -269,6 +269,7 @@ mod tests {
             shape: vec![4],
             dtype: DType::Float32,
             proven_finite: false,
+            unchecked: false,
         }];
         let block = ElementwiseBlock {
             ops: vec![0],

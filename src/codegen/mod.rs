@@ -73,6 +73,7 @@ mod tests {
             shape: vec![n],
             dtype: DType::Float32,
             proven_finite: false,
+            unchecked: false,
         }];
         let block = ElementwiseBlock {
             ops: vec![0],
@@ -109,6 +110,7 @@ mod tests {
                     shape: vec![16],
                     dtype: DType::Float32,
                     proven_finite: false,
+                    unchecked: false,
                 }
             })
             .collect();
@@ -177,6 +179,7 @@ mod tests {
                 shape: vec![4],
                 dtype: DType::Float32,
                 proven_finite: false,
+                unchecked: false,
             },
             OpIr {
                 kind: OpKind::BinaryScalar {
@@ -189,6 +192,7 @@ mod tests {
                 shape: vec![4],
                 dtype: DType::Float32,
                 proven_finite: false,
+                unchecked: false,
             },
         ];
         let block = ElementwiseBlock {
@@ -486,6 +490,7 @@ mod tests {
             shape: vec![3, 100, 70],
             dtype: DType::Float32,
             proven_finite: false,
+            unchecked: false,
         };
         let block = ElementwiseBlock {
             ops: vec![],
@@ -561,6 +566,7 @@ mod tests {
             shape: vec![4, 1],
             dtype: DType::Float32,
             proven_finite: false,
+            unchecked: false,
         };
         let mut all = ops.clone();
         all[0].shape = vec![4, 2];

@@ -116,6 +116,7 @@ impl DeviceState {
             shape,
             dtype,
             proven_finite: false,
+            unchecked: false,
         };
         self.register(op, None);
         self.flush();

@@ -745,6 +745,15 @@ pub struct OpIr {
     /// Its operands' bounds keep it from making a non-finite value
     /// (`bounds::derive`, at registration): the numerics checks skip it.
     pub proven_finite: bool,
+    /// An intermediate of a composite op whose one non-finite value the
+    /// op after it maps exactly to a finite one: the numerics checks skip
+    /// it. Softmax's `x - logSumExp(x)` is at most 0 and, past float32's
+    /// range, -Infinity, which `exp` makes the exact 0; a check there
+    /// failed `softmax([3e38, 1e38, -3e38])`, whose value is `[1, 0, 0]`.
+    /// Set once, at registration (`Device::record_unchecked`), and apart
+    /// from `proven_finite`, which registration and the checks' switch
+    /// recompute.
+    pub unchecked: bool,
 }
 
 /// The ops registered on one device and not yet run, in registration order.
@@ -798,12 +807,13 @@ impl Queue {
 impl OpIr {
     /// Whether the numerics checks look at its value: a float that it can
     /// make non-finite from finite operands, with no non-finite value of
-    /// the program's own among them, and whose operands' bounds do not
-    /// prove it finite. The one rule codegen, the planner and the host
-    /// check by.
+    /// the program's own among them, whose operands' bounds do not prove
+    /// it finite, and that no composite op marked `unchecked`. The one
+    /// rule codegen, the planner and the host check by.
     pub fn checks_finite(&self) -> bool {
         self.dtype == DType::Float32
             && !self.proven_finite
+            && !self.unchecked
             && self.kind.can_make_non_finite()
             && self.kind.adds_only_finite()
     }
@@ -821,6 +831,7 @@ impl OpIr {
             shape: shape.to_vec(),
             dtype: DType::Float32,
             proven_finite: false,
+            unchecked: false,
         }
     }
 }

@@ -183,6 +183,31 @@ impl Device {
         shape: Vec<usize>,
         dtype: DType,
     ) -> Result<Tensor, RegistrationError> {
+        self.record_op(kind, inputs, shape, dtype, false)
+    }
+
+    /// `record`, for a composite op's intermediate the numerics checks
+    /// skip (`OpIr::unchecked` says which, and why).
+    #[track_caller]
+    pub(crate) fn record_unchecked(
+        &self,
+        kind: OpKind,
+        inputs: &[&Tensor],
+        shape: Vec<usize>,
+        dtype: DType,
+    ) -> Result<Tensor, RegistrationError> {
+        self.record_op(kind, inputs, shape, dtype, true)
+    }
+
+    #[track_caller]
+    fn record_op(
+        &self,
+        kind: OpKind,
+        inputs: &[&Tensor],
+        shape: Vec<usize>,
+        dtype: DType,
+        unchecked: bool,
+    ) -> Result<Tensor, RegistrationError> {
         let op = kind.name();
         self.admit(op, inputs)?;
         shape::check_size(op, &shape)?;
@@ -203,6 +228,7 @@ impl Device {
                     shape: shape.clone(),
                     dtype,
                     proven_finite: false,
+                    unchecked,
                 },
                 site,
             );

@@ -695,16 +695,34 @@ impl Tensor {
         let row = self.shape()[axis];
         if axis + 1 == self.rank() && row <= crate::codegen::REDUCE_CHUNK {
             let axis = axis as isize;
-            self.sub(&self.log_sum_exp(Some(&[axis]), true)?)?.exp()
+            self.shifted_below(&self.log_sum_exp(Some(&[axis]), true)?)?
+                .exp()
         } else {
             // `exp(x - max)` registered twice: once as the sum's prologue,
             // once for the quotient's kernel. One tensor read by both would
             // be written by a kernel of its own.
             let axis = axis as isize;
             let max = self.max(Some(&[axis]), true)?;
-            let sum = self.sub(&max)?.exp()?.sum(Some(&[axis]), true)?;
-            self.sub(&max)?.exp()?.div(&sum)
+            let sum = self.shifted_below(&max)?.exp()?.sum(Some(&[axis]), true)?;
+            self.shifted_below(&max)?.exp()?.div(&sum)
         }
+    }
+
+    /// `self - top`, for `exp`, where `top` (a max or logSumExp of `self`,
+    /// kept dims) is at least each value it is taken from: the difference
+    /// is at most 0, and its one non-finite value is -Infinity, which `exp`
+    /// makes the exact 0, so the numerics checks skip it
+    /// (`OpIr::unchecked`). A float32 `sub` otherwise, of `self`'s shape
+    /// (`top`'s dims are `self`'s or 1).
+    #[track_caller]
+    #[inline(never)]
+    fn shifted_below(&self, top: &Tensor) -> Result<Tensor> {
+        self.device().record_unchecked(
+            OpKind::Binary(BinaryOp::Sub),
+            &[self, top],
+            self.shape().to_vec(),
+            DType::Float32,
+        )
     }
 
     /// `(x - max(x)) - logSumExp(x - max(x))` along `axis`. Not the shorter

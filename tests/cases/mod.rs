@@ -116,6 +116,10 @@ macro_rules! all_cases {
         );
         $run!(
             numerics,
+            a_softmax_whose_shifted_values_pass_the_float_limit_reads_its_exact_zeros_with_the_checks_on
+        );
+        $run!(
+            numerics,
             floor_takes_whole_numbers_down_and_keeps_nan_infinities_and_large_values
         );
         $run!(

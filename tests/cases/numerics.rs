@@ -1092,3 +1092,33 @@ pub async fn a_max_pool_window_wholly_in_the_padding_fails_with_the_checks_on() 
     let inf = f32::NEG_INFINITY;
     assert_eq!(floats(&padded).await, vec![inf, inf, 1.0, 2.0, 3.0, 4.0]);
 }
+
+/// `softmax([3e38, 1e38, -3e38])` failed as `non-finite` at a `sub` with
+/// the checks on (found by outside testing). The failing value was the
+/// softmax's own `x - logSumExp(x)`: at most 0, and past float32's range
+/// -Infinity, which `exp` makes the exact 0. TF.js reads `[1, 0, 0]`. The
+/// checks skip that difference (`OpIr::unchecked`), on the host and in
+/// kernels, along the last axis (the logSumExp's path, over 8192 the max's
+/// and sum's) and along another; the values past it are still checked.
+pub async fn a_softmax_whose_shifted_values_pass_the_float_limit_reads_its_exact_zeros_with_the_checks_on()
+ {
+    for (name, gpu) in checking().await {
+        for n in [3usize, 10000] {
+            let mut values = vec![0.0f32; n];
+            values[0] = 3e38;
+            values[1] = 1e38;
+            values[2] = -3e38;
+            let mut want = vec![0.0f32; n];
+            want[0] = 1.0;
+            for (axis, shape) in [(-1, [1, n]), (0, [n, 1])] {
+                let x = gpu.tensor(&values, Some(&shape)).unwrap();
+                let got = floats(&x.softmax(axis).unwrap()).await;
+                assert_eq!(got, want, "{name}: softmax of {n} along {axis}");
+            }
+        }
+        // What follows the softmax is checked as before.
+        let x = gpu.tensor(&[3e38, 1e38, -3e38], None).unwrap();
+        let y = x.softmax(-1).unwrap().mul(1e38).unwrap().mul(1e38).unwrap();
+        non_finite_at(name, &y, "mul", "").await;
+    }
+}

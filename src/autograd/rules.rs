@@ -443,7 +443,15 @@ fn reduce(op: ReduceOp, axes: &[usize], x: &Tensor, y: &Tensor, g: &Tensor) -> R
             g.div(count.max(1) as f32)
         }
         ReduceOp::Max | ReduceOp::Min => g.mul(&x.equal(&y()?)?),
-        ReduceOp::LogSumExp => g.mul(&x.sub(&y()?)?.exp()?),
+        // The softmax of `x` over `axes`, from its max, as TF.js's
+        // composed gradient is. `exp(x - y)` took the rounded logSumExp,
+        // which loses the `log(sum)` it carries where its ulp is larger
+        // (1e8's is 8, against log 2): [1e8, 1e8] had gradient [1, 1].
+        ReduceOp::LogSumExp => {
+            let axes: Vec<isize> = axes.iter().map(|&d| d as isize).collect();
+            let e = x.shifted_below(&x.max(Some(&axes), true)?)?.exp()?;
+            g.mul(&e.div(&e.sum(Some(&axes), true)?)?)
+        }
         ReduceOp::Prod => g.mul(&product_of_others(x, axes)?),
     }
 }

@@ -716,7 +716,7 @@ impl Tensor {
     /// (`top`'s dims are `self`'s or 1).
     #[track_caller]
     #[inline(never)]
-    fn shifted_below(&self, top: &Tensor) -> Result<Tensor> {
+    pub(crate) fn shifted_below(&self, top: &Tensor) -> Result<Tensor> {
         self.device().record_unchecked(
             OpKind::Binary(BinaryOp::Sub),
             &[self, top],

@@ -858,3 +858,59 @@ pub async fn the_gradient_of_pow_by_its_exponent_is_zero_where_the_base_is_not_p
         }
     }
 }
+
+/// The gradient of `logSumExp` over values near 10^8 read `[1, 1]` for
+/// `[1e8, 1e8]` where it is `[0.5, 0.5]` (found by outside testing), and
+/// so did every softmax's, which passes through it: the rule took
+/// `exp(x - logSumExp(x))` from the rounded logSumExp, whose ulp there (8)
+/// is larger than the `log 2` it carries. It is the softmax of `x` from
+/// its max now, as TF.js's composed gradient is, on every path; rows of
+/// ordinary values keep their gradients (the other tests here).
+pub async fn log_sum_exp_and_softmax_keep_their_gradients_for_values_far_from_zero() {
+    let softmax = |x: &[f64]| -> Vec<f64> {
+        let m = x.iter().cloned().fold(f64::MIN, f64::max);
+        let e: Vec<f64> = x.iter().map(|v| (v - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|v| v / s).collect()
+    };
+    for max in [1024, 0] {
+        let gpu = super::engine::device_with(webfusion::DeviceOptions {
+            host_max_elements: max,
+            ..webfusion::DeviceOptions::default()
+        })
+        .await;
+        for row in [
+            vec![1e8f32, 1e8],
+            vec![-1e8, -1e8],
+            vec![1e8, 99999992.0, 100000008.0],
+            vec![1e4, 1e4 + 1.0, 1e4 - 2.0, 1e4],
+        ] {
+            let x64: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+            let s = softmax(&x64);
+            // d/dx of sum(softmax(x) * w): s * (w - sum(w * s)).
+            let w: Vec<f64> = (0..row.len()).map(|i| i as f64 + 1.0).collect();
+            let ws: f64 = w.iter().zip(&s).map(|(a, b)| a * b).sum();
+            let want_softmax: Vec<f64> = s.iter().zip(&w).map(|(s, w)| s * (w - ws)).collect();
+            let x = gpu.tensor(&row, Some(&[1, row.len()])).unwrap();
+            let weights: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+            let wt = gpu.tensor(&weights, Some(&[1, row.len()])).unwrap();
+            let lse = gpu
+                .grad(|x| x.log_sum_exp(Some(&[-1]), false), &x, None)
+                .unwrap();
+            let sm = gpu
+                .grad(|x| x.softmax(-1)?.mul(&wt)?.sum(None, false), &x, None)
+                .unwrap();
+            for (what, got, want) in [
+                ("logSumExp", read(&lse).await, &s),
+                ("softmax", read(&sm).await, &want_softmax),
+            ] {
+                for (g, w) in got.iter().zip(want.iter()) {
+                    assert!(
+                        (f64::from(*g) - w).abs() <= 1e-5 * w.abs().max(1.0),
+                        "host {max}: {what}'s gradient at {row:?}: {got:?}, not {want:?}"
+                    );
+                }
+            }
+        }
+    }
+}

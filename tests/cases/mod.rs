@@ -258,6 +258,10 @@ macro_rules! all_cases {
         );
         $run!(
             gradients,
+            log_sum_exp_and_softmax_keep_their_gradients_for_values_far_from_zero
+        );
+        $run!(
+            gradients,
             an_mlp_loss_has_the_gradients_of_finite_differences_and_an_unused_input_gets_zeros
         );
         $run!(

@@ -131,9 +131,11 @@ writeFileSync(file, code);
 # returned, and `dataSync`'s refusal of an empty tensor saying so. Raised
 # by 0.2 KB for softmax's difference that the numerics checks skip
 # (`OpIr::unchecked`, `Device::record_unchecked`), and by 0.2 KB for
-# logSumExp's gradient taken from the max (its max and sum).
+# logSumExp's gradient taken from the max (its max and sum), and by 0.2
+# KB for outside testing's sixth round (a resize's refusal of an axis
+# whose table the host cannot allocate).
 node -e '
-const BUDGET_GZIP = 346000;
+const BUDGET_GZIP = 346200;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -7,6 +7,8 @@
 //! (the gathers' sums into the rows they read) is the resize's exact
 //! adjoint.
 
+use std::alloc::Layout;
+
 use super::conv::{image_dims, images, restored};
 use super::ops::{invalid, range};
 use crate::error::RegistrationError;
@@ -152,6 +154,17 @@ impl Tensor {
             ));
         }
         shape::check_size(op, &[n, size[0], size[1], c])?;
+        // Each output axis's table of sources is made here, on the host
+        // (`Axis::nearest`, `Axis::linear`): one past what an allocation can
+        // ask for (2^31 rows in wasm) would abort the module.
+        if let Some(&out) = size.iter().find(|&&out| Layout::array::<u32>(out).is_err()) {
+            return Err(range(
+                op,
+                format!(
+                    "an output axis of {out} positions needs a table of its sources larger than the host can allocate"
+                ),
+            ));
+        }
         let axis = |size, out| Axis { size, out, corners };
         Ok(([axis(h, size[0]), axis(w, size[1])], single))
     }

@@ -435,3 +435,40 @@ pub async fn resize_gradients_are_the_adjoint_of_the_resize() {
         }
     }
 }
+
+/// `resizeNearestNeighbor(images, [2147483648, 2], true)` panicked in the
+/// browser (found by outside testing): the table of each output row's
+/// source, made on the host before anything is queued, was past what an
+/// allocation can ask for in wasm, and a failed allocation aborts the
+/// module. Such a size is refused now, with a `RangeError` naming it, by
+/// both resizes; the device goes on.
+pub async fn a_resize_past_what_the_host_can_index_is_refused_and_the_device_goes_on() {
+    let gpu = kernels_only().await;
+    let x = gpu
+        .tensor(&[1.0, 2.0, 3.0, 4.0], Some(&[1, 2, 2, 1]))
+        .unwrap();
+    // A table of this many 4-byte words is past `isize::MAX` bytes, on
+    // wasm32 (2^29 rows) and natively (2^61) alike.
+    let rows = isize::MAX as usize / 4 + 1;
+    for (op, made) in [
+        (
+            "resizeNearestNeighbor",
+            x.resize_nearest_neighbor([rows, 1], Corners::default()),
+        ),
+        (
+            "resizeBilinear",
+            x.resize_bilinear([1, rows], Corners::default()),
+        ),
+    ] {
+        let Err(e) = made else {
+            panic!("{op} of {rows} positions was not refused");
+        };
+        assert_eq!(e.op, op);
+        assert_eq!(e.class, webfusion::ErrorClass::Range, "{e}");
+        assert!(e.reason.contains(&format!("{rows} positions")), "{e}");
+    }
+    let y = x
+        .resize_nearest_neighbor([4, 4], Corners::default())
+        .unwrap();
+    assert_eq!(read(&y).await.len(), 16);
+}

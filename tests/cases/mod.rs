@@ -69,6 +69,10 @@ macro_rules! all_cases {
         $run!(layers, batch_norm_gradients_reach_every_input_as_finite_differences_say);
         $run!(layers, dropout_zeroes_at_the_rate_scales_the_rest_and_repeats_with_its_seed);
         $run!(layers, resizes_match_tfjs_for_every_corner_mode_up_and_down);
+        $run!(
+            layers,
+            a_resize_past_what_the_host_can_index_is_refused_and_the_device_goes_on
+        );
         $run!(layers, resize_gradients_are_the_adjoint_of_the_resize);
         $run!(conv, max_pool_and_avg_pool_match_the_reference_for_every_padding_and_stride);
         $run!(conv, a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel);

@@ -159,6 +159,12 @@ pub enum Split {
     Sizes(Vec<isize>),
 }
 
+/// The most pieces an empty axis is split into. TF.js takes any count there
+/// (every piece empty), and each piece is a tensor of its own: 2^31 of them
+/// panicked in wasm (a capacity overflow) and 2^28 exhausted its memory.
+/// Any other axis is bounded by its size, which a count must divide.
+const MAX_EMPTY_PIECES: usize = 1 << 16;
+
 /// The sizes `parts` cuts an axis of `dim` elements into, or why it cannot.
 fn split_sizes(parts: &Split, dim: usize) -> Result<Vec<usize>> {
     let op = "split";
@@ -167,6 +173,12 @@ fn split_sizes(parts: &Split, dim: usize) -> Result<Vec<usize>> {
         Split::Count(n) if !dim.is_multiple_of(*n) => Err(range(
             op,
             format!("{n} pieces do not divide an axis of size {dim}"),
+        )),
+        Split::Count(n) if dim == 0 && *n > MAX_EMPTY_PIECES => Err(range(
+            op,
+            format!(
+                "{n} pieces of an empty axis: at most {MAX_EMPTY_PIECES}, each a tensor of its own"
+            ),
         )),
         Split::Count(n) => Ok(vec![dim / n; *n]),
         Split::Sizes(sizes) => {

@@ -1618,6 +1618,25 @@ pub async fn split_cuts_an_axis_into_views_by_count_or_sizes_and_refuses_what_do
         assert!(error.to_string().contains(says), "{parts:?}: {error}");
     }
     assert_eq!(gpu.stats().ops_registered, ops);
+    // An empty axis takes any count, as in TF.js (its pieces empty), up to
+    // 2^16 pieces: 2^31 of them panicked in wasm (found by outside testing's
+    // sixth round); a count past it is refused.
+    let empty = gpu.zeros(&[2, 0]).unwrap();
+    let pieces = empty.split(&Split::Count(3), 1).unwrap();
+    assert_eq!(
+        pieces.iter().map(Tensor::shape).collect::<Vec<_>>(),
+        vec![&[2, 0][..]; 3]
+    );
+    assert_eq!(
+        empty.split(&Split::Count(1 << 16), 1).unwrap().len(),
+        1 << 16
+    );
+    for many in [(1 << 16) + 1, 1 << 31] {
+        let Err(error) = empty.split(&Split::Count(many), 1) else {
+            panic!("{many} pieces are refused")
+        };
+        assert!(error.to_string().contains("at most 65536"), "{error}");
+    }
 }
 
 pub async fn pad_and_tile_match_the_cpu_pass_their_gradients_and_refuse_what_does_not_fit() {

@@ -267,11 +267,17 @@ impl DeviceState {
         self.gpu.limits.max_storage_buffers_per_shader_stage as usize
     }
 
+    /// The most bytes a kernel binds in one buffer: what a table the host
+    /// makes at registration for a kernel (a resize's sources) must fit.
+    pub(crate) fn max_binding_size(&self) -> u64 {
+        self.gpu.limits.max_storage_buffer_binding_size
+    }
+
     /// The limits every block is held to before any GPU call.
     fn device_limits(&self) -> fusion::DeviceLimits {
         fusion::DeviceLimits {
             max_buffer_size: self.gpu.limits.max_buffer_size,
-            max_binding_size: self.gpu.limits.max_storage_buffer_binding_size,
+            max_binding_size: self.max_binding_size(),
             max_storage_buffers: self.max_storage_buffers(),
             check_numerics: self.check_numerics,
         }

@@ -154,14 +154,22 @@ impl Tensor {
             ));
         }
         shape::check_size(op, &[n, size[0], size[1], c])?;
-        // Each output axis's table of sources is made here, on the host
-        // (`Axis::nearest`, `Axis::linear`): one past what an allocation can
-        // ask for (2^31 rows in wasm) would abort the module.
-        if let Some(&out) = size.iter().find(|&&out| Layout::array::<u32>(out).is_err()) {
+        // Each output axis's table of sources is made here, on the host, for
+        // a kernel to bind (`Axis::nearest`, `Axis::linear`): one past the
+        // largest binding could never run, and one past what the host can
+        // allocate (2^31 rows, or a few hundred million, in wasm) would
+        // abort the module before anything is queued.
+        let bound = self.device().with_state(|s| s.max_binding_size());
+        let too_many = |&&out: &&usize| {
+            Layout::array::<u32>(out).map_or(true, |table| {
+                u64::try_from(table.size()).map_or(true, |bytes| bytes > bound)
+            })
+        };
+        if let Some(&out) = size.iter().find(too_many) {
             return Err(range(
                 op,
                 format!(
-                    "an output axis of {out} positions needs a table of its sources larger than the host can allocate"
+                    "an output axis of {out} positions needs a table of its sources larger than this device binds ({bound} bytes)"
                 ),
             ));
         }

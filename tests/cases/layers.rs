@@ -440,8 +440,10 @@ pub async fn resize_gradients_are_the_adjoint_of_the_resize() {
 /// browser (found by outside testing): the table of each output row's
 /// source, made on the host before anything is queued, was past what an
 /// allocation can ask for in wasm, and a failed allocation aborts the
-/// module. Such a size is refused now, with a `RangeError` naming it, by
-/// both resizes; the device goes on.
+/// module (so did 10^9 rows, past what it could get). A table past the
+/// largest buffer a kernel binds, which could never run, is refused now,
+/// with a `RangeError` naming the size, by both resizes; the device goes
+/// on.
 pub async fn a_resize_past_what_the_host_can_index_is_refused_and_the_device_goes_on() {
     let gpu = kernels_only().await;
     let x = gpu

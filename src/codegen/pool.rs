@@ -62,32 +62,36 @@ pub fn pool(
     let (init, count, step) = match op {
         // TF.js's max pool ignores a NaN in its window (its test says so),
         // unlike `maximum` and `max`: only a larger number replaces `acc`.
-        PoolOp::Max => ("ninf()", String::new(), "acc = select(acc, x, x > acc);"),
+        PoolOp::Max => ("ninf()", "", "acc = select(acc, x, x > acc);"),
         // Each element is divided by the window's count before it is added,
         // as `mean` does: a window of 3e38s averages to 3e38, where their
-        // sum would overflow. The count (the window's positions inside the
-        // images) is known before the loop, from where the window starts.
+        // sum would overflow. The count is the window's positions inside
+        // the images, known before the loop.
         PoolOp::Avg => (
             "0.0",
-            format!(
-                "    let ah = i32(c1 * {sh}) - i32({pt});\n\
-                 \x20   let aw = i32(c2 * {sw}) - i32({pl});\n\
-                 \x20   let count = f32(max(min(ah + i32({kh}), i32({h})) - max(ah, 0), 1) \
-                 * max(min(aw + i32({kw}), i32({w})) - max(aw, 0), 1));\n"
-            ),
+            "    let count = f32(max(h1 - h0, 1) * max(w1 - w0, 1));\n",
             "acc = acc + x / count;",
         ),
     };
+    // The loop visits the window's positions inside the images only, from
+    // where it starts (`ah`, `aw`, in the padding when negative): a window
+    // far larger than the images (TF.js takes any filter with 'same') is
+    // as quick as one that fits them, where visiting each of its positions
+    // ran 2^62 times for a filter of 2^31 - 1. Its end is compared before
+    // it is added, which could pass i32's range.
     let _ = write!(
         body,
-        "{count}    var acc = {init};\n\
-         \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
-         \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
-         \x20           let ih = i32(c1 * {sh} + a) - i32({pt});\n\
-         \x20           let iw = i32(c2 * {sw} + b) - i32({pl});\n\
-         \x20           if (ih >= 0 && iw >= 0 && ih < i32({h}) && iw < i32({w})) {{\n\
-         \x20               let x = {load};\n                {step}\n\
-         \x20           }}\n        }}\n    }}\n\
+        "    let ah = i32(c1 * {sh}) - i32({pt});\n\
+         \x20   let aw = i32(c2 * {sw}) - i32({pl});\n\
+         \x20   let h0 = max(ah, 0);\n\
+         \x20   let w0 = max(aw, 0);\n\
+         \x20   let h1 = select(i32({h}), ah + i32({kh}), i32({kh}) < i32({h}) - ah);\n\
+         \x20   let w1 = select(i32({w}), aw + i32({kw}), i32({kw}) < i32({w}) - aw);\n\
+         {count}    var acc = {init};\n\
+         \x20   for (var ih = h0; ih < h1; ih = ih + 1) {{\n\
+         \x20       for (var iw = w0; iw < w1; iw = iw + 1) {{\n\
+         \x20           let x = {load};\n            {step}\n\
+         \x20       }}\n    }}\n\
          \x20   out0[o] = acc;\n"
     );
     let (decls, _) = reduce_bindings(prologue, &mut params, input.dtype, input.dtype, false);
@@ -128,16 +132,22 @@ pub fn pool_grad(
         params.push(d[2]),
         params.push(d[3])
     );
-    // The window at (oh, ow) of the output, each of its positions (yh, yw)
-    // inside the images visited in order.
+    // The window at (oh, ow) of the output: where it starts, and the span
+    // of its positions (yh, yw) inside the images, as the forward pass
+    // takes them; `window` visits them in order.
+    let span = format!(
+        "            let sh0 = i32(oh * {sh}) - i32({pt});\n\
+         \x20           let sw0 = i32(ow * {sw}) - i32({pl});\n\
+         \x20           let yh0 = max(sh0, 0);\n\
+         \x20           let yw0 = max(sw0, 0);\n\
+         \x20           let yh1 = select(i32({h}), sh0 + i32({kh}), i32({kh}) < i32({h}) - sh0);\n\
+         \x20           let yw1 = select(i32({w}), sw0 + i32({kw}), i32({kw}) < i32({w}) - sw0);\n"
+    );
     let window = |inner: &str| {
         format!(
-            "            for (var p = 0u; p < {kh}; p = p + 1u) {{\n\
-             \x20               for (var q = 0u; q < {kw}; q = q + 1u) {{\n\
-             \x20                   let yh = i32(oh * {sh} + p) - i32({pt});\n\
-             \x20                   let yw = i32(ow * {sw} + q) - i32({pl});\n\
-             \x20                   if (yh >= 0 && yw >= 0 && yh < i32({h}) && yw < i32({w})) {{ {inner} }}\n\
-             \x20               }}\n            }}\n"
+            "            for (var yh = yh0; yh < yh1; yh = yh + 1) {{\n\
+             \x20               for (var yw = yw0; yw < yw1; yw = yw + 1) {{ {inner} }}\n\
+             \x20           }}\n"
         )
     };
     let sends = match op {
@@ -161,22 +171,29 @@ pub fn pool_grad(
             )
         }
         PoolOp::Avg => format!(
-            "            var count = 0u;\n{}\
-             \x20           acc = acc + {grad} / f32(max(count, 1u));\n",
-            window("count = count + 1u;")
+            "            let count = f32(max(yh1 - yh0, 1) * max(yw1 - yw0, 1));\n\
+             \x20           acc = acc + {grad} / count;\n"
         ),
     };
+    // The windows holding this element are those whose start lies within
+    // a window's size before it: offsets `a` into them from
+    // `c1 + pt - (oh - 1) * sh` (the last output's start) to `c1 + pt`,
+    // within the window. Visiting every offset of a window far larger than
+    // the images ran 2^62 times for a filter of 2^31 - 1.
     let _ = write!(
         body,
         "    var acc = 0.0;\n\
-         \x20   for (var a = 0u; a < {kh}; a = a + 1u) {{\n\
-         \x20       for (var b = 0u; b < {kw}; b = b + 1u) {{\n\
-         \x20           let ty = i32(c1 + {pt}) - i32(a);\n\
-         \x20           let tx = i32(c2 + {pl}) - i32(b);\n\
-         \x20           if (ty < 0 || tx < 0 || u32(ty) % {sh} != 0u || u32(tx) % {sw} != 0u) {{ continue; }}\n\
+         \x20   let eh = i32(c1 + {pt});\n\
+         \x20   let ew = i32(c2 + {pl});\n\
+         \x20   let a1 = select(i32({kh}), eh + 1, eh + 1 < i32({kh}));\n\
+         \x20   let b1 = select(i32({kw}), ew + 1, ew + 1 < i32({kw}));\n\
+         \x20   for (var a = max(eh - i32(({oh} - 1u) * {sh}), 0); a < a1; a = a + 1) {{\n\
+         \x20       for (var b = max(ew - i32(({ow} - 1u) * {sw}), 0); b < b1; b = b + 1) {{\n\
+         \x20           let ty = eh - a;\n\
+         \x20           let tx = ew - b;\n\
+         \x20           if (u32(ty) % {sh} != 0u || u32(tx) % {sw} != 0u) {{ continue; }}\n\
          \x20           let oh = u32(ty) / {sh};\n            let ow = u32(tx) / {sw};\n\
-         \x20           if (oh >= {oh} || ow >= {ow}) {{ continue; }}\n\
-         {sends}        }}\n    }}\n    out0[i] = acc;\n"
+         {span}{sends}        }}\n    }}\n    out0[i] = acc;\n"
     );
     let mut decls = String::new();
     for (k, _) in inputs.iter().enumerate() {

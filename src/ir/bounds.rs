@@ -400,9 +400,10 @@ fn rule(op: &OpIr, ins: &[Bounds], shapes: &[&[usize]]) -> Option<Bounds> {
             }
         }
         // An input position gets a share of the gradient of each window
-        // that holds it: at most one per tap.
+        // that holds it: at most one per tap. In floats: a window's taps
+        // pass usize in wasm (a filter of 2^31 - 1, which TF.js takes).
         OpKind::PoolGrad { size, .. } => {
-            let m = all()?.max_abs() * (size[0] * size[1]) as f64;
+            let m = all()?.max_abs() * (size[0] as f64 * size[1] as f64);
             widened(-m, m, ROUNDING, 0.0)
         }
         OpKind::ArgReduce { .. } => None,

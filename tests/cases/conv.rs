@@ -677,6 +677,43 @@ pub async fn max_pool_and_avg_pool_match_the_reference_for_every_padding_and_str
     }
     let max = read(&one.max_pool([2, 2], [1, 1], pad).unwrap()).await;
     assert!(max[..3].iter().all(|&v| v == f32::NEG_INFINITY), "{max:?}");
+    // A 'same' window far larger than the image (TF.js takes any) covers
+    // all of it from every output, and visits only its positions inside:
+    // `avgPool(2^31 - 1, 1, 'same')` of a 4x4 image hung (found by outside
+    // testing's sixth round), visiting each of 2^62 positions.
+    let sum: f32 = x.iter().sum();
+    let top = x.iter().cloned().fold(f32::MIN, f32::max);
+    for k in [1000, (1 << 31) - 1] {
+        let mean = read(&one.avg_pool([k, k], [1, 1], Padding::Same).unwrap()).await;
+        assert!(
+            mean.iter().all(|&m| (m - sum / 16.0).abs() < 1e-6),
+            "{k}: {mean:?}"
+        );
+        let max = read(&one.max_pool([k, k], [1, 1], Padding::Same).unwrap()).await;
+        assert_eq!(max, vec![top; 16], "{k}");
+        // Their gradients: each of the 16 windows shares its 1 among the
+        // 16 positions, or sends it to the one maximum.
+        let sum_of = |max: bool| {
+            move |t: &Tensor| {
+                match max {
+                    true => t.max_pool([k, k], [1, 1], Padding::Same),
+                    false => t.avg_pool([k, k], [1, 1], Padding::Same),
+                }?
+                .sum(None, false)
+            }
+        };
+        let shares = read(&gpu.grad(sum_of(false), &one, None).unwrap()).await;
+        assert!(
+            shares.iter().all(|&g| (g - 1.0).abs() < 1e-6),
+            "{k}: {shares:?}"
+        );
+        let sent = read(&gpu.grad(sum_of(true), &one, None).unwrap()).await;
+        let want: Vec<f32> = x
+            .iter()
+            .map(|&v| if v == top { 16.0 } else { 0.0 })
+            .collect();
+        assert_eq!(sent, want, "{k}");
+    }
 }
 
 pub async fn a_pool_computes_the_elementwise_ops_it_reads_in_its_own_kernel() {
@@ -753,51 +790,58 @@ pub async fn pool_gradients_go_to_the_first_maximum_and_share_the_mean() {
             1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0
         ]
     );
-    // Overlapping windows (3x3, stride 1, same): each element sums what the
-    // windows holding it send; the mean's shares against finite differences.
+    // Overlapping windows (3x3, stride 1, same; 3x2, stride 2, padded
+    // unevenly): each element sums what the windows holding it send; the
+    // gradients against finite differences.
     let xs = [2, 5, 4, 3];
     let x = values(xs.iter().product(), 80);
-    let (oh, top) = expected(5, 3, 1, 1, Padding::Same, 0);
-    let (ow, left) = expected(4, 3, 1, 1, Padding::Same, 1);
-    let wv = values(2 * oh * ow * 3, 81);
-    let wt = gpu.tensor(&wv, Some(&[2, oh, ow, 3])).unwrap();
-    for max in [true, false] {
-        let t = gpu.tensor(&x, Some(&xs)).unwrap();
-        let g = gpu
-            .grad(
-                |v| {
-                    let y = match max {
-                        true => v.max_pool([3, 3], [1, 1], Padding::Same)?,
-                        false => v.avg_pool([3, 3], [1, 1], Padding::Same)?,
-                    };
-                    y.mul(&wt)?.sum(None, false)
-                },
-                &t,
-                None,
-            )
-            .unwrap();
-        let loss = |x: &[f32]| -> f64 {
-            pool_reference(x, xs, [3, 3], [1, 1], [top, left], [oh, ow], max)
-                .iter()
-                .zip(&wv)
-                .map(|(y, w)| y * *w as f64)
-                .sum()
-        };
-        // Small steps: a max is linear only until another element overtakes.
-        let fd: Vec<f64> = (0..x.len())
-            .map(|i| {
-                let (mut up, mut down) = (x.clone(), x.clone());
-                up[i] += 1e-3;
-                down[i] -= 1e-3;
-                (loss(&up) - loss(&down)) / 2e-3
-            })
-            .collect();
-        let got = read(&g).await;
-        for (i, (a, b)) in got.iter().zip(&fd).enumerate() {
-            assert!(
-                (*a as f64 - b).abs() < 1e-2,
-                "max {max}: d/dx[{i}] = {a}, finite differences {b}"
-            );
+    let configs = [
+        ([3, 3], [1, 1], Padding::Same),
+        ([3, 2], [2, 2], Padding::Explicit([[1, 0], [0, 1]])),
+    ];
+    for (k, stride, pad) in configs {
+        let (oh, top) = expected(5, k[0], stride[0], 1, pad, 0);
+        let (ow, left) = expected(4, k[1], stride[1], 1, pad, 1);
+        let wv = values(2 * oh * ow * 3, 81);
+        let wt = gpu.tensor(&wv, Some(&[2, oh, ow, 3])).unwrap();
+        for max in [true, false] {
+            let t = gpu.tensor(&x, Some(&xs)).unwrap();
+            let g = gpu
+                .grad(
+                    |v| {
+                        let y = match max {
+                            true => v.max_pool(k, stride, pad)?,
+                            false => v.avg_pool(k, stride, pad)?,
+                        };
+                        y.mul(&wt)?.sum(None, false)
+                    },
+                    &t,
+                    None,
+                )
+                .unwrap();
+            let loss = |x: &[f32]| -> f64 {
+                pool_reference(x, xs, k, stride, [top, left], [oh, ow], max)
+                    .iter()
+                    .zip(&wv)
+                    .map(|(y, w)| y * *w as f64)
+                    .sum()
+            };
+            // Small steps: a max is linear only until another element overtakes.
+            let fd: Vec<f64> = (0..x.len())
+                .map(|i| {
+                    let (mut up, mut down) = (x.clone(), x.clone());
+                    up[i] += 1e-3;
+                    down[i] -= 1e-3;
+                    (loss(&up) - loss(&down)) / 2e-3
+                })
+                .collect();
+            let got = read(&g).await;
+            for (i, (a, b)) in got.iter().zip(&fd).enumerate() {
+                assert!(
+                    (*a as f64 - b).abs() < 1e-2,
+                    "{k:?} {stride:?} {pad:?} max {max}: d/dx[{i}] = {a}, finite differences {b}"
+                );
+            }
         }
     }
 }

@@ -1116,8 +1116,24 @@ pub async fn a_softmax_whose_shifted_values_pass_the_float_limit_reads_its_exact
                 assert_eq!(got, want, "{name}: softmax of {n} along {axis}");
             }
         }
-        // What follows the softmax is checked as before.
+        // Their gradients too (outside testing's sixth round: the
+        // logSumExp's rule took a checked `x - logSumExp(x)`): TF.js's.
         let x = gpu.tensor(&[3e38, 1e38, -3e38], None).unwrap();
+        let w = gpu.tensor(&[1.0, 2.0, 3.0], None).unwrap();
+        let g = gpu
+            .grad(|t| t.softmax(-1)?.mul(&w)?.sum(None, false), &x, None)
+            .unwrap();
+        assert_eq!(floats(&g).await, [0.0; 3], "{name}: softmax's gradient");
+        let spread = gpu.tensor(&[-3e38, 3e38, 0.0], None).unwrap();
+        let g = gpu
+            .grad(|t| t.log_sum_exp(None, false), &spread, None)
+            .unwrap();
+        assert_eq!(
+            floats(&g).await,
+            [0.0, 1.0, 0.0],
+            "{name}: logSumExp's gradient"
+        );
+        // What follows the softmax is checked as before.
         let y = x.softmax(-1).unwrap().mul(1e38).unwrap().mul(1e38).unwrap();
         non_finite_at(name, &y, "mul", "").await;
     }

@@ -3,7 +3,10 @@
 
 use super::flush::Step;
 
-/// The kinds of fault `inject_fault` can raise.
+/// The kinds of fault `inject_fault` can raise. Each is raised as a real
+/// validation error (an invalid copy in the kernel's submit): WebGPU lets a
+/// program cause no out-of-memory or internal error on demand, so the kind
+/// names the fault in its report, and its message says how it was raised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
     Validation,

@@ -260,7 +260,8 @@ impl DeviceState {
                         kind: FailureKind::Injected,
                         op: step.op.to_string(),
                         message: format!(
-                            "injected {} fault (raised on the GPU as: {})",
+                            "injected {} fault (raised on the GPU as a validation error, the one \
+                             kind a program can cause: {})",
                             i.kind.name(),
                             first.message
                         ),

@@ -186,7 +186,7 @@ pub async fn a_fused_kernel_still_writes_the_outputs_that_do_not_depend_on_a_fai
             .unwrap()
             .root
             .message
-            .contains("injected out-of-memory fault")
+            .contains("injected out-of-memory fault (raised on the GPU as a validation error")
     );
 }
 

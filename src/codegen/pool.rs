@@ -25,6 +25,55 @@ fn strides(access: &Access) -> [usize; 4] {
     s
 }
 
+/// A pool's windows as a kernel's parameters: their size, stride and
+/// padding, and the images' height and width they lie over.
+struct Windows {
+    k: [String; 2],
+    stride: [String; 2],
+    pad: [String; 2],
+    image: [String; 2],
+}
+
+impl Windows {
+    fn new(params: &mut Params, size: [usize; 2], g: &ConvGeometry, image: [usize; 2]) -> Windows {
+        Windows {
+            k: size.map(|v| params.push(v)),
+            stride: g.stride.map(|v| params.push(v)),
+            pad: g.pad.map(|v| params.push(v)),
+            image: image.map(|v| params.push(v)),
+        }
+    }
+
+    /// WGSL for the window of the output at (`row`, `col`): where it starts
+    /// (`ah`, `aw`, in the padding when negative) and the span of its
+    /// positions inside the images, `h0..h1` by `w0..w1`, which is all a
+    /// pool's loops visit. A window far larger than the images (TF.js takes
+    /// any filter with 'same') is then as quick as one that fits them,
+    /// where visiting each of its positions ran 2^62 times for a filter of
+    /// 2^31 - 1. Its end is compared before it is added, which could pass
+    /// i32's range.
+    fn span(&self, indent: &str, row: &str, col: &str) -> String {
+        let Windows {
+            k: [kh, kw],
+            stride: [sh, sw],
+            pad: [pt, pl],
+            image: [h, w],
+        } = self;
+        format!(
+            "{indent}let ah = i32({row} * {sh}) - i32({pt});\n\
+             {indent}let aw = i32({col} * {sw}) - i32({pl});\n\
+             {indent}let h0 = max(ah, 0);\n\
+             {indent}let w0 = max(aw, 0);\n\
+             {indent}let h1 = select(i32({h}), ah + i32({kh}), i32({kh}) < i32({h}) - ah);\n\
+             {indent}let w1 = select(i32({w}), aw + i32({kw}), i32({kw}) < i32({w}) - aw);\n"
+        )
+    }
+}
+
+/// A mean window's count: its positions inside the images (`Windows::span`),
+/// 1 for a window wholly in the padding.
+const COUNT: &str = "f32(max(h1 - h0, 1) * max(w1 - w0, 1))";
+
 /// The kernel of pool `op` of windows `size` placed by `geometry` over
 /// `input` (NHWC), writing `out_shape` row-major. With a `prologue` the
 /// elements are computed as they are loaded (`input` then describes its
@@ -43,10 +92,12 @@ pub fn pool(
         format!("    let o = wg * {POOL_WORKGROUP}u + lid;\n    if (o >= {total}) {{ return; }}\n");
     coords(&mut body, &mut params, "o", "c", out_shape);
     let s = strides(input);
-    let (kh, kw) = (params.push(size[0]), params.push(size[1]));
-    let [sh, sw] = geometry.stride.map(|v| params.push(v));
-    let [pt, pl] = geometry.pad.map(|v| params.push(v));
-    let (h, w) = (params.push(input.shape[1]), params.push(input.shape[2]));
+    let windows = Windows::new(
+        &mut params,
+        size,
+        &geometry,
+        [input.shape[1], input.shape[2]],
+    );
     let base = format!(
         "{} + c0 * {} + c3 * {}",
         params.push(input.layout.offset),
@@ -62,37 +113,25 @@ pub fn pool(
     let (init, count, step) = match op {
         // TF.js's max pool ignores a NaN in its window (its test says so),
         // unlike `maximum` and `max`: only a larger number replaces `acc`.
-        PoolOp::Max => ("ninf()", "", "acc = select(acc, x, x > acc);"),
+        PoolOp::Max => ("ninf()", String::new(), "acc = select(acc, x, x > acc);"),
         // Each element is divided by the window's count before it is added,
         // as `mean` does: a window of 3e38s averages to 3e38, where their
-        // sum would overflow. The count is the window's positions inside
-        // the images, known before the loop.
+        // sum would overflow.
         PoolOp::Avg => (
             "0.0",
-            "    let count = f32(max(h1 - h0, 1) * max(w1 - w0, 1));\n",
+            format!("    let count = {COUNT};\n"),
             "acc = acc + x / count;",
         ),
     };
-    // The loop visits the window's positions inside the images only, from
-    // where it starts (`ah`, `aw`, in the padding when negative): a window
-    // far larger than the images (TF.js takes any filter with 'same') is
-    // as quick as one that fits them, where visiting each of its positions
-    // ran 2^62 times for a filter of 2^31 - 1. Its end is compared before
-    // it is added, which could pass i32's range.
     let _ = write!(
         body,
-        "    let ah = i32(c1 * {sh}) - i32({pt});\n\
-         \x20   let aw = i32(c2 * {sw}) - i32({pl});\n\
-         \x20   let h0 = max(ah, 0);\n\
-         \x20   let w0 = max(aw, 0);\n\
-         \x20   let h1 = select(i32({h}), ah + i32({kh}), i32({kh}) < i32({h}) - ah);\n\
-         \x20   let w1 = select(i32({w}), aw + i32({kw}), i32({kw}) < i32({w}) - aw);\n\
-         {count}    var acc = {init};\n\
+        "{}{count}    var acc = {init};\n\
          \x20   for (var ih = h0; ih < h1; ih = ih + 1) {{\n\
          \x20       for (var iw = w0; iw < w1; iw = iw + 1) {{\n\
          \x20           let x = {load};\n            {step}\n\
          \x20       }}\n    }}\n\
-         \x20   out0[o] = acc;\n"
+         \x20   out0[o] = acc;\n",
+        windows.span("    ", "c1", "c2")
     );
     let (decls, _) = reduce_bindings(prologue, &mut params, input.dtype, input.dtype, false);
     let groups = (shape::numel(out_shape) as u64).div_ceil(POOL_WORKGROUP as u64);
@@ -117,10 +156,7 @@ pub fn pool_grad(
         format!("    let i = wg * {POOL_WORKGROUP}u + lid;\n    if (i >= {total}) {{ return; }}\n");
     coords(&mut body, &mut params, "i", "c", out_shape);
     let dy = &inputs[inputs.len() - 1];
-    let (kh, kw) = (params.push(size[0]), params.push(size[1]));
-    let [sh, sw] = geometry.stride.map(|v| params.push(v));
-    let [pt, pl] = geometry.pad.map(|v| params.push(v));
-    let (h, w) = (params.push(out_shape[1]), params.push(out_shape[2]));
+    let windows = Windows::new(&mut params, size, &geometry, [out_shape[1], out_shape[2]]);
     let (oh, ow) = (params.push(dy.shape[1]), params.push(dy.shape[2]));
     let d = strides(dy);
     let buffer = if op == PoolOp::Max { "in1" } else { "in0" };
@@ -132,21 +168,12 @@ pub fn pool_grad(
         params.push(d[2]),
         params.push(d[3])
     );
-    // The window at (oh, ow) of the output: where it starts, and the span
-    // of its positions (yh, yw) inside the images, as the forward pass
-    // takes them; `window` visits them in order.
-    let span = format!(
-        "            let sh0 = i32(oh * {sh}) - i32({pt});\n\
-         \x20           let sw0 = i32(ow * {sw}) - i32({pl});\n\
-         \x20           let yh0 = max(sh0, 0);\n\
-         \x20           let yw0 = max(sw0, 0);\n\
-         \x20           let yh1 = select(i32({h}), sh0 + i32({kh}), i32({kh}) < i32({h}) - sh0);\n\
-         \x20           let yw1 = select(i32({w}), sw0 + i32({kw}), i32({kw}) < i32({w}) - sw0);\n"
-    );
+    // The window at (oh, ow) of the output, its positions (yh, yw) inside
+    // the images visited in order.
     let window = |inner: &str| {
         format!(
-            "            for (var yh = yh0; yh < yh1; yh = yh + 1) {{\n\
-             \x20               for (var yw = yw0; yw < yw1; yw = yw + 1) {{ {inner} }}\n\
+            "            for (var yh = h0; yh < h1; yh = yh + 1) {{\n\
+             \x20               for (var yw = w0; yw < w1; yw = yw + 1) {{ {inner} }}\n\
              \x20           }}\n"
         )
     };
@@ -170,16 +197,20 @@ pub fn pool_grad(
                 ))
             )
         }
-        PoolOp::Avg => format!(
-            "            let count = f32(max(yh1 - yh0, 1) * max(yw1 - yw0, 1));\n\
-             \x20           acc = acc + {grad} / count;\n"
-        ),
+        PoolOp::Avg => format!("            acc = acc + {grad} / {COUNT};\n"),
     };
     // The windows holding this element are those whose start lies within
     // a window's size before it: offsets `a` into them from
     // `c1 + pt - (oh - 1) * sh` (the last output's start) to `c1 + pt`,
     // within the window. Visiting every offset of a window far larger than
     // the images ran 2^62 times for a filter of 2^31 - 1.
+    let Windows {
+        k: [kh, kw],
+        stride: [sh, sw],
+        pad: [pt, pl],
+        ..
+    } = &windows;
+    let span = windows.span("            ", "oh", "ow");
     let _ = write!(
         body,
         "    var acc = 0.0;\n\

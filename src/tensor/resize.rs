@@ -161,9 +161,10 @@ impl Tensor {
         // abort the module before anything is queued.
         let bound = self.device().with_state(|s| s.max_binding_size());
         let too_many = |&&out: &&usize| {
-            Layout::array::<u32>(out).map_or(true, |table| {
-                u64::try_from(table.size()).map_or(true, |bytes| bytes > bound)
-            })
+            let bytes = Layout::array::<u32>(out)
+                .ok()
+                .and_then(|t| u64::try_from(t.size()).ok());
+            bytes.is_none_or(|bytes| bytes > bound)
         };
         if let Some(&out) = size.iter().find(too_many) {
             return Err(range(

@@ -134,9 +134,12 @@ writeFileSync(file, code);
 # logSumExp's gradient taken from the max (its max and sum), and by 0.2
 # KB for outside testing's sixth round (a resize's refusal of an axis
 # whose table the host cannot allocate), and by 0.2 KB for pools whose
-# loops visit only a window's positions inside the images.
+# loops visit only a window's positions inside the images. Raised by
+# 0.5 KB for values from JS copied into wasm memory fallibly (a `RangeError`
+# where the page cannot give the room, not an abort) and converted a piece
+# at a time.
 node -e '
-const BUDGET_GZIP = 346400;
+const BUDGET_GZIP = 346900;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -515,42 +515,43 @@ pub fn values(
     value: &JsValue,
     dtype: Option<DType>,
 ) -> Result<(Values, Vec<usize>), JsValue> {
-    // A typed array of the dtype's own words arrives as they lie: one copy
-    // into wasm memory, none after it.
-    let bits = |buffer: js_sys::ArrayBuffer, offset: u32, length: u32| {
-        js_sys::Uint32Array::new_with_byte_offset_and_length(&buffer, offset, length).to_vec()
+    // A typed array: its words as they lie where they are the dtype's own
+    // (one copy into wasm memory), converted otherwise.
+    let typed = |length: u32, dtype: DType, words: Result<Vec<u32>, JsValue>| {
+        Ok((Values::new(dtype, words?), vec![length as usize]))
     };
-    if let Some(typed) = value.dyn_ref::<js_sys::Int32Array>() {
-        let shape = vec![typed.length() as usize];
-        return match dtype.unwrap_or(DType::Int32) {
-            DType::Int32 => {
-                let words = bits(typed.buffer(), typed.byte_offset(), typed.length());
-                Ok((Values::new(DType::Int32, words), shape))
-            }
-            other => {
-                let numbers = typed.to_vec().into_iter().map(f64::from);
-                convert(op, numbers, other).map(|v| (v, shape))
-            }
-        };
+    if let Some(array) = value.dyn_ref::<js_sys::Int32Array>() {
+        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Int32));
+        return typed(
+            length,
+            dtype,
+            match dtype {
+                DType::Int32 => own_words(op, array.buffer(), array.byte_offset(), length),
+                _ => converted(op, length, dtype, |a, b, piece| {
+                    array.subarray(a, b).copy_to(piece)
+                }),
+            },
+        );
     }
-    if let Some(typed) = value.dyn_ref::<js_sys::Uint8Array>() {
-        let bytes = typed.to_vec();
-        let shape = vec![bytes.len()];
-        let numbers = bytes.iter().map(|&v| f64::from(v));
-        return convert(op, numbers, dtype.unwrap_or(DType::Int32)).map(|v| (v, shape));
+    if let Some(array) = value.dyn_ref::<js_sys::Float32Array>() {
+        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Float32));
+        return typed(
+            length,
+            dtype,
+            match dtype {
+                DType::Float32 => own_words(op, array.buffer(), array.byte_offset(), length),
+                _ => converted(op, length, dtype, |a, b, piece| {
+                    array.subarray(a, b).copy_to(piece)
+                }),
+            },
+        );
     }
-    if let Some(typed) = value.dyn_ref::<js_sys::Float32Array>() {
-        let shape = vec![typed.length() as usize];
-        return match dtype.unwrap_or(DType::Float32) {
-            DType::Float32 => {
-                let words = bits(typed.buffer(), typed.byte_offset(), typed.length());
-                Ok((Values::new(DType::Float32, words), shape))
-            }
-            other => {
-                let numbers = typed.to_vec().into_iter().map(f64::from);
-                convert(op, numbers, other).map(|v| (v, shape))
-            }
-        };
+    if let Some(array) = value.dyn_ref::<js_sys::Uint8Array>() {
+        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Int32));
+        let words = converted(op, length, dtype, |a, b, piece| {
+            array.subarray(a, b).copy_to(piece)
+        });
+        return typed(length, dtype, words);
     }
     let (leaves, shape, all_booleans) = leaves(op, value)?;
     let inferred = if all_booleans && !leaves.is_empty() {
@@ -558,34 +559,97 @@ pub fn values(
     } else {
         DType::Float32
     };
-    convert(op, leaves.into_iter(), dtype.unwrap_or(inferred)).map(|v| (v, shape))
+    let dtype = dtype.unwrap_or(inferred);
+    let mut words = reserve_words(op, leaves.len())?;
+    push_converted(op, &mut words, leaves.into_iter(), dtype)?;
+    Ok((Values::new(dtype, words), shape))
 }
 
-/// `numbers` as values of `dtype`, refusing one an int32 cannot hold.
-fn convert(
+/// Room for `count` words in wasm memory, or a `RangeError` where the page
+/// cannot give it. The page chooses the size, and a failed allocation would
+/// abort the module for the whole page (wasm has no recovery from one):
+/// values larger than wasm can address (2 GiB a vector), or than the
+/// memory it can still grow to, are refused here, before any is copied.
+fn reserve_words(op: &'static str, count: usize) -> Result<Vec<u32>, JsValue> {
+    let mut words = Vec::new();
+    match words.try_reserve_exact(count) {
+        Ok(()) => Ok(words),
+        Err(_) => Err(range_error(
+            op,
+            format!(
+                "{count} values need {} bytes of wasm memory, more than this page can give it",
+                show(count as f64 * 4.0)
+            ),
+        )),
+    }
+}
+
+/// A typed array of the dtype's own 32-bit words, copied as they lie: one
+/// copy into wasm memory, none after it.
+fn own_words(
     op: &'static str,
+    buffer: js_sys::ArrayBuffer,
+    byte_offset: u32,
+    length: u32,
+) -> Result<Vec<u32>, JsValue> {
+    let mut words = reserve_words(op, length as usize)?;
+    words.resize(length as usize, 0);
+    js_sys::Uint32Array::new_with_byte_offset_and_length(&buffer, byte_offset, length)
+        .copy_to(&mut words);
+    Ok(words)
+}
+
+/// A typed array's `length` elements as words of `dtype`, copied out of JS
+/// a piece at a time (`copy(start, end, piece)`), so a conversion holds one
+/// piece beside its result, never a second copy of the whole array.
+fn converted<T: Copy + Default + Into<f64>>(
+    op: &'static str,
+    length: u32,
+    dtype: DType,
+    copy: impl Fn(u32, u32, &mut [T]),
+) -> Result<Vec<u32>, JsValue> {
+    const PIECE: u32 = 1 << 14;
+    let mut words = reserve_words(op, length as usize)?;
+    let mut piece = vec![T::default(); PIECE.min(length) as usize];
+    let mut start = 0;
+    while start < length {
+        let end = start + PIECE.min(length - start);
+        let piece = &mut piece[..(end - start) as usize];
+        copy(start, end, piece);
+        push_converted(op, &mut words, piece.iter().map(|&v| v.into()), dtype)?;
+        start = end;
+    }
+    Ok(words)
+}
+
+/// `numbers` appended to `words` as values of `dtype`, refusing one an
+/// int32 cannot hold (named by its position among all the values).
+fn push_converted(
+    op: &'static str,
+    words: &mut Vec<u32>,
     numbers: impl Iterator<Item = f64>,
     dtype: DType,
-) -> Result<Values, JsValue> {
+) -> Result<(), JsValue> {
     match dtype {
-        DType::Float32 => Ok(Values::float32(
-            &numbers.map(|v| v as f32).collect::<Vec<_>>(),
-        )),
-        DType::Bool => Ok(Values::bool(&numbers.map(|v| v != 0.0).collect::<Vec<_>>())),
+        DType::Float32 => words.extend(numbers.map(|v| (v as f32).to_bits())),
+        DType::Bool => words.extend(numbers.map(|v| u32::from(v != 0.0))),
         DType::Int32 => {
-            let mut ints = Vec::new();
-            for (i, v) in numbers.enumerate() {
+            for v in numbers {
                 if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
                     return Err(range_error(
                         op,
-                        format!("value {} at position {i} is not an int32", show(v)),
+                        format!(
+                            "value {} at position {} is not an int32",
+                            show(v),
+                            words.len()
+                        ),
                     ));
                 }
-                ints.push(v as i32);
+                words.push(v as i32 as u32);
             }
-            Ok(Values::int32(&ints))
         }
     }
+    Ok(())
 }
 
 /// The numbers (a boolean as 1 or 0) of a number, a boolean or nested

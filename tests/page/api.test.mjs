@@ -412,6 +412,53 @@ test('typed arrays arrive and leave as their bits: a subarray uploads its own el
   }
 });
 
+test('values past what wasm memory holds are refused with a RangeError naming tensor, and converted values keep their positions', async () => {
+  const { result } = await inPage(browser, server, async ({ Device }) => {
+    const gpu = await Device.request();
+    const refusal = (f) => {
+      try {
+        f();
+        return 'made';
+      } catch (e) {
+        return { name: e.name, op: e.op, message: e.message };
+      }
+    };
+    // 2^29 floats are 2 GiB: past the 2 GiB a wasm vector can hold. Each
+    // panicked (capacity overflow) and killed the module before.
+    const floats = new Float32Array(2 ** 29);
+    const refused = [
+      refusal(() => gpu.tensor(floats)),
+      refusal(() => gpu.tensor(floats, null, 'int32')),
+      refusal(() => gpu.tensor(new Uint8Array(2 ** 29), null, 'bool')),
+    ];
+    // Conversions are copied a piece at a time: an int32's refusal names
+    // its position among all the values, past the first piece.
+    const ints = new Float32Array(40000).map((_, i) => i);
+    ints[30001] = 0.5;
+    const position = refusal(() => gpu.tensor(ints, null, 'int32'));
+    const bytes = new Uint8Array(40000).map((_, i) => i % 3);
+    const asBool = await gpu.tensor(bytes, null, 'bool').data();
+    const asFloat = await gpu.tensor(new Int32Array(40000).map((_, i) => i - 20000), null, 'float32').data();
+    return {
+      refused,
+      position,
+      boolMatches: asBool.length === 40000 && asBool.every((v, i) => v === (i % 3 ? 1 : 0)),
+      floatMatches: asFloat.length === 40000 && asFloat.every((v, i) => v === i - 20000),
+      after: Array.from(await gpu.ones([2]).add(1).data()),
+    };
+  });
+  for (const r of result.refused) {
+    assert.equal(r.name, 'RangeError', JSON.stringify(r));
+    assert.equal(r.op, 'tensor');
+    assert.match(r.message, /536870912 values need 2147483648 bytes of wasm memory/);
+  }
+  assert.equal(result.position.name, 'RangeError');
+  assert.match(result.position.message, /value 0.5 at position 30001 is not an int32/);
+  assert.equal(result.boolMatches, true);
+  assert.equal(result.floatMatches, true);
+  assert.deepEqual(result.after, [2, 2]);
+});
+
 test('size counts elements exactly past 32 bits', async () => {
   const { result } = await inPage(browser, server, async ({ Device }) => {
     const gpu = await Device.request();

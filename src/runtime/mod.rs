@@ -809,15 +809,25 @@ impl Gpu {
                 // In the browser the mapped range is a JS array: its words
                 // are copied into wasm memory once, where reading `view` as
                 // a slice would first copy it into a temporary of wgpu's.
+                // The room is asked for fallibly: a page whose wasm memory
+                // cannot grow by a read's size gets that read's failure, not
+                // an abort of the module.
                 #[cfg(target_arch = "wasm32")]
                 let words = {
                     let bytes = view.as_uint8array();
+                    let length = bytes.length() / 4;
+                    let mut words = Vec::new();
+                    words.try_reserve_exact(length as usize).map_err(|_| {
+                        format!("wasm memory has no room for the {} bytes read", length * 4)
+                    })?;
+                    words.resize(length as usize, 0);
                     js_sys::Uint32Array::new_with_byte_offset_and_length(
                         &bytes.buffer(),
                         bytes.byte_offset(),
-                        bytes.length() / 4,
+                        length,
                     )
-                    .to_vec()
+                    .copy_to(&mut words);
+                    words
                 };
                 // Natively the range is host memory, aligned as a buffer is:
                 // its words are copied once, into memory not zeroed first

@@ -377,23 +377,26 @@ impl DeviceState {
         if matches!(op.kind, OpKind::Upload(_)) && !self.check_numerics {
             return Derived::UNLOOKED;
         }
-        let operands: Vec<Operand<'_>> = op
-            .inputs
-            .iter()
-            .map(|t| match self.records.get(t) {
-                Some(r) => Operand {
-                    bounds: r.bounds,
-                    depth: r.depth,
-                    shape: &r.shape,
-                },
-                None => Operand {
-                    bounds: None,
-                    depth: 0,
-                    shape: &[],
-                },
-            })
-            .collect();
-        bounds::derive(op, &operands)
+        let operand = |t: &TensorId| match self.records.get(t) {
+            Some(r) => Operand {
+                bounds: r.bounds,
+                depth: r.depth,
+                shape: &r.shape,
+            },
+            None => Operand::UNKNOWN,
+        };
+        // Every op is derived as it is registered: the operands of one that
+        // reads up to three tensors stay on the stack, not in an allocation.
+        let mut few = [Operand::UNKNOWN; 3];
+        match few.get_mut(..op.inputs.len()) {
+            Some(few) => {
+                for (slot, t) in few.iter_mut().zip(&op.inputs) {
+                    *slot = operand(t);
+                }
+                bounds::derive(op, few)
+            }
+            None => bounds::derive(op, &op.inputs.iter().map(operand).collect::<Vec<_>>()),
+        }
     }
 
     /// Held tensors kept as expressions (`stats().expressionsHeld`).

@@ -221,12 +221,8 @@ pub fn plan(
     limits: &Limits,
 ) -> Vec<Block> {
     let max_storage_buffers = limits.max_storage_buffers;
-    let consumers = consumers(ops);
-    let live_consumers = |t: TensorId| {
-        consumers
-            .get(&t)
-            .map_or(0, |c| c.iter().filter(|&&j| live[j]).count())
-    };
+    let consumers = consumer_counts(ops, live);
+    let live_consumers = |t: TensorId| consumers.get(&t).copied().unwrap_or(0);
     let mut blocks = Vec::new();
     let mut group: Option<Group> = None;
     // Ops that are not elementwise, met while a group was open. They run
@@ -712,15 +708,17 @@ pub fn distinct(inputs: &[TensorId]) -> impl Iterator<Item = TensorId> + '_ {
         .map(|(_, &t)| t)
 }
 
-/// For each tensor, the ops (by index) that read it.
-fn consumers(ops: &[OpIr]) -> FxHashMap<TensorId, Vec<usize>> {
-    let mut map: FxHashMap<TensorId, Vec<usize>> =
+/// For each tensor, how many of the ops that run (`live`) read it. Counts,
+/// not lists of the readers: the planner asks only how many, and a list
+/// per tensor was an allocation per op in every flush.
+fn consumer_counts(ops: &[OpIr], live: &[bool]) -> FxHashMap<TensorId, usize> {
+    let mut map: FxHashMap<TensorId, usize> =
         FxHashMap::with_capacity_and_hasher(ops.len(), Default::default());
-    for (i, op) in ops.iter().enumerate() {
+    for (op, _) in ops.iter().zip(live).filter(|&(_, &runs)| runs) {
         // Once per op, however often it reads the input (`d.mul(d)`): a
         // group counts a consumer in once per distinct input.
         for input in distinct(&op.inputs) {
-            map.entry(input).or_default().push(i);
+            *map.entry(input).or_default() += 1;
         }
     }
     map

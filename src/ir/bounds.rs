@@ -205,6 +205,15 @@ pub struct Operand<'a> {
     pub shape: &'a [usize],
 }
 
+impl Operand<'_> {
+    /// A tensor the device has no record of: nothing known about it.
+    pub const UNKNOWN: Operand<'static> = Operand {
+        bounds: None,
+        depth: 0,
+        shape: &[],
+    };
+}
+
 /// An op's bounds and whether they prove it finite.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Derived {

@@ -515,43 +515,42 @@ pub fn values(
     value: &JsValue,
     dtype: Option<DType>,
 ) -> Result<(Values, Vec<usize>), JsValue> {
-    // A typed array: its words as they lie where they are the dtype's own
-    // (one copy into wasm memory), converted otherwise.
-    let typed = |length: u32, dtype: DType, words: Result<Vec<u32>, JsValue>| {
-        Ok((Values::new(dtype, words?), vec![length as usize]))
+    // A typed array of 32-bit values arrives as its words lie: one copy into
+    // wasm memory, converted there in place where the dtype is not its own.
+    let words32 = |given: DType, buffer, byte_offset, length: u32| {
+        let dtype = dtype.unwrap_or(given);
+        let mut words = own_words(op, buffer, byte_offset, length)?;
+        if dtype != given {
+            for (position, word) in words.iter_mut().enumerate() {
+                let v = match given {
+                    DType::Float32 => f64::from(f32::from_bits(*word)),
+                    _ => f64::from(*word as i32),
+                };
+                *word = encode(op, v, position, dtype)?;
+            }
+        }
+        Ok((Values::new(dtype, words), vec![length as usize]))
     };
     if let Some(array) = value.dyn_ref::<js_sys::Int32Array>() {
-        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Int32));
-        return typed(
-            length,
-            dtype,
-            match dtype {
-                DType::Int32 => own_words(op, array.buffer(), array.byte_offset(), length),
-                _ => converted(op, length, dtype, |a, b, piece| {
-                    array.subarray(a, b).copy_to(piece)
-                }),
-            },
+        return words32(
+            DType::Int32,
+            array.buffer(),
+            array.byte_offset(),
+            array.length(),
         );
     }
     if let Some(array) = value.dyn_ref::<js_sys::Float32Array>() {
-        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Float32));
-        return typed(
-            length,
-            dtype,
-            match dtype {
-                DType::Float32 => own_words(op, array.buffer(), array.byte_offset(), length),
-                _ => converted(op, length, dtype, |a, b, piece| {
-                    array.subarray(a, b).copy_to(piece)
-                }),
-            },
+        return words32(
+            DType::Float32,
+            array.buffer(),
+            array.byte_offset(),
+            array.length(),
         );
     }
     if let Some(array) = value.dyn_ref::<js_sys::Uint8Array>() {
-        let (length, dtype) = (array.length(), dtype.unwrap_or(DType::Int32));
-        let words = converted(op, length, dtype, |a, b, piece| {
-            array.subarray(a, b).copy_to(piece)
-        });
-        return typed(length, dtype, words);
+        let dtype = dtype.unwrap_or(DType::Int32);
+        let words = bytes_as(op, array, dtype)?;
+        return Ok((Values::new(dtype, words), vec![array.length() as usize]));
     }
     let (leaves, shape, all_booleans) = leaves(op, value)?;
     let inferred = if all_booleans && !leaves.is_empty() {
@@ -561,7 +560,9 @@ pub fn values(
     };
     let dtype = dtype.unwrap_or(inferred);
     let mut words = reserve_words(op, leaves.len())?;
-    push_converted(op, &mut words, leaves.into_iter(), dtype)?;
+    for v in leaves {
+        words.push(encode(op, v, words.len(), dtype)?);
+    }
     Ok((Values::new(dtype, words), shape))
 }
 
@@ -584,8 +585,7 @@ fn reserve_words(op: &'static str, count: usize) -> Result<Vec<u32>, JsValue> {
     }
 }
 
-/// A typed array of the dtype's own 32-bit words, copied as they lie: one
-/// copy into wasm memory, none after it.
+/// A typed array of 32-bit words, copied as they lie.
 fn own_words(
     op: &'static str,
     buffer: js_sys::ArrayBuffer,
@@ -599,57 +599,45 @@ fn own_words(
     Ok(words)
 }
 
-/// A typed array's `length` elements as words of `dtype`, copied out of JS
-/// a piece at a time (`copy(start, end, piece)`), so a conversion holds one
-/// piece beside its result, never a second copy of the whole array.
-fn converted<T: Copy + Default + Into<f64>>(
+/// A `Uint8Array`'s bytes as words of `dtype`, copied out of JS a piece at
+/// a time: its words are four times its bytes, and a conversion holds one
+/// piece beside them, never a second copy of the whole array.
+fn bytes_as(
     op: &'static str,
-    length: u32,
+    array: &js_sys::Uint8Array,
     dtype: DType,
-    copy: impl Fn(u32, u32, &mut [T]),
 ) -> Result<Vec<u32>, JsValue> {
     const PIECE: u32 = 1 << 14;
+    let length = array.length();
     let mut words = reserve_words(op, length as usize)?;
-    let mut piece = vec![T::default(); PIECE.min(length) as usize];
+    let mut piece = [0u8; PIECE as usize];
     let mut start = 0;
     while start < length {
         let end = start + PIECE.min(length - start);
         let piece = &mut piece[..(end - start) as usize];
-        copy(start, end, piece);
-        push_converted(op, &mut words, piece.iter().map(|&v| v.into()), dtype)?;
+        array.subarray(start, end).copy_to(piece);
+        for &byte in piece.iter() {
+            words.push(encode(op, f64::from(byte), words.len(), dtype)?);
+        }
         start = end;
     }
     Ok(words)
 }
 
-/// `numbers` appended to `words` as values of `dtype`, refusing one an
-/// int32 cannot hold (named by its position among all the values).
-fn push_converted(
-    op: &'static str,
-    words: &mut Vec<u32>,
-    numbers: impl Iterator<Item = f64>,
-    dtype: DType,
-) -> Result<(), JsValue> {
+/// `v` as a word of `dtype`, refusing a value an int32 cannot hold, named
+/// by its position among all the values.
+fn encode(op: &'static str, v: f64, position: usize, dtype: DType) -> Result<u32, JsValue> {
     match dtype {
-        DType::Float32 => words.extend(numbers.map(|v| (v as f32).to_bits())),
-        DType::Bool => words.extend(numbers.map(|v| u32::from(v != 0.0))),
-        DType::Int32 => {
-            for v in numbers {
-                if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
-                    return Err(range_error(
-                        op,
-                        format!(
-                            "value {} at position {} is not an int32",
-                            show(v),
-                            words.len()
-                        ),
-                    ));
-                }
-                words.push(v as i32 as u32);
-            }
+        DType::Float32 => Ok((v as f32).to_bits()),
+        DType::Bool => Ok(u32::from(v != 0.0)),
+        DType::Int32 if v.fract() == 0.0 && (i32::MIN as f64..=i32::MAX as f64).contains(&v) => {
+            Ok(v as i32 as u32)
         }
+        DType::Int32 => Err(range_error(
+            op,
+            format!("value {} at position {position} is not an int32", show(v)),
+        )),
     }
-    Ok(())
 }
 
 /// The numbers (a boolean as 1 or 0) of a number, a boolean or nested

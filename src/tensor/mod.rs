@@ -14,6 +14,7 @@ pub(crate) mod tape;
 use crate::ir::shape;
 
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 use crate::device::Device;
@@ -30,7 +31,21 @@ use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 /// tensor; the device frees its memory when the last handle goes.
 #[derive(Clone)]
 pub struct Tensor {
-    handle: Rc<Handle>,
+    /// Dropped in `Drop for Tensor` alone (the invariant `drop` relies on).
+    handle: ManuallyDrop<Rc<Handle>>,
+}
+
+impl Drop for Tensor {
+    /// Not inlined: a tensor is dropped in some three hundred places, and
+    /// the last handle's release (the device's bookkeeping, the shape, the
+    /// device's own count) inlined into each was 21 KB of the module. A
+    /// call costs nothing next to the op that made the tensor.
+    #[inline(never)]
+    fn drop(&mut self) {
+        // SAFETY: `handle` is dropped here and nowhere else, and nothing
+        // reads it after: this is the tensor's own drop.
+        unsafe { ManuallyDrop::drop(&mut self.handle) }
+    }
 }
 
 /// What a tensor handle holds; the device releases the tensor when the last
@@ -271,12 +286,12 @@ impl Device {
 
     fn handle(&self, id: TensorId, shape: Vec<usize>, dtype: DType) -> Tensor {
         Tensor {
-            handle: Rc::new(Handle {
+            handle: ManuallyDrop::new(Rc::new(Handle {
                 device: self.clone(),
                 id,
                 shape,
                 dtype,
-            }),
+            })),
         }
     }
 }
@@ -294,18 +309,25 @@ thread_local! {
 /// code (`minimize(f)`) registers ops after `f`'s own calls returned.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) fn with_site<R>(site: Option<String>, f: impl FnOnce() -> R) -> R {
-    let before = replace_site(site.map(Rc::from));
+    let before = enter_site(site);
     let result = f();
-    replace_site(before);
+    leave_site(before);
     result
 }
 
-/// Sets the handed-over site, returning the one before. Not inlined: each
-/// of the JS layer's two hundred entry points calls `with_site`, and a copy
-/// of this in each made the module larger for no speed.
+/// Sets the handed-over site, returning the one before. This and
+/// `leave_site` are not inlined: each of the JS layer's two hundred entry
+/// points calls `with_site`, and a copy of them in each (the string made
+/// shared, the one restored dropped) was 12 KB of the module, for no speed.
 #[inline(never)]
-fn replace_site(site: Option<Rc<str>>) -> Option<Rc<str>> {
-    SITE.with(|s| s.replace(site))
+fn enter_site(site: Option<String>) -> Option<Rc<str>> {
+    SITE.with(|s| s.replace(site.map(Rc::from)))
+}
+
+/// Restores the site `enter_site` replaced.
+#[inline(never)]
+fn leave_site(before: Option<Rc<str>>) {
+    SITE.with(|s| s.replace(before));
 }
 
 /// Where an op is being registered: the site the JS layer handed over, or

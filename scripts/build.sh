@@ -75,7 +75,7 @@ const { code, errors } = minifySync("webfusion.js", glue, { module: true });
 if (errors.length > 0) fail(`minifying ${file} failed: ${JSON.stringify(errors)}`);
 writeFileSync(file, code);
 '
-node scripts/short-imports.mjs pkg/webfusion_bg.wasm pkg/webfusion.js
+node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusion_bg.wasm.d.ts
 # What a page downloads, as servers compress it (the README keeps these),
 # and the budget it must stay within: the build fails past it. The budget
 # is today's size with a little room (issue 23 aims at 150 KB gzip; see
@@ -145,9 +145,9 @@ node scripts/short-imports.mjs pkg/webfusion_bg.wasm pkg/webfusion.js
 # Lowered to 320.3 KB when a tensor's release, the registration site's set
 # and restore, and a memo key's append came to be called, not inlined at
 # each of their hundreds of sites; and to 314.1 KB with the imports' short
-# names (scripts/short-imports.mjs).
+# names (scripts/short-names.mjs), and to 312.6 KB with the exports' too.
 node -e '
-const BUDGET_GZIP = 314100;
+const BUDGET_GZIP = 312700;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -54,6 +54,7 @@ mod error;
 mod failure;
 mod fusion;
 mod ir;
+mod outlined;
 mod runtime;
 mod tensor;
 mod train;

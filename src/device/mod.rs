@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{ErrorClass, RegistrationError, RequestError};
 use crate::failure::FailureSummary;
 use crate::failure::{ExecutionError, FailureGraph};
+use crate::outlined::Outlined;
 use crate::ir::{Queue, TensorId};
 use faults::Fault;
 pub use faults::FaultKind;
@@ -136,7 +137,7 @@ impl Default for DeviceOptions {
 /// to the same device.
 #[derive(Clone)]
 pub struct Device {
-    pub(crate) inner: Rc<DeviceCell>,
+    pub(crate) inner: Outlined<Rc<DeviceCell>>,
 }
 
 pub(crate) struct DeviceCell {
@@ -217,7 +218,7 @@ impl Device {
         });
         let number = NEXT.with(|n| n.replace(n.get() + 1));
         Ok(Device {
-            inner: Rc::new(DeviceCell {
+            inner: Outlined::new(Rc::new(DeviceCell {
                 state: RefCell::new(DeviceState {
                     gpu,
                     queue: Queue::default(),
@@ -247,7 +248,7 @@ impl Device {
                 }),
                 dropped: RefCell::new(Vec::new()),
                 number,
-            }),
+            })),
         })
     }
 
@@ -453,7 +454,10 @@ fn settle_later(cell: std::rc::Weak<DeviceCell>) {
             let Some(inner) = cell.upgrade() else {
                 return;
             };
-            let waiting = Device { inner }.with_state(|state| {
+            let waiting = Device {
+                inner: Outlined::new(inner),
+            }
+            .with_state(|state| {
                 let waiting = state.settle();
                 state.settler_running = !waiting.is_empty();
                 waiting

@@ -14,10 +14,10 @@ pub(crate) mod tape;
 use crate::ir::shape;
 
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 use crate::device::Device;
+use crate::outlined::Outlined;
 use std::cell::RefCell;
 use std::panic::Location;
 
@@ -31,21 +31,7 @@ use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
 /// tensor; the device frees its memory when the last handle goes.
 #[derive(Clone)]
 pub struct Tensor {
-    /// Dropped in `Drop for Tensor` alone (the invariant `drop` relies on).
-    handle: ManuallyDrop<Rc<Handle>>,
-}
-
-impl Drop for Tensor {
-    /// Not inlined: a tensor is dropped in some three hundred places, and
-    /// the last handle's release (the device's bookkeeping, the shape, the
-    /// device's own count) inlined into each was 21 KB of the module. A
-    /// call costs nothing next to the op that made the tensor.
-    #[inline(never)]
-    fn drop(&mut self) {
-        // SAFETY: `handle` is dropped here and nowhere else, and nothing
-        // reads it after: this is the tensor's own drop.
-        unsafe { ManuallyDrop::drop(&mut self.handle) }
-    }
+    handle: Outlined<Rc<Handle>>,
 }
 
 /// What a tensor handle holds; the device releases the tensor when the last
@@ -286,7 +272,7 @@ impl Device {
 
     fn handle(&self, id: TensorId, shape: Vec<usize>, dtype: DType) -> Tensor {
         Tensor {
-            handle: ManuallyDrop::new(Rc::new(Handle {
+            handle: Outlined::new(Rc::new(Handle {
                 device: self.clone(),
                 id,
                 shape,

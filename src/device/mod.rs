@@ -58,7 +58,7 @@ use crate::runtime::{Allocation, Gpu, Stats};
 pub(crate) use panics::install_panic_hook;
 pub use panics::panics_observed;
 use settle::Settling;
-pub(crate) use state::{Bytes, Expr, Record, State, Taint};
+pub(crate) use state::{Bytes, Expr, Record, Records, State, Taint};
 
 /// Options for [`Device::request`].
 #[derive(Debug, Clone)]
@@ -162,7 +162,7 @@ type LostSignal = Arc<Mutex<Option<String>>>;
 pub(crate) struct DeviceState {
     pub gpu: Gpu,
     pub queue: Queue,
-    pub records: FxHashMap<TensorId, Record>,
+    pub records: Records,
     pub graph: FailureGraph,
     pub stats: Stats,
     pub capacity: usize,
@@ -222,7 +222,7 @@ impl Device {
                 state: RefCell::new(DeviceState {
                     gpu,
                     queue: Queue::default(),
-                    records: FxHashMap::default(),
+                    records: Records::default(),
                     graph: FailureGraph::default(),
                     stats: Stats::default(),
                     capacity: options.capacity.max(1),

@@ -147,9 +147,10 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # each of their hundreds of sites; and to 314.1 KB with the imports' short
 # names (scripts/short-names.mjs), and to 312.6 KB with the exports' too.
 # Lowered to 309.3 KB with a device's handle and a record's lookup called
-# (`Outlined`, `device::Records`).
+# (`Outlined`, `device::Records`), and to 308.6 KB with an error's
+# construction called.
 node -e '
-const BUDGET_GZIP = 309300;
+const BUDGET_GZIP = 308600;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -148,9 +148,10 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # names (scripts/short-names.mjs), and to 312.6 KB with the exports' too.
 # Lowered to 309.3 KB with a device's handle and a record's lookup called
 # (`Outlined`, `device::Records`), and to 308.6 KB with an error's
-# construction called.
+# construction called, and to 305.8 KB with scopes awaited in turn, not
+# joined (`runtime::resolved`).
 node -e '
-const BUDGET_GZIP = 308600;
+const BUDGET_GZIP = 305800;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

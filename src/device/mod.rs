@@ -337,7 +337,7 @@ impl Device {
             if waiting.is_empty() {
                 break;
             }
-            futures_util::future::join_all(waiting).await;
+            crate::runtime::resolved(waiting).await;
         }
         let (failures, omitted) = self.with_state(|state| {
             let omitted = std::mem::take(&mut state.unreported_omitted);
@@ -465,7 +465,7 @@ fn settle_later(cell: std::rc::Weak<DeviceCell>) {
             if waiting.is_empty() {
                 return;
             }
-            futures_util::future::join_all(waiting).await;
+            crate::runtime::resolved(waiting).await;
         }
     });
 }

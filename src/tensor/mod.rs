@@ -419,7 +419,7 @@ impl Tensor {
         loop {
             step = match step {
                 ReadStep::Wait(scopes) => {
-                    futures_util::future::join_all(scopes).await;
+                    crate::runtime::resolved(scopes).await;
                     self.device().with_state(|state| state.reread(target))
                 }
                 ReadStep::Via(id) => {

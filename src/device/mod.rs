@@ -25,7 +25,6 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 

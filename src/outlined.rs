@@ -3,7 +3,7 @@
 //! Handles the program makes and drops everywhere (a tensor's, a device's)
 //! end in an `Rc`'s release, and the compiler copies that release (the
 //! count, the last handle's cleanup) into every place one goes out of
-//! scope: some three hundred copies of a tensor's were 21 KB of the wasm
+//! scope: some seven hundred copies of a tensor's were 21 KB of the wasm
 //! module. Wrapped in this, each site calls one function per type instead.
 //! The call costs nothing next to the op that made the handle.
 

@@ -152,8 +152,8 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # joined (`runtime::resolved`), to 303.7 KB with reduction axes sorted
 # without a sort, and to 301.9 KB with the host's sin and cos in float64
 # (`libm`'s, whose reduction the random normals already bring), and to
-# 300.8 KB with wgpu's parking_lot locks native only: with 0.1 KB of room (two builds of the same source have
-# differed by a byte of gzip).
+# 300.8 KB with wgpu's parking_lot locks native only: with 0.1 KB of room
+# (two builds of the same source have differed by a byte of gzip).
 node -e '
 const BUDGET_GZIP = 300900;
 const zlib = require("zlib");

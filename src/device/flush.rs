@@ -37,7 +37,7 @@ use crate::ir::shape;
 use crate::ir::{DType, OpIr, OpKind, ReduceOp, TensorId, Values};
 use crate::runtime::host;
 use crate::runtime::lower::{Checked, Lowering, Written};
-use crate::runtime::{OpenScope, PendingRead, Scope};
+use crate::runtime::{Buffer, Encoder, OpenScope, PendingRead, Scope};
 use futures_util::FutureExt;
 
 /// One op of a block, as the failure bookkeeping sees it.
@@ -174,7 +174,7 @@ impl DeviceState {
         // that has an output left to write: a flush of host work alone (a
         // thousand ops on sixteen numbers) opens no error scope and submits
         // nothing, which would cost more than the work.
-        let mut gpu: Option<(Option<OpenScope>, wgpu::CommandEncoder)> = None;
+        let mut gpu: Option<(Option<OpenScope>, Encoder)> = None;
         let mut checked = Vec::with_capacity(blocks.len());
         self.gpu.compile_only = self.warming;
         for block in &blocks {
@@ -209,10 +209,7 @@ impl DeviceState {
                 // Without error scopes (a benchmark baseline, never the
                 // default) the same submit runs unguarded.
                 let open = self.error_scopes.then(|| self.gpu.open_scope());
-                (
-                    open,
-                    self.gpu.device.create_command_encoder(&Default::default()),
-                )
+                (open, self.gpu.device.encoder())
             });
             self.prepare(&ops, block, &mut run, live, seq);
             self.profile_start_block();
@@ -239,7 +236,7 @@ impl DeviceState {
                 drop(encoder);
                 let flags = checked.into_iter().flatten().map(|c| c.flags);
                 self.retired.extend(flags);
-                let empty = self.gpu.device.create_command_encoder(&Default::default());
+                let empty = self.gpu.device.encoder();
                 self.submit(empty, seq);
             } else {
                 self.submit(encoder, seq);
@@ -696,7 +693,7 @@ impl DeviceState {
         block: &Block,
         live: &[TensorId],
         inject: bool,
-        encoder: &mut wgpu::CommandEncoder,
+        encoder: &mut Encoder,
         seq: u64,
     ) -> Vec<Checked> {
         let mut checked = Vec::new();
@@ -774,7 +771,7 @@ impl DeviceState {
     /// kernels flagged. One read brings them all back; each kernel's words
     /// are its slice of it.
     pub(super) fn read_flags(&mut self, checked: Vec<Vec<Checked>>) -> Vec<Vec<Flagged>> {
-        let ranges: Vec<(&wgpu::Buffer, u64, u64)> = checked
+        let ranges: Vec<(&Buffer, u64, u64)> = checked
             .iter()
             .flatten()
             .map(|c| (&c.flags.buffer, 0, 8 * c.checks.len() as u64))
@@ -811,7 +808,7 @@ impl DeviceState {
     }
 
     /// The buffer and layout to read `id` through (see `access`).
-    pub(crate) fn access(&self, id: TensorId) -> Option<(wgpu::Buffer, Access)> {
+    pub(crate) fn access(&self, id: TensorId) -> Option<(Buffer, Access)> {
         access(&self.records, &self.gpu.placeholder, id)
     }
 
@@ -829,7 +826,7 @@ impl DeviceState {
     /// Submits `encoder` (of submission `seq`). The scratch buffers it used
     /// wait in quarantine with the submission's outputs: if its scope fails
     /// they may be invalid, and must not reach the pool.
-    pub(crate) fn submit(&mut self, encoder: wgpu::CommandEncoder, seq: u64) {
+    pub(crate) fn submit(&mut self, encoder: Encoder, seq: u64) {
         self.gpu.submit(encoder);
         for allocation in std::mem::take(&mut self.retired) {
             self.quarantine.push((seq, allocation));
@@ -847,9 +844,9 @@ fn block_name(ops: &[OpIr], block: &Block) -> String {
 /// indexes into it, but a binding must exist).
 pub(crate) fn access(
     records: &rustc_hash::FxHashMap<TensorId, super::Record>,
-    placeholder: &wgpu::Buffer,
+    placeholder: &Buffer,
     id: TensorId,
-) -> Option<(wgpu::Buffer, Access)> {
+) -> Option<(Buffer, Access)> {
     let record = records.get(&id)?;
     let owned = |state: &State| match state {
         State::Written {

@@ -33,13 +33,12 @@ impl DeviceState {
         }
     }
 
-    /// Notices a loss wgpu reported (its callback only sets the signal).
+    /// Notices a loss the GPU reported (its callback only noted why).
     pub(super) fn notice_loss(&mut self) {
         if self.lost.is_some() {
             return;
         }
-        let reason = self.lost_signal.lock().ok().and_then(|lost| lost.clone());
-        if let Some(reason) = reason {
+        if let Some(reason) = self.gpu.device.lost() {
             self.lose(reason);
         }
     }

@@ -26,7 +26,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 
 use crate::error::{ErrorClass, RegistrationError, RequestError};
 use crate::failure::FailureSummary;
@@ -96,8 +95,8 @@ pub struct DeviceOptions {
     /// run the GPU's kernels through this, as a GPU would.
     pub cpu_kernels: Option<bool>,
     /// Fold reductions across a workgroup with subgroup operations where
-    /// the device has them (natively: lavapipe, NVIDIA, Apple, Intel; wgpu
-    /// does not ask a browser for them). On by default; off runs the
+    /// the device has them (natively: lavapipe, NVIDIA, Apple, Intel; the
+    /// browser's device is not asked for them). On by default; off runs the
     /// shared-memory fold every other device runs, so a test can hold the
     /// two to the same values on one adapter.
     pub subgroups: bool,
@@ -153,11 +152,6 @@ pub(crate) struct DeviceCell {
 /// never calls `sync()` keeps at most this many summaries.
 pub(super) const MAX_UNREPORTED: usize = 256;
 
-/// Why a device stopped: set by wgpu's device-lost callback (which must be
-/// `Send`, hence the one mutex in the crate: it guards this string and
-/// nothing else) or by `destroy`.
-type LostSignal = Arc<Mutex<Option<String>>>;
-
 pub(crate) struct DeviceState {
     pub gpu: Gpu,
     pub queue: Queue,
@@ -193,7 +187,6 @@ pub(crate) struct DeviceState {
     pub profile: Option<profile::Taking>,
     /// Inside `warmup`: flushes compile and run nothing (`warmup`).
     pub warming: bool,
-    pub(super) lost_signal: LostSignal,
     /// Whether a task is settling pending submissions as their scopes
     /// resolve (`settle_later`).
     #[cfg(target_arch = "wasm32")]
@@ -208,13 +201,6 @@ impl Device {
         let mut gpu = Gpu::request().await?;
         gpu.cpu = options.cpu_kernels.unwrap_or(gpu.cpu);
         gpu.subgroups = gpu.subgroups.filter(|_| options.subgroups);
-        let lost_signal: LostSignal = Arc::new(Mutex::new(None));
-        let signal = lost_signal.clone();
-        gpu.device.set_device_lost_callback(move |reason, message| {
-            if let Ok(mut lost) = signal.lock() {
-                lost.get_or_insert_with(|| format!("{message} ({reason:?})"));
-            }
-        });
         let number = NEXT.with(|n| n.replace(n.get() + 1));
         Ok(Device {
             inner: Outlined::new(Rc::new(DeviceCell {
@@ -243,7 +229,6 @@ impl Device {
                     lost: None,
                     profile: None,
                     warming: false,
-                    lost_signal,
                 }),
                 dropped: RefCell::new(Vec::new()),
                 number,
@@ -313,10 +298,7 @@ impl Device {
         self.with_state(|state| Stats {
             failures_held: state.graph.len() as u64,
             expressions_held: state.expressions_held(),
-            uncaptured_errors: state
-                .gpu
-                .uncaptured
-                .load(std::sync::atomic::Ordering::Relaxed),
+            uncaptured_errors: state.gpu.device.uncaptured_errors(),
             ..state.stats
         })
     }

@@ -111,7 +111,7 @@ impl DeviceState {
                         self.unwrite(out);
                     }
                     let open = self.gpu.open_scope();
-                    let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+                    let mut encoder = self.gpu.device.encoder();
                     let checked =
                         self.encode(ops, &part, &outputs, inject, &mut encoder, submission.seq);
                     self.submit(encoder, submission.seq);

@@ -20,10 +20,9 @@ use crate::fusion::{Block, ElementwiseBlock};
 use crate::ir::layout::Layout;
 use crate::ir::shape;
 use crate::ir::{DType, OpIr, OpKind, TensorId, Values};
-use crate::runtime::{Allocation, Gpu, Stats};
+use crate::runtime::{Allocation, Buffer, Encoder, Gpu, Stats};
 
 /// What a block's output is once its commands are recorded.
-#[derive(Debug)]
 pub enum Written {
     /// No elements: nothing to store.
     Empty,
@@ -38,7 +37,7 @@ pub enum Written {
 /// outputs are discarded read it, and WebGPU's bounds checks keep that
 /// harmless); `None`, an input with no buffer at all, is a broken
 /// invariant, and the block is refused.
-pub type Inputs<'a> = &'a dyn Fn(TensorId) -> Option<(wgpu::Buffer, Access)>;
+pub type Inputs<'a> = &'a dyn Fn(TensorId) -> Option<(Buffer, Access)>;
 
 /// The checks one kernel made (`codegen::Check`), and the buffer of their
 /// flags: two words per check, the first position that failed it
@@ -53,7 +52,7 @@ pub struct Checked {
 pub struct Lowering<'a> {
     pub gpu: &'a mut Gpu,
     pub stats: &'a mut Stats,
-    pub encoder: &'a mut wgpu::CommandEncoder,
+    pub encoder: &'a mut Encoder,
     /// Scratch buffers to return to the pool once the encoder is submitted:
     /// an upload later in the same flush writes before the recorded kernels
     /// run, so the pool must not hand them out sooner.
@@ -300,12 +299,12 @@ impl Lowering<'_> {
     fn launch_anchored(
         &mut self,
         kernel: &Kernel,
-        operands: Vec<wgpu::Buffer>,
-        inputs: Vec<wgpu::Buffer>,
+        operands: Vec<Buffer>,
+        inputs: Vec<Buffer>,
         written: Vec<(TensorId, Written)>,
         epilogue: &ElementwiseBlock,
     ) -> Vec<(TensorId, Written)> {
-        let all: Vec<wgpu::Buffer> = operands.into_iter().chain(inputs).collect();
+        let all: Vec<Buffer> = operands.into_iter().chain(inputs).collect();
         let outputs: Vec<&Written> = written.iter().map(|(_, w)| w).collect();
         self.launch(kernel, &all, &outputs);
         self.count_fused(1 + epilogue.ops.len());
@@ -388,7 +387,7 @@ impl Lowering<'_> {
         &mut self,
         op: &OpIr,
         at: usize,
-        source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
+        source: (&[Buffer], &Access, Option<codegen::Group<'_>>),
     ) -> Result<Written, String> {
         let (axes, reducer) = match &op.kind {
             OpKind::Reduce { op, axes } => (axes.clone(), Reducer::Fold(*op)),
@@ -426,7 +425,7 @@ impl Lowering<'_> {
     fn scan(
         &mut self,
         op: &OpIr,
-        (buffers, input, prologue): (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
+        (buffers, input, prologue): (&[Buffer], &Access, Option<codegen::Group<'_>>),
     ) -> Result<Written, String> {
         let OpKind::Scan {
             op: scan,
@@ -472,7 +471,7 @@ impl Lowering<'_> {
     fn launch_one(
         &mut self,
         kernel: &Kernel,
-        buffers: &[wgpu::Buffer],
+        buffers: &[Buffer],
         shape: &[usize],
     ) -> Result<Written, String> {
         if shape::numel(shape) == 0 {
@@ -573,7 +572,7 @@ impl Lowering<'_> {
     }
 
     /// `input` copied row-major into a new buffer.
-    fn copy(&mut self, buffer: &wgpu::Buffer, input: &Access) -> Result<Written, String> {
+    fn copy(&mut self, buffer: &Buffer, input: &Access) -> Result<Written, String> {
         let to = Layout::contiguous(&input.shape);
         let key = Key::of(Generator::Copy, &(input, &to), &[]);
         let kernel = self.generate(key, || codegen::copy(input, &to));
@@ -588,7 +587,7 @@ impl Lowering<'_> {
     /// chunk (partials, then the final values).
     fn reduce(
         &mut self,
-        source: (&[wgpu::Buffer], &Access, Option<codegen::Group<'_>>),
+        source: (&[Buffer], &Access, Option<codegen::Group<'_>>),
         axes: &[usize],
         reducer: Reducer,
         out_shape: &[usize],
@@ -708,7 +707,7 @@ impl Lowering<'_> {
     }
 
     /// Launches `kernel` reading `inputs` and writing `outputs`' buffers.
-    fn launch(&mut self, kernel: &Kernel, inputs: &[wgpu::Buffer], outputs: &[&Written]) {
+    fn launch(&mut self, kernel: &Kernel, inputs: &[Buffer], outputs: &[&Written]) {
         self.launch_with(kernel, inputs, outputs, &[]);
     }
 
@@ -721,12 +720,12 @@ impl Lowering<'_> {
     fn launch_with(
         &mut self,
         kernel: &Kernel,
-        inputs: &[wgpu::Buffer],
+        inputs: &[Buffer],
         outputs: &[&Written],
-        values: &[(Rc<Kernel>, wgpu::Buffer)],
+        values: &[(Rc<Kernel>, Buffer)],
     ) {
         let placeholder = self.gpu.placeholder.clone();
-        let mut bound: Vec<&wgpu::Buffer> = inputs.iter().collect();
+        let mut bound: Vec<&Buffer> = inputs.iter().collect();
         for written in outputs {
             match written {
                 Written::Owned(a) => bound.push(&a.buffer),
@@ -754,7 +753,7 @@ impl Lowering<'_> {
 /// The buffers of `ids` and how to read them; an input with none is a
 /// broken invariant (the device binds the placeholder for inputs that carry
 /// failures, so every input of a block it runs has a binding).
-fn bind(ids: &[TensorId], inputs: Inputs<'_>) -> Result<(Vec<wgpu::Buffer>, Vec<Access>), String> {
+fn bind(ids: &[TensorId], inputs: Inputs<'_>) -> Result<(Vec<Buffer>, Vec<Access>), String> {
     ids.iter()
         .map(|&t| inputs(t).ok_or_else(|| format!("{t} has no buffer to bind")))
         .collect::<Result<Vec<_>, String>>()

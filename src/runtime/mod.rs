@@ -1,19 +1,29 @@
-//! The GPU side: the wgpu device, the buffer pool, the pipeline cache,
-//! launches and reads, and `lower` (one planned block into commands).
+//! The GPU side: the device (`native`: wgpu; `browser`: WebGPU called
+//! directly), the buffer pool, the pipeline cache, launches and reads, and
+//! `lower` (one planned block into commands).
 //! Everything here runs on the caller's thread. A leaf: it runs launches and
 //! reads, and keeps no bookkeeping of tensors or failures (that is the
 //! device's), so what it is asked to do was already checked.
 
+#[cfg(target_arch = "wasm32")]
+mod browser;
 pub mod host;
 pub mod lower;
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
+
+pub use backend::{Buffer, Encoder};
+use backend::{Pipeline, QuerySet};
+#[cfg(target_arch = "wasm32")]
+use browser as backend;
+#[cfg(not(target_arch = "wasm32"))]
+use native as backend;
 
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::Shared;
@@ -113,41 +123,63 @@ pub async fn resolved(scopes: Vec<Scope>) {
 }
 
 /// The scopes around some GPU work, open until `close`.
-pub struct OpenScope {
-    /// Pushed out-of-memory, validation, internal; popped in reverse.
-    guards: [wgpu::ErrorScopeGuard; 3],
-}
+pub struct OpenScope(backend::OpenScope);
 
 impl OpenScope {
     pub fn close(self) -> Scope {
-        let [oom, validation, internal] = self.guards;
-        let internal = internal.pop();
-        let validation = validation.pop();
-        let oom = oom.pop();
-        let caught = async move {
-            let errors = [internal.await, validation.await, oom.await];
-            errors.into_iter().flatten().next().map(|error| {
-                let (kind, message) = match error {
-                    wgpu::Error::OutOfMemory { .. } => (
-                        GpuErrorKind::OutOfMemory,
-                        "the GPU ran out of memory".to_string(),
-                    ),
-                    wgpu::Error::Validation { description, .. } => {
-                        (GpuErrorKind::Validation, description)
-                    }
-                    wgpu::Error::Internal { description, .. } => {
-                        (GpuErrorKind::Internal, description)
-                    }
-                };
-                GpuError {
-                    kind,
-                    message: message.trim().to_string(),
-                }
-            })
-        };
-        let boxed: Pin<Box<dyn Future<Output = Option<GpuError>>>> = Box::pin(caught);
-        boxed.shared()
+        self.0.close().shared()
     }
+}
+
+/// What a device is asked to make a buffer for; each backend has its
+/// usage bits.
+#[derive(Clone, Copy)]
+pub enum Usage {
+    /// A tensor's storage, or a kernel's scratch: bound, copied from, written.
+    Storage,
+    /// Bound where a kernel has nothing to bind.
+    Placeholder,
+    /// A uniform arena (`Uniforms`).
+    Uniform,
+    /// Where a read's words are copied, to map.
+    Read,
+    /// Where a profile's timestamps are resolved.
+    Timestamps,
+}
+
+/// The limits a device is opened with: WebGPU's defaults, the same on
+/// every platform, so a program that works here works in any browser;
+/// `max_buffer_size` is what the failure reports name.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+}
+
+impl Limits {
+    /// The browser asks for no limits and gets these; wgpu's defaults
+    /// natively are the same numbers.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub const WEBGPU_DEFAULTS: Limits = Limits {
+        max_buffer_size: 1 << 28,
+        max_storage_buffer_binding_size: 1 << 27,
+        max_storage_buffers_per_shader_stage: 8,
+        max_compute_workgroups_per_dimension: 65535,
+    };
+}
+
+/// What a backend found out opening a device.
+pub struct Adapter {
+    /// The adapter's name and backend, for logs.
+    pub name: String,
+    /// Whether it is a CPU implementation (SwiftShader, lavapipe).
+    pub cpu: bool,
+    pub subgroups: Option<crate::codegen::Subgroups>,
+    /// How many nanoseconds a timestamp tick is, where it writes them.
+    pub timestamps: Option<f32>,
+    pub limits: Limits,
 }
 
 /// A read on its way back from the GPU.
@@ -155,28 +187,25 @@ pub type PendingRead =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u32>, String>>>>;
 
 /// A buffer a tensor holds, and the pool bucket it returns to.
-#[derive(Debug)]
 pub struct Allocation {
-    pub buffer: wgpu::Buffer,
+    pub buffer: Buffer,
     pub bucket: u64,
 }
 
 pub struct Gpu {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub limits: wgpu::Limits,
+    pub device: backend::Device,
+    pub limits: Limits,
     pub adapter_info: String,
     /// Whether the adapter is a CPU implementation (SwiftShader, lavapipe),
     /// for which some kernels are shaped differently (or as
     /// `DeviceOptions::cpu_kernels` says).
     pub cpu: bool,
     /// The subgroups reductions fold with, where the device has WGSL's
-    /// `subgroups` (natively; wgpu's WebGPU backend does not ask a browser
-    /// for them).
+    /// `subgroups` (natively; the browser's device is not asked for them).
     pub subgroups: Option<crate::codegen::Subgroups>,
     /// Bound where a kernel's input or output has no elements: a binding
     /// must exist even when nothing indexes it.
-    pub placeholder: wgpu::Buffer,
+    pub placeholder: Buffer,
     /// Compiled kernels by text (see `Family`).
     pipelines: FxHashMap<String, Family>,
     /// Kernels by what they were generated from (`codegen::Memo`): a loop's
@@ -185,8 +214,6 @@ pub struct Gpu {
     /// Pipelines compiled since the current scope opened: when the scope
     /// reports an error they may be invalid, and leave the cache.
     compiled_in_scope: Vec<String>,
-    /// GPU errors that reached the uncaptured-error handler (`Stats`).
-    pub uncaptured: Arc<AtomicU64>,
     /// While a profile is taken: what each launch records.
     pub traced: Option<Traced>,
     /// Whether the adapter writes timestamps (WebGPU's `timestamp-query`),
@@ -198,11 +225,11 @@ pub struct Gpu {
     pub compile_only: bool,
     /// Free buffers by bucket size. A bucket is the power of two at or above
     /// the requested size, so a loop whose sizes wobble still reuses.
-    pool: FxHashMap<u64, Vec<wgpu::Buffer>>,
+    pool: FxHashMap<u64, Vec<Buffer>>,
     uniforms: Uniforms,
     /// Free read-staging buffers by size, shared with the reads on their
     /// way (a read gives its buffer back once it has the values).
-    staging: Rc<RefCell<FxHashMap<u64, Vec<wgpu::Buffer>>>>,
+    staging: Rc<RefCell<FxHashMap<u64, Vec<Buffer>>>>,
 }
 
 /// The kernels' uniform words, packed into arenas reused by every submit:
@@ -212,7 +239,7 @@ pub struct Gpu {
 /// that submit's kernels have read the previous words.
 #[derive(Default)]
 struct Uniforms {
-    arenas: Vec<wgpu::Buffer>,
+    arenas: Vec<Buffer>,
     /// The words staged for the next submit, per arena in use.
     staged: Vec<Vec<u8>>,
 }
@@ -232,7 +259,7 @@ pub struct Traced {
     /// The timestamps of each submit that wrote some, in submit order.
     pub reads: Vec<PendingRead>,
     /// The current submit's query set and how many of its queries are used.
-    set: Option<(wgpu::QuerySet, u32)>,
+    set: Option<(QuerySet, u32)>,
 }
 
 /// The queries of one submit's set: WebGPU's largest, two per launch.
@@ -241,15 +268,10 @@ const QUERIES: u32 = 4096;
 impl Traced {
     /// The query the next launch's start goes to (its end to the next),
     /// recorded for its block; `None` once the submit's set is full.
-    fn stamp(&mut self, device: &wgpu::Device) -> Option<u32> {
-        let (_, used) = self.set.get_or_insert_with(|| {
-            let set = device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("webfusion timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: QUERIES,
-            });
-            (set, 0)
-        });
+    fn stamp(&mut self, device: &backend::Device) -> Option<u32> {
+        let (_, used) = self
+            .set
+            .get_or_insert_with(|| (device.query_set(QUERIES), 0));
         let first = (*used + 2 <= QUERIES).then_some(*used);
         if first.is_some() {
             *used += 2;
@@ -283,11 +305,11 @@ struct Family {
     /// (`Kernel::specialized`), by those words (`Kernel::written_words`):
     /// one, or up to `MAX_SIZED` for a text that writes in its sizes (the
     /// layers of one net that share a product's text).
-    specialized: Vec<(Vec<u32>, wgpu::ComputePipeline)>,
+    specialized: Vec<(Vec<u32>, Pipeline)>,
     /// Its text as is (words read as uniforms), compiled once a launch
     /// brings other words than those and the room is full. Every such
     /// launch uses it.
-    general: Option<wgpu::ComputePipeline>,
+    general: Option<Pipeline>,
 }
 
 /// The most size sets a text that writes in its sizes is specialised for.
@@ -296,11 +318,7 @@ const MAX_SIZED: usize = 4;
 impl Family {
     /// The pipeline `kernel` launches on, and whether it was compiled to
     /// answer it.
-    fn pipeline(
-        &mut self,
-        kernel: &Kernel,
-        compiler: &mut Compiler<'_>,
-    ) -> (wgpu::ComputePipeline, bool) {
+    fn pipeline(&mut self, kernel: &Kernel, compiler: &mut Compiler<'_>) -> (Pipeline, bool) {
         let words = kernel.written_words();
         if let Some((_, pipeline)) = self.specialized.iter().find(|(w, _)| *w == words) {
             return (pipeline.clone(), false);
@@ -328,160 +346,43 @@ impl Family {
 /// each text compiled now in `compiled` (the texts of the current error
 /// scope, named if it reports a compile error).
 struct Compiler<'a> {
-    device: &'a wgpu::Device,
+    device: &'a backend::Device,
     compiled: &'a mut Vec<String>,
     kernel: &'a str,
 }
 
 impl Compiler<'_> {
     /// Compiles `text` now: the pipeline is ready to launch.
-    ///
-    /// Bounds checks stay on; wgpu's forced loop bounding (a second counter
-    /// and branch in every iteration of every loop, so a driver may not
-    /// assume a loop ends) is off: on an H200 it cost a 4096 product 10%
-    /// and a 1024 one more, all of it in the inner loop over a staged slice.
-    fn now(&mut self, text: &str) -> wgpu::ComputePipeline {
+    fn now(&mut self, text: &str) -> Pipeline {
         self.compiled.push(self.kernel.to_string());
-        let checks = wgpu::ShaderRuntimeChecks {
-            force_loop_bounding: false,
-            ..wgpu::ShaderRuntimeChecks::checked()
-        };
-        // SAFETY: `force_loop_bounding` is only needed for a loop that may
-        // not end. Every loop codegen writes is counted: its counter steps
-        // by a positive constant towards a bound from the block's sizes,
-        // which planning keeps under 2^31 (`fusion::limits::MAX_INDEX`), so
-        // it cannot wrap; or it halves a workgroup size to 0; or, in `wf_pow_i`,
-        // shifts a non-negative exponent to 0. Every other check is kept.
-        let module = unsafe {
-            self.device.create_shader_module_trusted(
-                wgpu::ShaderModuleDescriptor {
-                    label: None,
-                    source: wgpu::ShaderSource::Wgsl(text.into()),
-                },
-                checks,
-            )
-        };
-        self.device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+        self.device.compile(text)
     }
-}
-
-/// The instance adapters are requested from: natively one for the process.
-///
-/// The Vulkan loader loads the driver with the first instance and unloads
-/// it with the last. NVIDIA's driver, loaded and unloaded some thirty times
-/// in one process, does not load again ("libnvidia-tls.so: cannot allocate
-/// memory in static TLS block": each load takes static TLS its unload does
-/// not give back), so every later request found no adapter: the native
-/// suite on an H100, one test after another, failed from its 28th test on,
-/// and hung at times when run in parallel. Kept for the process, the driver
-/// is loaded once. In the browser an instance stands for `navigator.gpu`,
-/// and making one costs nothing.
-fn instance() -> wgpu::Instance {
-    let make = || {
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = if cfg!(target_arch = "wasm32") {
-            wgpu::Backends::BROWSER_WEBGPU
-        } else {
-            wgpu::Backends::VULKAN | wgpu::Backends::METAL
-        };
-        wgpu::Instance::new(desc)
-    };
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
-        INSTANCE.get_or_init(make).clone()
-    }
-    #[cfg(target_arch = "wasm32")]
-    make()
 }
 
 impl Gpu {
+    /// Opens a device. Timestamps only time profiles (`Traced`); where the
+    /// adapter has none, a profile says so instead of giving a time.
     pub async fn request() -> Result<Gpu, RequestError> {
         #[cfg(target_arch = "wasm32")]
         if !browser_has_webgpu() {
             return Err(RequestError::NoWebGpu);
         }
-        let adapter = instance()
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| RequestError::NoAdapter(e.to_string()))?;
-        let info = adapter.get_info();
-        // The WebGPU defaults, the same on every platform, so a program that
-        // works here works in any browser; `maxBufferSize` is what the
-        // failure reports name.
-        let limits = wgpu::Limits::default();
-        // Timestamps only time profiles (`Traced`); where the adapter has
-        // none, a profile says so instead of giving a time.
-        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
-        let features = adapter.features() & wanted;
-        #[cfg(not(target_arch = "wasm32"))]
-        let subgroups = features
-            .contains(wgpu::Features::SUBGROUP)
-            .then(|| {
-                crate::codegen::Subgroups::for_adapter(
-                    info.subgroup_min_size,
-                    info.subgroup_max_size,
-                )
-            })
-            .flatten();
-        #[cfg(target_arch = "wasm32")]
-        let subgroups = None;
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("webfusion"),
-                required_features: features,
-                required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| RequestError::DeviceRefused(e.to_string()))?;
-        // wgpu's native default handler panics inside the failing call. Every
-        // GPU call runs inside an error scope, so anything reaching here is a
-        // bug to report, never a reason to abort.
-        let uncaptured = Arc::new(AtomicU64::new(0));
-        let counter = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            log(&format!("webfusion: uncaptured GPU error: {error}"));
-        }));
-        let timestamps = features
-            .contains(wgpu::Features::TIMESTAMP_QUERY)
-            .then(|| queue.get_timestamp_period());
-        let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("webfusion placeholder"),
-            size: 16,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
+        let (device, adapter) = backend::open().await?;
+        let placeholder = device.buffer(16, Usage::Placeholder, Some("webfusion placeholder"));
         Ok(Gpu {
             placeholder,
             device,
-            queue,
-            limits,
-            adapter_info: format!("{} ({:?})", info.name, info.backend),
-            cpu: info.device_type == wgpu::DeviceType::Cpu,
-            subgroups,
+            limits: adapter.limits,
+            adapter_info: adapter.name,
+            cpu: adapter.cpu,
+            subgroups: adapter.subgroups,
             pipelines: FxHashMap::default(),
             kernels: crate::codegen::Memo::default(),
             compiled_in_scope: Vec::new(),
             traced: None,
-            timestamps,
+            timestamps: adapter.timestamps,
             compile_only: false,
             pool: FxHashMap::default(),
-            uncaptured,
             uniforms: Uniforms::default(),
             staging: Rc::default(),
         })
@@ -495,13 +396,7 @@ impl Gpu {
     /// Opens the error scopes GPU work runs in.
     pub fn open_scope(&mut self) -> OpenScope {
         self.compiled_in_scope.clear();
-        OpenScope {
-            guards: [
-                self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
-                self.device.push_error_scope(wgpu::ErrorFilter::Validation),
-                self.device.push_error_scope(wgpu::ErrorFilter::Internal),
-            ],
-        }
+        OpenScope(self.device.open_scope())
     }
 
     /// The pipelines compiled in the scope about to close.
@@ -513,8 +408,9 @@ impl Gpu {
     /// scope: an invalid command in the block's encoder (a copy into a
     /// buffer that is no copy destination), which voids the whole submit it
     /// is in, as a real failure would.
-    pub fn provoke_validation_error(&self, encoder: &mut wgpu::CommandEncoder) {
-        encoder.copy_buffer_to_buffer(&self.placeholder, 0, &self.placeholder, 0, Some(4));
+    pub fn provoke_validation_error(&self, encoder: &mut Encoder) {
+        let placeholder = (&self.placeholder, 0);
+        self.device.copy(encoder, placeholder, placeholder, 4);
     }
 
     /// Drops pipelines that may be invalid, so later blocks compile anew.
@@ -541,8 +437,8 @@ impl Gpu {
     /// writes it before the commands of the next submit run.
     pub fn upload(&mut self, words: &[u32], bytes: u64, stats: &mut Stats) -> Allocation {
         let allocation = self.allocate(bytes, stats);
-        self.queue
-            .write_buffer(&allocation.buffer, 0, bytemuck::cast_slice(words));
+        self.device
+            .write(&allocation.buffer, bytemuck::cast_slice(words));
         allocation
     }
 
@@ -557,14 +453,7 @@ impl Gpu {
         stats.buffers_allocated += 1;
         stats.gpu_buffers_created += 1;
         stats.bytes_allocated += bucket;
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bucket,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let buffer = self.device.buffer(bucket, Usage::Storage, None);
         Allocation { buffer, bucket }
     }
 
@@ -594,9 +483,9 @@ impl Gpu {
     /// Records `kernel` into `encoder`, compiling its pipeline on first use.
     pub fn launch(
         &mut self,
-        encoder: &mut wgpu::CommandEncoder,
+        encoder: &mut Encoder,
         kernel: &Kernel,
-        buffers: &[&wgpu::Buffer],
+        buffers: &[&Buffer],
         stats: &mut Stats,
     ) {
         if let Some(traced) = &mut self.traced {
@@ -624,46 +513,20 @@ impl Gpu {
             return;
         }
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &self.uniforms.arenas[arena],
-                offset,
-                size: wgpu::BufferSize::new(size),
-            }),
-        }];
-        for (i, buffer) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: buffer.as_entire_binding(),
-            });
-        }
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let (x, y) = self.grid(kernel.workgroups);
         let stamp = match (&mut self.traced, self.timestamps) {
             (Some(traced), Some(_)) => traced.stamp(&self.device),
             _ => None,
         };
         let set = self.traced.as_ref().and_then(|t| t.set.as_ref());
-        let timestamp_writes =
-            stamp
-                .zip(set)
-                .map(|(first, (query_set, _))| wgpu::ComputePassTimestampWrites {
-                    query_set,
-                    beginning_of_pass_write_index: Some(first),
-                    end_of_pass_write_index: Some(first + 1),
-                });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: None,
-            timestamp_writes,
-        });
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(x, y, 1);
+        let stamps = stamp.zip(set).map(|(first, (set, _))| (set, first));
+        self.device.dispatch(
+            encoder,
+            &pipeline,
+            (&self.uniforms.arenas[arena], offset, size),
+            buffers,
+            self.grid(kernel.workgroups),
+            stamps,
+        );
         stats.kernels_launched += 1;
     }
 
@@ -681,13 +544,11 @@ impl Gpu {
             None => {
                 if u.staged.len() == u.arenas.len() {
                     stats.gpu_buffers_created += 1;
-                    u.arenas
-                        .push(self.device.create_buffer(&wgpu::BufferDescriptor {
-                            label: Some("webfusion uniforms"),
-                            size: ARENA_BYTES,
-                            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                            mapped_at_creation: false,
-                        }));
+                    u.arenas.push(self.device.buffer(
+                        ARENA_BYTES,
+                        Usage::Uniform,
+                        Some("webfusion uniforms"),
+                    ));
                 }
                 u.staged.push(Vec::new());
                 u.staged.len() - 1
@@ -702,7 +563,7 @@ impl Gpu {
     }
 
     /// Writes the staged uniform words, then submits `encoder`.
-    pub fn submit(&mut self, mut encoder: wgpu::CommandEncoder) {
+    pub fn submit(&mut self, mut encoder: Encoder) {
         for (arena, staged) in self
             .uniforms
             .arenas
@@ -710,7 +571,7 @@ impl Gpu {
             .zip(self.uniforms.staged.drain(..))
         {
             if !staged.is_empty() {
-                self.queue.write_buffer(arena, 0, &staged);
+                self.device.write(arena, &staged);
             }
         }
         // The timestamps this submit's launches wrote are resolved at its
@@ -718,16 +579,13 @@ impl Gpu {
         let stamped = self.traced.as_mut().and_then(|t| t.set.take());
         let resolved = stamped.map(|(set, used)| {
             let bytes = u64::from(used) * 8;
-            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("webfusion timestamps"),
-                size: bytes,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            encoder.resolve_query_set(&set, 0..used, &buffer, 0);
+            let buffer = self
+                .device
+                .buffer(bytes, Usage::Timestamps, Some("webfusion timestamps"));
+            self.device.resolve(&mut encoder, &set, used, &buffer);
             (buffer, bytes)
         });
-        self.queue.submit([encoder.finish()]);
+        self.device.submit(encoder);
         if let Some((buffer, bytes)) = resolved {
             // Profiling's own buffers are not the program's: not counted.
             let read = self.read(&buffer, 0, bytes, &mut Stats::default());
@@ -755,7 +613,7 @@ impl Gpu {
     /// while it waits.
     pub fn read(
         &mut self,
-        buffer: &wgpu::Buffer,
+        buffer: &Buffer,
         offset: u64,
         bytes: u64,
         stats: &mut Stats,
@@ -770,7 +628,7 @@ impl Gpu {
     /// `bytes` are multiples of 4, as a copy requires.
     pub fn read_ranges(
         &mut self,
-        ranges: &[(&wgpu::Buffer, u64, u64)],
+        ranges: &[(&Buffer, u64, u64)],
         stats: &mut Stats,
     ) -> PendingRead {
         let bytes: u64 = ranges.iter().map(|&(_, _, b)| b).sum();
@@ -781,75 +639,23 @@ impl Gpu {
         let pooled = self.staging.borrow_mut().get_mut(&size).and_then(Vec::pop);
         let staging = pooled.unwrap_or_else(|| {
             stats.gpu_buffers_created += 1;
-            self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("webfusion read"),
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
+            self.device
+                .buffer(size, Usage::Read, Some("webfusion read"))
         });
-        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut encoder = self.device.encoder();
         let mut at = 0;
         for &(buffer, offset, bytes) in ranges {
             if bytes > 0 {
-                encoder.copy_buffer_to_buffer(buffer, offset, &staging, at, bytes);
+                self.device
+                    .copy(&mut encoder, (buffer, offset), (&staging, at), bytes);
             }
             at += bytes;
         }
         self.submit(encoder);
-        let (sender, receiver) = futures_channel::oneshot::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |result| {
-            let _ = sender.send(result);
-        });
-        // Natively the map completes only when the device is polled; in the
-        // browser this is a no-op and the callback comes from the event loop.
-        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let mapped = self.device.map_read(&staging, bytes);
         let pool = self.staging.clone();
         Box::pin(async move {
-            polled.map_err(|e| format!("waiting for the GPU failed: {e}"))?;
-            match receiver.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(format!("mapping the result failed: {e}")),
-                Err(_) => return Err("the GPU dropped the read before it finished".to_string()),
-            }
-            let values = {
-                let view = staging
-                    .get_mapped_range(..bytes)
-                    .map_err(|e| format!("mapping the result failed: {e}"))?;
-                // In the browser the mapped range is a JS array: its words
-                // are copied into wasm memory once, where reading `view` as
-                // a slice would first copy it into a temporary of wgpu's.
-                // The room is asked for fallibly: a page whose wasm memory
-                // cannot grow by a read's size gets that read's failure, not
-                // an abort of the module.
-                #[cfg(target_arch = "wasm32")]
-                let words = {
-                    let bytes = view.as_uint8array();
-                    let length = bytes.length() / 4;
-                    let mut words = Vec::new();
-                    words.try_reserve_exact(length as usize).map_err(|_| {
-                        format!("wasm memory has no room for the {} bytes read", length * 4)
-                    })?;
-                    words.resize(length as usize, 0);
-                    js_sys::Uint32Array::new_with_byte_offset_and_length(
-                        &bytes.buffer(),
-                        bytes.byte_offset(),
-                        length,
-                    )
-                    .copy_to(&mut words);
-                    words
-                };
-                // Natively the range is host memory, aligned as a buffer is:
-                // its words are copied once, into memory not zeroed first
-                // (`pod_collect_to_vec` zeroes, then copies).
-                #[cfg(not(target_arch = "wasm32"))]
-                let words = match bytemuck::try_cast_slice::<u8, u32>(&view) {
-                    Ok(words) => words.to_vec(),
-                    Err(_) => bytemuck::pod_collect_to_vec::<u8, u32>(&view),
-                };
-                words
-            };
-            staging.unmap();
+            let values = mapped.await?;
             // Unmapped, it serves the next read of this size.
             pool.borrow_mut().entry(size).or_default().push(staging);
             Ok(values)
@@ -865,11 +671,4 @@ fn browser_has_webgpu() -> bool {
         .filter(|n| !n.is_undefined() && !n.is_null())
         .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()).ok())
         .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
-}
-
-fn log(message: &str) {
-    #[cfg(target_arch = "wasm32")]
-    web_sys::console::warn_1(&message.into());
-    #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("{message}");
 }

@@ -36,8 +36,8 @@ export function request() {
             const reason = info.reason === "destroyed" ? "Destroyed" : "Unknown";
             device.wfLost ??= `${info.message} (${reason})`;
           });
-          const info = adapter.info;
-          return ["ok", device, `${info.description} (BrowserWebGpu)`, info.isFallbackAdapter === true, stamps];
+          const info = adapter.info ?? {};
+          return ["ok", device, `${info.description ?? ""} (BrowserWebGpu)`, info.isFallbackAdapter === true, stamps];
         },
         (error) => ["device", String(error)],
       );

@@ -8,8 +8,10 @@
 //! module was about 15 KB gzip larger (issue 23). The calls here are the
 //! ones `runtime` makes, with WebGPU's own objects as handles.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use js_sys::{Array, Promise, Uint32Array};
 use wasm_bindgen::prelude::*;
@@ -32,10 +34,6 @@ export function request() {
             device.wfUncaptured += 1;
             console.warn(`webfusion: uncaptured GPU error: ${event.error.message}`);
           };
-          device.lost.then((info) => {
-            const reason = info.reason === "destroyed" ? "Destroyed" : "Unknown";
-            device.wfLost ??= `${info.message} (${reason})`;
-          });
           const info = adapter.info ?? {};
           return ["ok", device, `${info.description ?? ""} (BrowserWebGpu)`, info.isFallbackAdapter === true, stamps];
         },
@@ -108,7 +106,7 @@ export function destroy(object) {
   object.destroy();
 }
 export function lost(device) {
-  return device.wfLost;
+  return device.lost.then((info) => `${info.message} (${info.reason === "destroyed" ? "Destroyed" : "Unknown"})`);
 }
 export function uncaptured(device) {
   return device.wfUncaptured;
@@ -145,7 +143,7 @@ extern "C" {
     fn map_read(buffer: &JsValue) -> Promise;
     fn unmap(buffer: &JsValue);
     fn destroy(object: &JsValue);
-    fn lost(device: &JsValue) -> Option<String>;
+    fn lost(device: &JsValue) -> Promise;
     fn uncaptured(device: &JsValue) -> f64;
 }
 
@@ -159,10 +157,17 @@ pub struct Pipeline(JsValue);
 pub struct Encoder(JsValue);
 /// A `GPUQuerySet`.
 pub struct QuerySet(JsValue);
-/// A `GPUDevice`. Its callbacks (a loss, an error no scope caught) note
-/// what they saw on the device object itself, read by `lost` and
-/// `uncaptured_errors`.
-pub struct Device(JsValue);
+/// A `GPUDevice`, and why it was lost once its `lost` promise says. The
+/// uncaptured-error callback counts on the device object itself
+/// (`uncaptured_errors`).
+pub struct Device {
+    device: JsValue,
+    /// Looked at on every use of the device (`DeviceState::notice_loss`):
+    /// the promise's value is stored on the Rust side when it resolves, so
+    /// a look is a poll, not a call into JS. The reason is kept once read
+    /// (a resolved future gives its value once).
+    lost: RefCell<(JsFuture, Option<String>)>,
+}
 
 /// A size or offset as the JS number WebGPU takes. Exact: every one is
 /// within the device's limits (256 MiB), far below 2^53.
@@ -208,13 +213,15 @@ pub async fn open() -> Result<(Device, Adapter), RequestError> {
         timestamps: opened.get(4).is_truthy().then_some(1.0),
         limits: Limits::WEBGPU_DEFAULTS,
     };
-    Ok((Device(opened.get(1)), adapter))
+    let device = opened.get(1);
+    let lost = RefCell::new((JsFuture::from(lost(&device)), None));
+    Ok((Device { device, lost }, adapter))
 }
 
 impl Device {
     pub fn buffer(&self, size: u64, usage: Usage, label: Option<&str>) -> Buffer {
         Buffer(buffer(
-            &self.0,
+            &self.device,
             number(size),
             usage_bits(usage),
             label.unwrap_or_default(),
@@ -224,25 +231,25 @@ impl Device {
     /// Compiles `text`: the pipeline can be launched at once (the browser
     /// finishes compiling it before the launch runs).
     pub fn compile(&self, text: &str) -> Pipeline {
-        Pipeline(compile(&self.0, text))
+        Pipeline(compile(&self.device, text))
     }
 
     pub fn encoder(&self) -> Encoder {
-        Encoder(encoder(&self.0))
+        Encoder(encoder(&self.device))
     }
 
     pub fn query_set(&self, count: u32) -> QuerySet {
-        QuerySet(query_set(&self.0, count))
+        QuerySet(query_set(&self.device, count))
     }
 
     /// Writes `bytes` at the start of `buffer` before the next submit's
     /// commands run.
     pub fn write(&self, buffer: &Buffer, bytes: &[u8]) {
-        write(&self.0, &buffer.0, bytes);
+        write(&self.device, &buffer.0, bytes);
     }
 
     pub fn submit(&self, encoder: Encoder) {
-        submit(&self.0, &encoder.0);
+        submit(&self.device, &encoder.0);
     }
 
     /// Records one launch of `pipeline` on a grid of `x` by `y` workgroups:
@@ -268,7 +275,7 @@ impl Device {
             None => (&JsValue::UNDEFINED, 0),
         };
         dispatch(
-            &self.0,
+            &self.device,
             &encoder.0,
             &pipeline.0,
             &arena.0,
@@ -309,8 +316,8 @@ impl Device {
     /// Opens the scopes GPU work runs in: out of memory, validation,
     /// internal; `OpenScope::close` pops them in reverse.
     pub fn open_scope(&self) -> OpenScope {
-        push(&self.0);
-        OpenScope(self.0.clone())
+        push(&self.device);
+        OpenScope(self.device.clone())
     }
 
     /// Maps `staging` (after the submit that filled it) and copies its
@@ -350,16 +357,21 @@ impl Device {
 
     /// Why the device was lost, once its `lost` promise has said.
     pub fn lost(&self) -> Option<String> {
-        lost(&self.0)
+        let (promise, reason) = &mut *self.lost.borrow_mut();
+        let mut look = Context::from_waker(Waker::noop());
+        if let Poll::Ready(Ok(said)) = Pin::new(promise).poll(&mut look) {
+            *reason = said.as_string();
+        }
+        reason.clone()
     }
 
     pub fn uncaptured_errors(&self) -> u64 {
         // A count of events, a whole number far below 2^53.
-        uncaptured(&self.0) as u64
+        uncaptured(&self.device) as u64
     }
 
     pub fn destroy(&self) {
-        destroy(&self.0);
+        destroy(&self.device);
     }
 }
 

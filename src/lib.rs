@@ -6,8 +6,9 @@
 //! `tensor` (validate, infer shapes, register: the one path every op takes)
 //! -> `ir` (the recorded op, the queue, shape and layout rules) -> `fusion`
 //! (plan blocks, count their bindings, split a block along data dependence)
-//! -> `codegen` (WGSL) -> `runtime` (a leaf: the wgpu device, buffers,
-//! pipelines, and `lower`, which records one block's kernels) -> `failure`
+//! -> `codegen` (WGSL) -> `runtime` (a leaf: the device, WebGPU's own in
+//! the browser and wgpu's natively, buffers, pipelines, and `lower`, which
+//! records one block's kernels) -> `failure`
 //! (the error graph). `device` is the single-threaded cell that owns them
 //! all and drives them: a flush plans, decides on the CPU what it can
 //! (failed inputs, limits), lowers, submits under error scopes, settles

@@ -199,7 +199,6 @@ impl Device {
     /// binding 0 is the slice `uniforms` of a uniform arena, the `buffers`
     /// follow in order; with `stamps`, the pass writes its start and end
     /// times at that query and the next.
-    #[allow(clippy::too_many_arguments)]
     pub fn dispatch(
         &self,
         encoder: &mut Encoder,

@@ -65,18 +65,11 @@ pub async fn open() -> Result<(Device, Adapter), RequestError> {
             crate::codegen::Subgroups::for_adapter(info.subgroup_min_size, info.subgroup_max_size)
         })
         .flatten();
-    let required = wgpu::Limits::default();
-    let limits = Limits {
-        max_buffer_size: required.max_buffer_size,
-        max_storage_buffer_binding_size: required.max_storage_buffer_binding_size,
-        max_storage_buffers_per_shader_stage: required.max_storage_buffers_per_shader_stage,
-        max_compute_workgroups_per_dimension: required.max_compute_workgroups_per_dimension,
-    };
     let (device, queue) = adapter
         .request_device(&wgpu::DeviceDescriptor {
             label: Some("webfusion"),
             required_features: features,
-            required_limits: required,
+            required_limits: wgpu::Limits::default(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
@@ -107,7 +100,7 @@ pub async fn open() -> Result<(Device, Adapter), RequestError> {
         cpu: info.device_type == wgpu::DeviceType::Cpu,
         subgroups,
         timestamps,
-        limits,
+        limits: Limits::WEBGPU_DEFAULTS,
     };
     let device = Device {
         device,
@@ -355,5 +348,29 @@ impl OpenScope {
                 }
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limits_wgpu_opens_a_device_with_are_the_ones_the_planner_keeps_to() {
+        let opened = wgpu::Limits::default();
+        let kept = Limits::WEBGPU_DEFAULTS;
+        assert_eq!(opened.max_buffer_size, kept.max_buffer_size);
+        assert_eq!(
+            opened.max_storage_buffer_binding_size,
+            kept.max_storage_buffer_binding_size
+        );
+        assert_eq!(
+            opened.max_storage_buffers_per_shader_stage,
+            kept.max_storage_buffers_per_shader_stage
+        );
+        assert_eq!(
+            opened.max_compute_workgroups_per_dimension,
+            kept.max_compute_workgroups_per_dimension
+        );
     }
 }

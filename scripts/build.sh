@@ -165,10 +165,12 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # 300.8 KB with wgpu's parking_lot locks native only. From here the
 # snippets count too (0.9 KB before, minified as the glue is now). Lowered
 # to 280.7 KB with WebGPU called directly in the browser, not through wgpu
-# (`runtime::browser`): with 0.1 KB of room (two builds of the same source
-# have differed by a byte of gzip).
+# (`runtime::browser`). Raised by 0.3 KB for a device's loss noted by a
+# closure the promise calls (a cell to look at on every use of the device;
+# a poll of the promise there cost 1000 small ops about 1.2%): with 0.1 KB
+# of room (two builds of the same source have differed by a byte of gzip).
 node -e '
-const BUDGET_GZIP = 280800;
+const BUDGET_GZIP = 281100;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

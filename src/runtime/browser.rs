@@ -21,6 +21,7 @@ use crate::error::RequestError;
 
 #[wasm_bindgen(inline_js = r#"
 export function request() {
+  if (globalThis.navigator?.gpu == null) return Promise.resolve(["webgpu"]);
   return navigator.gpu.requestAdapter({ powerPreference: "high-performance" }).then(
     (adapter) => {
       if (!adapter) return ["adapter", "the browser offered none"];
@@ -192,7 +193,7 @@ fn usage_bits(usage: Usage) -> u32 {
 }
 
 /// Opens a device with WebGPU's default limits, and timestamps where the
-/// adapter has them. No subgroups: reductions fold through workgroup
+/// adapter has them; a platform without `navigator.gpu` is told so. No subgroups: reductions fold through workgroup
 /// memory in the browser.
 pub async fn open() -> Result<(Device, Adapter), RequestError> {
     let opened = JsFuture::from(request())
@@ -202,6 +203,7 @@ pub async fn open() -> Result<(Device, Adapter), RequestError> {
     let text = |i: u32| opened.get(i).as_string().unwrap_or_default();
     match text(0).as_str() {
         "ok" => {}
+        "webgpu" => return Err(RequestError::NoWebGpu),
         "device" => return Err(RequestError::DeviceRefused(text(1))),
         _ => return Err(RequestError::NoAdapter(text(1))),
     }

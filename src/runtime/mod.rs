@@ -362,10 +362,6 @@ impl Gpu {
     /// Opens a device. Timestamps only time profiles (`Traced`); where the
     /// adapter has none, a profile says so instead of giving a time.
     pub async fn request() -> Result<Gpu, RequestError> {
-        #[cfg(target_arch = "wasm32")]
-        if !browser_has_webgpu() {
-            return Err(RequestError::NoWebGpu);
-        }
         let (device, adapter) = backend::open().await?;
         let placeholder = device.buffer(16, Usage::Placeholder, Some("webfusion placeholder"));
         Ok(Gpu {
@@ -660,14 +656,4 @@ impl Gpu {
             Ok(values)
         })
     }
-}
-
-#[cfg(target_arch = "wasm32")]
-fn browser_has_webgpu() -> bool {
-    let global = js_sys::global();
-    js_sys::Reflect::get(&global, &"navigator".into())
-        .ok()
-        .filter(|n| !n.is_undefined() && !n.is_null())
-        .and_then(|navigator| js_sys::Reflect::get(&navigator, &"gpu".into()).ok())
-        .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }

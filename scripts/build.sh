@@ -167,10 +167,12 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # to 280.7 KB with WebGPU called directly in the browser, not through wgpu
 # (`runtime::browser`). Raised by 0.3 KB for a device's loss noted by a
 # closure the promise calls (a cell to look at on every use of the device;
-# a poll of the promise there cost 1000 small ops about 1.2%): with 0.1 KB
-# of room (two builds of the same source have differed by a byte of gzip).
+# a poll of the promise there cost 1000 small ops about 1.2%). Raised by
+# 0.6 KB for `dataSync()` answering with the values a read brought back,
+# as TF.js does (the registry's entry keeps them): with 0.1 KB of room
+# (two builds of the same source have differed by a byte of gzip).
 node -e '
-const BUDGET_GZIP = 281100;
+const BUDGET_GZIP = 281700;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -25,6 +25,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
+use crate::ir::Values;
 use crate::tensor::with_site;
 use crate::{Device, ErrorClass, RegistrationError, Tensor, TensorId, Variable};
 
@@ -61,6 +62,26 @@ pub enum Found {
     Foreign,
 }
 
+/// A tensor object's entry: what it stands for, and the values its last
+/// `data()` or `array()` brought back, with the id of the tensor they are
+/// of (a variable's changes at `assign`). Those values are what
+/// `dataSync()` answers for bytes on the GPU, as TF.js's WebGPU backend
+/// answers from the values its last read kept. They are kept here, not as
+/// the JS array the read gave: that array is the caller's to write into,
+/// and a second JS copy would cost every read a copy it may never use.
+/// Boxed: an entry never read grows by a pointer, not by the values'
+/// length, capacity and id.
+struct Entry {
+    value: Value,
+    read: Option<Box<(TensorId, Values)>>,
+}
+
+impl From<Value> for Entry {
+    fn from(value: Value) -> Entry {
+        Entry { value, read: None }
+    }
+}
+
 /// What a tensor object stands for: a tensor, or a variable (whose tensor
 /// is its current value).
 enum Value {
@@ -87,7 +108,7 @@ struct Table {
     /// ops disposes a thousand objects a step, and the map spent its time
     /// on their cache misses and rehashing (W6 in Chromium: 1.25 -> 0.95
     /// ms a step once they left).
-    tensors: FxHashMap<Key, Value>,
+    tensors: FxHashMap<Key, Entry>,
     devices: FxHashMap<Key, Device>,
     /// The JS object of each variable not yet disposed, by the variable's
     /// id: kept until disposed, as TF.js keeps its variables
@@ -125,7 +146,7 @@ pub fn wrap_tensor(tensor: Tensor) -> JsValue {
     let id = tensor.id();
     let key = table(|t| {
         let key = t.key();
-        t.tensors.insert(key, Value::Tensor(tensor));
+        t.tensors.insert(key, Value::Tensor(tensor).into());
         if let Some(scope) = t.scopes.last_mut() {
             scope.push(key);
         }
@@ -147,7 +168,7 @@ pub fn wrap_variable(variable: Variable) -> JsValue {
     let variable_id = variable.id();
     let key = table(|t| {
         let key = t.key();
-        t.tensors.insert(key, Value::Variable(variable));
+        t.tensors.insert(key, Value::Variable(variable).into());
         key
     });
     let object = brand(
@@ -163,7 +184,7 @@ pub fn wrap_variable(variable: Variable) -> JsValue {
 /// The variable the object with `key` stands for, if it is one and not
 /// disposed.
 pub fn variable(key: Key) -> Option<Variable> {
-    table(|t| match t.tensors.get(&key)? {
+    table(|t| match &t.tensors.get(&key)?.value {
         Value::Variable(v) => Some(v.clone()),
         Value::Tensor(_) => None,
     })
@@ -378,8 +399,8 @@ pub fn find(value: &JsValue) -> Found {
 /// (`Foreign`): the object itself has the id its error names.
 pub fn held(key: Key) -> Found {
     table(|t| {
-        if let Some(value) = t.tensors.get(&key) {
-            Found::Tensor(value.tensor())
+        if let Some(entry) = t.tensors.get(&key) {
+            Found::Tensor(entry.value.tensor())
         } else if let Some(device) = t.devices.get(&key) {
             Found::Device(device.clone())
         } else {
@@ -394,7 +415,7 @@ pub fn tensors_held(device: &Device) -> usize {
     table(|t| {
         t.tensors
             .values()
-            .filter(|value| value.tensor().device().same(device))
+            .filter(|entry| entry.value.tensor().device().same(device))
             .count()
     })
 }
@@ -412,6 +433,26 @@ pub fn dispose(key: Key) {
         t.tensors.remove(&key)
     });
     drop(released);
+}
+
+/// Keeps `values`, which a read of tensor `id` through the object with
+/// `key` brought back, for `dataSync()`; unless the object was disposed
+/// while the read was on its way.
+pub fn keep_read(key: Key, id: TensorId, values: Values) {
+    table(|t| {
+        if let Some(entry) = t.tensors.get_mut(&key) {
+            entry.read = Some(Box::new((id, values)));
+        }
+    });
+}
+
+/// The values a read through the object with `key` kept, if they are of
+/// tensor `id` (the object's tensor now).
+pub fn kept_read(key: Key, id: TensorId) -> Option<Values> {
+    table(|t| {
+        let (of, values) = t.tensors.get(&key)?.read.as_deref()?;
+        (*of == id).then(|| values.clone())
+    })
 }
 
 /// Forgets `key`: its object was collected.
@@ -470,7 +511,7 @@ pub fn open_scope() {
 /// Closes the innermost scope, disposing what it made except `kept`, which
 /// from then on belongs to the enclosing scope, if any.
 pub fn close_scope(kept: &FxHashSet<Key>) {
-    let released: Vec<Value> = table(|t| {
+    let released: Vec<Entry> = table(|t| {
         let made = t.scopes.pop().unwrap_or_default();
         let (keep, release): (Vec<Key>, Vec<Key>) =
             made.into_iter().partition(|key| kept.contains(key));

@@ -135,53 +135,63 @@ impl JsTensor {
     /// `Int32Array`, or for a bool a `Uint8Array` of 0 and 1, as TF.js's.
     #[wasm_bindgen(unchecked_return_type = "Promise<TypedValues>")]
     pub fn data(&self) -> Result<Promise, JsValue> {
-        Ok(read(self.tensor("data")?, |values, _| typed(values)))
+        read(self, "data", |values, _| typed(values))
     }
 
     /// The values now, as `data()` would give them, when the host holds
     /// them: values the page gave, and small work on them (views, joins,
-    /// folds, elementwise ops) that ran on the CPU; values of more than
+    /// folds, elementwise ops) that ran on the CPU (values of more than
     /// `hostMaxElements` elements go to the GPU, as they would be kept
-    /// twice otherwise. A tensor whose work failed throws its
-    /// `TensorError`. One whose bytes are on the GPU throws:
-    /// WebGPU reads only asynchronously, and whether the submission that
-    /// wrote its bytes failed is known only then (TF.js's WebGPU backend
-    /// reads such a tensor through a canvas, and can give a wrong value).
+    /// twice otherwise); and the values an earlier `data()` or `array()`
+    /// of this object brought back, as TF.js keeps them. A tensor whose
+    /// work failed throws its `TensorError`. One whose bytes are on the
+    /// GPU and not yet read throws: WebGPU reads only asynchronously, and
+    /// whether the submission that wrote its bytes failed is known only
+    /// then (TF.js's WebGPU backend reads such a tensor through a canvas,
+    /// and can give a wrong value).
     #[wasm_bindgen(js_name = dataSync, unchecked_return_type = "TypedValues")]
     pub fn data_sync(&self) -> Result<JsValue, JsValue> {
         let op = "dataSync";
         let tensor = self.tensor(op)?;
-        match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
-            Some(Ok(values)) => Ok(typed(&values)),
-            Some(Err(e)) => Err(errors::tensor(&e)),
-            // An empty tensor has no bytes, but the host makes none: whether
-            // the GPU work it belongs to failed is known only asynchronously.
-            None => Err(errors::op_error(
-                op,
-                ErrorClass::Other,
-                format!(
-                    "{} of shape {:?} {}, and WebGPU answers only asynchronously: \
-                     use `await tensor.data()` (the host answers synchronously only \
-                     for values the page gave of 1 to `hostMaxElements` elements, \
-                     and small work on them)",
-                    tensor.id(),
-                    tensor.shape(),
-                    match tensor.size() {
-                        0 => "has no elements but is made on the GPU",
-                        _ => "has its bytes on the GPU",
-                    }
-                ),
-            )),
-        }
+        // Asked after the device settled: a lost device's tensors fail
+        // there, read or not, as `data()` fails them.
+        let values = match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
+            Some(answer) => answer,
+            None => Ok(
+                registry::kept_read(self.handle.key, tensor.id()).ok_or_else(|| {
+                    // An empty tensor has no bytes, but the host makes none:
+                    // whether the GPU work it belongs to failed is known only
+                    // asynchronously.
+                    errors::op_error(
+                        op,
+                        ErrorClass::Other,
+                        format!(
+                            "{} of shape {:?} {}, and WebGPU answers only asynchronously: \
+                         use `await tensor.data()` (the host answers synchronously only \
+                         for values the page gave of 1 to `hostMaxElements` elements, \
+                         small work on them, and values this object's `data()` or \
+                         `array()` brought back)",
+                            tensor.id(),
+                            tensor.shape(),
+                            match tensor.size() {
+                                0 => "has no elements but is made on the GPU",
+                                _ => "has its bytes on the GPU",
+                            }
+                        ),
+                    )
+                })?,
+            ),
+        };
+        values
+            .map(|values| typed(&values))
+            .map_err(|e| errors::tensor(&e))
     }
 
     /// `Promise` of the values as nested arrays of numbers (a number for a
     /// scalar; a bool's as 1 and 0, as TF.js gives them).
     #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]
     pub fn array(&self) -> Result<Promise, JsValue> {
-        Ok(read(self.tensor("array")?, |values, shape| {
-            nest(&numbers(values), shape)
-        }))
+        read(self, "array", |values, shape| nest(&numbers(values), shape))
     }
 
     /// `cast(dtype)`: a float to an int truncated toward zero (saturating,
@@ -659,14 +669,26 @@ impl JsTensor {
 /// values and the shape: `data()`'s and `array()`'s one body (the read's
 /// future, copied into each, was 5 KB of wasm apiece).
 #[inline(never)]
-fn read(tensor: Tensor, finish: fn(&Values, &[usize]) -> JsValue) -> Promise {
+/// `data()` or `array()` (`op`): a read of the object's tensor, given to JS
+/// by `finish`, and kept for `dataSync()`.
+fn read(
+    object: &JsTensor,
+    op: &'static str,
+    finish: fn(&Values, &[usize]) -> JsValue,
+) -> Result<Promise, JsValue> {
+    let tensor = object.tensor(op)?;
+    let key = object.handle.key;
     let asked_at = errors::site_if_captured(tensor.device());
-    super::promise(Box::pin(async move {
+    Ok(super::promise(Box::pin(async move {
         match tensor.read(asked_at).await {
-            Ok(values) => Ok(finish(&values, tensor.shape())),
+            Ok(values) => {
+                let answer = finish(&values, tensor.shape());
+                registry::keep_read(key, tensor.id(), values);
+                Ok(answer)
+            }
             Err(e) => Err(errors::tensor(&e)),
         }
-    }))
+    })))
 }
 
 /// `values` as the typed array TF.js's `data()` gives for its dtype. A

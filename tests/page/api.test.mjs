@@ -1054,6 +1054,81 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
   assert.equal(result.queued, 2, 'a refused call queues nothing (the two tensors made for refused calls are queued)');
 });
 
+// Found by outside testing: TF.js keeps the values a read brought back, and
+// code written for it calls dataSync() after `await data()`; ours threw.
+test('dataSync answers with the values an earlier data() or array() of the object brought back, a copy each time, for that tensor only', async () => {
+  const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
+    const gpu = await Device.request({ hostMaxElements: 0, debug: { checkNumerics: true } });
+    const thrown = (f) => {
+      try {
+        f();
+        return null;
+      } catch (e) {
+        return { isTensorError: e instanceof TensorError, op: e.op, kind: e.root?.kind, message: e.message };
+      }
+    };
+    const y = gpu.tensor([1, 2, 3]).mul(2);
+    const before = thrown(() => y.dataSync());
+    const read = await y.data();
+    read[0] = 99;
+    const first = Array.from(y.dataSync());
+    y.dataSync()[1] = 99;
+    const second = Array.from(y.dataSync());
+    const ints = gpu.tensor([4, 5], [2], 'int32').add(gpu.tensor([1, 1], [2], 'int32'));
+    await ints.array();
+    const flags = gpu.tensor([1, 2]).greater(1.5);
+    await flags.data();
+    const other = gpu.tensor([1, 2, 3]).mul(2);
+    const v = gpu.variable(gpu.tensor([7, 8]));
+    await v.data();
+    v.assign(gpu.tensor([9, 10]).mul(1));
+    const stale = thrown(() => v.dataSync());
+    await v.array();
+    const assigned = Array.from(v.dataSync());
+    const failed = gpu.tensor([1, -1]).log();
+    const racing = failed.data().catch(() => 'rejected');
+    const disposedMidRead = gpu.tensor([3]).mul(3);
+    const pending = disposedMidRead.data();
+    disposedMidRead.dispose();
+    await pending;
+    const lost = await Device.request({ hostMaxElements: 0 });
+    const kept = lost.tensor([1, 2]).mul(3);
+    await kept.data();
+    lost.destroy();
+    return {
+      before,
+      first,
+      second,
+      ints: Array.from(ints.dataSync()),
+      isInt32Array: ints.dataSync() instanceof Int32Array,
+      flags: Array.from(flags.dataSync()),
+      isUint8Array: flags.dataSync() instanceof Uint8Array,
+      other: thrown(() => other.dataSync()),
+      stale,
+      assigned,
+      racing: await racing,
+      failed: thrown(() => failed.dataSync()),
+      disposed: thrown(() => disposedMidRead.dataSync()),
+      lost: thrown(() => kept.dataSync()),
+    };
+  });
+  assert.match(result.before.message, /dataSync: tensor #\d+ of shape \[3\] has its bytes on the GPU/);
+  assert.deepEqual(result.first, [2, 4, 6], 'the array data() gave is the caller\'s: writing into it changes nothing kept');
+  assert.deepEqual(result.second, [2, 4, 6], 'each dataSync() is a copy');
+  assert.deepEqual(result.ints, [5, 6], 'kept by array() too');
+  assert.equal(result.isInt32Array, true);
+  assert.deepEqual(result.flags, [0, 1]);
+  assert.equal(result.isUint8Array, true);
+  assert.match(result.other.message, /has its bytes on the GPU/, 'an equal tensor not read is not answered');
+  assert.match(result.stale.message, /dataSync: tensor #\d+ of shape \[2\] has its bytes on the GPU/, 'after assign, the variable\'s old values are not its values');
+  assert.deepEqual(result.assigned, [9, 10]);
+  assert.equal(result.racing, 'rejected');
+  assert.equal(result.failed.isTensorError, true);
+  assert.match(result.disposed.message, /was disposed/);
+  assert.equal(result.lost.isTensorError, true, 'a lost device fails its tensors, read or not, as data() does');
+  assert.equal(result.lost.kind, 'device-lost');
+});
+
 test('dataSync answers what the host holds, throws a TensorError for work that failed there and an Error naming dataSync for bytes on the GPU, work or values past hostMaxElements', async () => {
   const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
     const gpu = await Device.request({ debug: { checkNumerics: true } });

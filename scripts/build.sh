@@ -168,11 +168,12 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # (`runtime::browser`). Raised by 0.3 KB for a device's loss noted by a
 # closure the promise calls (a cell to look at on every use of the device;
 # a poll of the promise there cost 1000 small ops about 1.2%). Raised by
-# 0.6 KB for `dataSync()` answering with the values a read brought back,
-# as TF.js does (the registry's entry keeps them): with 0.1 KB of room
+# 0.7 KB for `dataSync()` answering with the values a read brought back,
+# as TF.js does (the registry's entry keeps them), and `arraySync()`:
+# with 0.1 KB of room
 # (two builds of the same source have differed by a byte of gzip).
 node -e '
-const BUDGET_GZIP = 281700;
+const BUDGET_GZIP = 281800;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

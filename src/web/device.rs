@@ -69,8 +69,11 @@ impl JsDevice {
     /// `non-finite`, with what depends on it. `hostMaxElements` (default
     /// 1024, 0 for never) is the largest elementwise work on values the
     /// page gave that runs in wasm rather than as a kernel, as TF.js
-    /// forwards small tensors to its CPU backend. Options are checked at
-    /// once (a bad one throws);
+    /// forwards small tensors to its CPU backend. `errorScopes: false` is
+    /// only for measuring what failure isolation costs: a GPU error is then
+    /// caught by nothing, and what its submission wrote, independent work
+    /// included, reads as zeros, not as a failure (`stats().uncapturedErrors`
+    /// counts such errors). Options are checked at once (a bad one throws);
     /// the `Promise` rejects with an `Error` saying what is missing when
     /// WebGPU or an adapter is not available.
     #[wasm_bindgen(unchecked_return_type = "Promise<Device>")]
@@ -482,7 +485,9 @@ impl JsDevice {
     /// the step reads (its cost, its predictions). Everything it made is
     /// disposed after, its result too, as by a `tidy` that keeps nothing;
     /// a training step inside changes no variable. What `fn` throws is
-    /// thrown; an async `fn` is refused.
+    /// thrown; an async `fn` is refused. Work the step would have refused
+    /// (past a limit of the device) fails in the warm-up as it would in the
+    /// step, and the next `sync()` reports it, as it would the step's.
     pub fn warmup(
         &self,
         #[wasm_bindgen(js_name = fn, unchecked_param_type = "() => unknown")] f: JsValue,

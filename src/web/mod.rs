@@ -181,7 +181,7 @@ export interface Stats {
     failuresHeld: number;
     /** Held tensors kept as expressions: ops recorded, bytes never written. */
     expressionsHeld: number;
-    /** GPU errors no error scope caught: 0, always. */
+    /** GPU errors no error scope caught: 0, unless `debug.errorScopes` is off (then what their submissions wrote is wrong). */
     uncapturedErrors: number;
     /** Tensor objects of this device JS holds undisposed (TF.js's numTensors). */
     tensorsHeld: number;

@@ -151,40 +151,16 @@ impl JsTensor {
     /// and can give a wrong value).
     #[wasm_bindgen(js_name = dataSync, unchecked_return_type = "TypedValues")]
     pub fn data_sync(&self) -> Result<JsValue, JsValue> {
-        let op = "dataSync";
-        let tensor = self.tensor(op)?;
-        // Asked after the device settled: a lost device's tensors fail
-        // there, read or not, as `data()` fails them.
-        let values = match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
-            Some(answer) => answer,
-            None => Ok(
-                registry::kept_read(self.handle.key, tensor.id()).ok_or_else(|| {
-                    // An empty tensor has no bytes, but the host makes none:
-                    // whether the GPU work it belongs to failed is known only
-                    // asynchronously.
-                    errors::op_error(
-                        op,
-                        ErrorClass::Other,
-                        format!(
-                            "{} of shape {:?} {}, and WebGPU answers only asynchronously: \
-                         use `await tensor.data()` (the host answers synchronously only \
-                         for values the page gave of 1 to `hostMaxElements` elements, \
-                         small work on them, and values this object's `data()` or \
-                         `array()` brought back)",
-                            tensor.id(),
-                            tensor.shape(),
-                            match tensor.size() {
-                                0 => "has no elements but is made on the GPU",
-                                _ => "has its bytes on the GPU",
-                            }
-                        ),
-                    )
-                })?,
-            ),
-        };
-        values
-            .map(|values| typed(&values))
-            .map_err(|e| errors::tensor(&e))
+        read_now(self, "dataSync", |values, _| typed(values))
+    }
+
+    /// The values now as `array()` gives them, when `dataSync()` has them
+    /// (TF.js's `arraySync`); it throws when `dataSync()` would.
+    #[wasm_bindgen(js_name = arraySync, unchecked_return_type = "NestedNumbers")]
+    pub fn array_sync(&self) -> Result<JsValue, JsValue> {
+        read_now(self, "arraySync", |values, shape| {
+            nest(&numbers(values), shape)
+        })
     }
 
     /// `Promise` of the values as nested arrays of numbers (a number for a
@@ -689,6 +665,51 @@ fn read(
             Err(e) => Err(errors::tensor(&e)),
         }
     })))
+}
+
+/// `dataSync()` or `arraySync()` (`op`): the values the host holds or a
+/// read through this object kept, given to JS by `finish`.
+fn read_now(
+    object: &JsTensor,
+    op: &'static str,
+    finish: fn(&Values, &[usize]) -> JsValue,
+) -> Result<JsValue, JsValue> {
+    let tensor = object.tensor(op)?;
+    // Asked after the device settled: a lost device's tensors fail there,
+    // read or not, as `data()` fails them.
+    let values = match tensor.values_on_host(errors::site_if_captured(tensor.device())) {
+        Some(answer) => answer,
+        None => Ok(registry::kept_read(object.handle.key, tensor.id())
+            .ok_or_else(|| not_on_host(op, &tensor))?),
+    };
+    match values {
+        Ok(values) => Ok(finish(&values, tensor.shape())),
+        Err(e) => Err(errors::tensor(&e)),
+    }
+}
+
+/// Why `op` (`dataSync` or `arraySync`) cannot answer for `tensor` now.
+fn not_on_host(op: &'static str, tensor: &Tensor) -> JsValue {
+    // An empty tensor has no bytes, but a kernel's makes none: whether
+    // the GPU work it belongs to failed is known only asynchronously.
+    let has = match tensor.size() {
+        0 => "has no elements but is made on the GPU",
+        _ => "has its bytes on the GPU",
+    };
+    let asynchronous = op.strip_suffix("Sync").unwrap_or(op);
+    errors::op_error(
+        op,
+        ErrorClass::Other,
+        format!(
+            "{} of shape {:?} {has}, and WebGPU answers only asynchronously: \
+             use `await tensor.{asynchronous}()` (the host answers synchronously \
+             only for values the page gave of 1 to `hostMaxElements` elements, \
+             small work on them, and values this object's `data()` or `array()` \
+             brought back)",
+            tensor.id(),
+            tensor.shape(),
+        ),
+    )
 }
 
 /// `values` as the typed array TF.js's `data()` gives for its dtype. A

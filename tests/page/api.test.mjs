@@ -1056,7 +1056,7 @@ test('depthwiseConv2d, moments, batchNorm, dropout and the resizes take TF.js\'s
 
 // Found by outside testing: TF.js keeps the values a read brought back, and
 // code written for it calls dataSync() after `await data()`; ours threw.
-test('dataSync answers with the values an earlier data() or array() of the object brought back, a copy each time, for that tensor only', async () => {
+test('dataSync and arraySync answer with the values an earlier data() or array() of the object brought back, a copy each time, for that tensor only', async () => {
   const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
     const gpu = await Device.request({ hostMaxElements: 0, debug: { checkNumerics: true } });
     const thrown = (f) => {
@@ -1069,11 +1069,14 @@ test('dataSync answers with the values an earlier data() or array() of the objec
     };
     const y = gpu.tensor([1, 2, 3]).mul(2);
     const before = thrown(() => y.dataSync());
+    const arrayBefore = thrown(() => y.arraySync());
     const read = await y.data();
     read[0] = 99;
     const first = Array.from(y.dataSync());
     y.dataSync()[1] = 99;
     const second = Array.from(y.dataSync());
+    const nested = gpu.tensor([1, 2, 3, 4], [2, 2]).mul(2);
+    await nested.data();
     const ints = gpu.tensor([4, 5], [2], 'int32').add(gpu.tensor([1, 1], [2], 'int32'));
     await ints.array();
     const flags = gpu.tensor([1, 2]).greater(1.5);
@@ -1099,6 +1102,9 @@ test('dataSync answers with the values an earlier data() or array() of the objec
       before,
       first,
       second,
+      arrayBefore,
+      nested: nested.arraySync(),
+      scalar: (await (async () => { const s = gpu.tensor(5).mul(2); await s.array(); return s.arraySync(); })()),
       ints: Array.from(ints.dataSync()),
       isInt32Array: ints.dataSync() instanceof Int32Array,
       flags: Array.from(flags.dataSync()),
@@ -1115,6 +1121,10 @@ test('dataSync answers with the values an earlier data() or array() of the objec
   assert.match(result.before.message, /dataSync: tensor #\d+ of shape \[3\] has its bytes on the GPU/);
   assert.deepEqual(result.first, [2, 4, 6], 'the array data() gave is the caller\'s: writing into it changes nothing kept');
   assert.deepEqual(result.second, [2, 4, 6], 'each dataSync() is a copy');
+  assert.equal(result.arrayBefore.op, 'arraySync');
+  assert.match(result.arrayBefore.message, /^arraySync: tensor #\d+ of shape \[3\] has its bytes on the GPU.*await tensor\.array\(\)/);
+  assert.deepEqual(result.nested, [[2, 4], [6, 8]], 'arraySync nests what data() kept');
+  assert.equal(result.scalar, 10);
   assert.deepEqual(result.ints, [5, 6], 'kept by array() too');
   assert.equal(result.isInt32Array, true);
   assert.deepEqual(result.flags, [0, 1]);

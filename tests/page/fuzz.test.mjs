@@ -316,7 +316,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
         ["['a']", ['a']], ['[0, 0]', [0, 0]]],
     }]);
     tensorMethod('to', m, [{ valid: two, bad: badDevices }], badTensorThis);
-    for (const name of ['data', 'array']) tensorMethod(name, m, [], badTensorThis);
+    for (const name of ['data', 'array', 'dataSync', 'arraySync']) tensorMethod(name, m, [], badTensorThis);
     for (const name of ['shape', 'size', 'rank']) {
       methods.push({ op: name, call: getter(name), self: m, args: [], receivers: badTensorThis });
     }
@@ -566,7 +566,7 @@ test('every bad call in a seeded corpus throws at once an Error naming its op, q
     'conv2d', 'conv1d', 'conv2dTranspose', 'maxPool', 'avgPool', 'depthwiseConv2d',
     'resizeBilinear', 'resizeNearestNeighbor', 'moments', 'batchNorm', 'dropout',
     'sum', 'mean', 'max', 'min', 'logSumExp', 'argMax', 'softmax', 'logSoftmax', 'expandDims', 'matmul', 'clamp',
-    'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'shape', 'size', 'rank', 'id',
+    'transpose', 'reshape', 'slice', 'broadcastTo', 'squeeze', 'to', 'data', 'array', 'dataSync', 'arraySync', 'shape', 'size', 'rank', 'id',
     'tensor', 'zeros', 'ones', 'full', 'arange', 'randomUniform', 'randomNormal', 'where', 'cat', 'stack',
     'injectFault', 'sync', 'destroy', 'stats', 'lost', 'Device.request',
   ];

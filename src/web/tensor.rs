@@ -641,12 +641,11 @@ impl JsTensor {
     }
 }
 
-/// A `Promise` of `tensor`'s values, as `finish` gives them from the
-/// values and the shape: `data()`'s and `array()`'s one body (the read's
-/// future, copied into each, was 5 KB of wasm apiece).
+/// A `Promise` of the values of `object`'s tensor, as `finish` gives them
+/// from the values and the shape, which are then kept for `dataSync()`:
+/// `data()`'s and `array()`'s (`op`) one body (the read's future, copied
+/// into each, was 5 KB of wasm apiece).
 #[inline(never)]
-/// `data()` or `array()` (`op`): a read of the object's tensor, given to JS
-/// by `finish`, and kept for `dataSync()`.
 fn read(
     object: &JsTensor,
     op: &'static str,

@@ -87,6 +87,39 @@ fn a_profile_gives_each_kernel_the_gpus_time_from_its_timestamps() {
     assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
 }
 
+/// A submit of more launches than one query set has room for (2048, two
+/// timestamps each) takes another set: found by outside testing, every
+/// launch past the first 2048 of a flush had no time, and so the profile
+/// had none.
+#[test]
+fn a_profile_of_more_launches_than_one_query_set_holds_times_every_one() {
+    pollster::block_on(async {
+        let gpu = cases::engine::device_with(webfusion::DeviceOptions {
+            host_max_elements: 0,
+            capacity: 10_000,
+            ..webfusion::DeviceOptions::default()
+        })
+        .await;
+        let x = gpu.random_uniform(&[64], -1.0, 1.0, 1).unwrap();
+        gpu.sync().await.unwrap();
+        let (maxima, profile) = gpu.profile(|| {
+            (0..2100)
+                .map(|k| x.add(k as f32).unwrap().arg_max(0).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert!(profile.kernels.len() >= 2100, "{}", profile.kernels.len());
+        let untimed = profile
+            .kernels
+            .iter()
+            .filter(|k| k.kernel_ms.is_none())
+            .count();
+        assert_eq!(untimed, 0, "every launch is timed");
+        assert!(profile.kernel_ms.is_some(), "and so is the profile");
+        drop(maxima);
+    });
+    assert_eq!(webfusion::panics_observed(), 0, "the library panicked");
+}
+
 /// Natively every device shares one wgpu instance (`runtime::instance`):
 /// NVIDIA's Vulkan driver, loaded and unloaded with an instance of its own
 /// per device, stopped loading after some thirty devices in one process,

@@ -251,32 +251,35 @@ struct Uniforms {
 pub struct Traced {
     /// The text of each kernel launched since the block began.
     pub wgsl: Vec<String>,
-    /// Each of those launches' times: the read of its submit's timestamps
-    /// (an index into `reads`) and the query its start went to (its end
-    /// to the next). `None` for a launch past a submit's `QUERIES`.
+    /// Each of those launches' times: the read of its query set's
+    /// timestamps (an index into `reads`) and the query its start went to
+    /// (its end to the next). `None` where a time is not to be had.
     pub stamps: Vec<Option<(usize, u32)>>,
-    /// The timestamps of each submit that wrote some, in submit order.
+    /// The timestamps of each query set a submit wrote, in submit order.
     pub reads: Vec<PendingRead>,
-    /// The current submit's query set and how many of its queries are used.
-    set: Option<(QuerySet, u32)>,
+    /// The current submit's query sets, each with how many of its queries
+    /// are used: a submit of more launches than one set times takes
+    /// another, so every launch of a profile is timed.
+    sets: Vec<(QuerySet, u32)>,
 }
 
-/// The queries of one submit's set: WebGPU's largest, two per launch.
+/// The queries of one set: WebGPU's largest, two per launch.
 const QUERIES: u32 = 4096;
 
 impl Traced {
-    /// The query the next launch's start goes to (its end to the next),
-    /// recorded for its block; `None` once the submit's set is full.
-    fn stamp(&mut self, device: &backend::Device) -> Option<u32> {
-        let (_, used) = self
-            .set
-            .get_or_insert_with(|| (device.query_set(QUERIES), 0));
-        let first = (*used + 2 <= QUERIES).then_some(*used);
-        if first.is_some() {
-            *used += 2;
+    /// The query set the next launch writes its times to, and the query
+    /// its start goes to (its end to the next), recorded for its block.
+    fn stamp(&mut self, device: &backend::Device) -> Option<(&QuerySet, u32)> {
+        if self.sets.last().is_none_or(|(_, used)| *used + 2 > QUERIES) {
+            self.sets.push((device.query_set(QUERIES), 0));
         }
-        self.stamps.push(first.map(|q| (self.reads.len(), q)));
-        first
+        // Each set of this submit is read in order after those before it.
+        let read = self.reads.len() + self.sets.len() - 1;
+        let (set, used) = self.sets.last_mut()?;
+        let first = *used;
+        *used += 2;
+        self.stamps.push(Some((read, first)));
+        Some((set, first))
     }
 }
 
@@ -508,18 +511,17 @@ impl Gpu {
             return;
         }
         let (arena, offset, size) = self.uniform_slice(&kernel.params, stats);
-        let stamp = match (&mut self.traced, self.timestamps) {
+        let grid = self.grid(kernel.workgroups);
+        let stamps = match (&mut self.traced, self.timestamps) {
             (Some(traced), Some(_)) => traced.stamp(&self.device),
             _ => None,
         };
-        let set = self.traced.as_ref().and_then(|t| t.set.as_ref());
-        let stamps = stamp.zip(set).map(|(first, (set, _))| (set, first));
         self.device.dispatch(
             encoder,
             &pipeline,
             (&self.uniforms.arenas[arena], offset, size),
             buffers,
-            self.grid(kernel.workgroups),
+            grid,
             stamps,
         );
         stats.kernels_launched += 1;
@@ -570,18 +572,25 @@ impl Gpu {
             }
         }
         // The timestamps this submit's launches wrote are resolved at its
-        // end and read back after it (`Traced`).
-        let stamped = self.traced.as_mut().and_then(|t| t.set.take());
-        let resolved = stamped.map(|(set, used)| {
-            let bytes = u64::from(used) * 8;
-            let buffer = self
-                .device
-                .buffer(bytes, Usage::Timestamps, Some("webfusion timestamps"));
-            self.device.resolve(&mut encoder, &set, used, &buffer);
-            (buffer, bytes)
-        });
+        // end and read back after it (`Traced`), a read per query set.
+        let stamped = self
+            .traced
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.sets))
+            .unwrap_or_default();
+        let resolved: Vec<(Buffer, u64)> = stamped
+            .into_iter()
+            .map(|(set, used)| {
+                let bytes = u64::from(used) * 8;
+                let buffer =
+                    self.device
+                        .buffer(bytes, Usage::Timestamps, Some("webfusion timestamps"));
+                self.device.resolve(&mut encoder, &set, used, &buffer);
+                (buffer, bytes)
+            })
+            .collect();
         self.device.submit(encoder);
-        if let Some((buffer, bytes)) = resolved {
+        for (buffer, bytes) in resolved {
             // Profiling's own buffers are not the program's: not counted.
             let read = self.read(&buffer, 0, bytes, &mut Stats::default());
             if let Some(traced) = &mut self.traced {

@@ -275,11 +275,17 @@ impl Optimizer {
         if let Some(mine) = &self.device
             && !mine.same(&device)
         {
+            // A program that requests a new device after a loss and keeps
+            // its optimizer lands here: say so, not only that devices differ.
+            let lost = match mine.lost_reason() {
+                Some(_) => ", which was lost",
+                None => "",
+            };
             return Err(RegistrationError::new(
                 op,
                 ErrorClass::Other,
                 format!(
-                    "this optimizer's state lives on {}, the variables on {}; use one \
+                    "this optimizer's state lives on {}{lost}, the variables on {}; use one \
                      optimizer per device",
                     mine.label(),
                     device.label()

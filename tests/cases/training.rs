@@ -967,7 +967,8 @@ async fn warm_and_cold(checks: bool, returning: bool) {
 /// An optimizer's state (Adam's moments, momentum's velocity) lives on the
 /// device of its first step, so a step on another device's variables is
 /// refused, naming the method called (outside testing found `minimize`'s
-/// refusal naming `applyGradients`), and the first device trains on.
+/// refusal naming `applyGradients`), and the first device trains on; once
+/// that device is lost, the refusal says so.
 pub async fn an_optimizer_stepped_on_one_device_refuses_another_naming_the_method_called() {
     let (a, b) = (device().await, device().await);
     let va = a
@@ -1006,6 +1007,21 @@ pub async fn an_optimizer_stepped_on_one_device_refuses_another_naming_the_metho
     assert!(
         trained[0] < 0.9 && trained[1] < 1.9,
         "two steps on a: {trained:?}"
+    );
+    // Found by outside testing: a program that requests a new device after
+    // a loss and keeps its optimizer was told only that devices differ.
+    assert!(
+        !refused.to_string().contains("lost"),
+        "a refusal while a lives says nothing of a loss: {refused}"
+    );
+    a.destroy();
+    let Err(refused) = adam.minimize(loss(&vb), false, Some(std::slice::from_ref(&vb))) else {
+        panic!("a step on another device was accepted");
+    };
+    assert!(
+        refused.to_string().contains("which was lost")
+            && refused.to_string().contains("one optimizer per device"),
+        "{refused}"
     );
 }
 

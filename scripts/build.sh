@@ -184,12 +184,12 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # 0.7 KB for `dataSync()` answering with the values a read brought back,
 # as TF.js does (the registry's entry keeps them), and `arraySync()`.
 # Lowered to 280.6 KB with binaryen's `--low-memory-unused` (above), and
-# raised by 0.2 KB for a profile's submit of more than 2048 launches timed
-# in a second query set, and an optimizer's refusal naming its lost
-# device: with 0.1 KB of room
+# raised by 0.3 KB for a profile's submit of more than 2048 launches timed
+# in a second query set, an optimizer's refusal naming its lost device,
+# and empty values held by the host: with 0.1 KB of room
 # (two builds of the same source have differed by a byte of gzip).
 node -e '
-const BUDGET_GZIP = 280900;
+const BUDGET_GZIP = 281000;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

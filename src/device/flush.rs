@@ -416,7 +416,13 @@ impl DeviceState {
     /// int's fold, a max, a min or an argmax of values the host holds; or an
     /// elementwise block without an anchor whose inputs the host holds;
     /// each of at most `host_max_elements` elements (and a
-    /// block of at most `HOST_MAX_WORK` elements times ops). Never a
+    /// block of at most `HOST_MAX_WORK` elements times ops). An empty
+    /// value is small, a fold's input aside (the host folds only values it
+    /// holds, and an empty one is not held: `filled`): it has nothing to
+    /// compute and no submission to fail in, so `dataSync()` answers it
+    /// as TF.js does; unless the device is kernels-only
+    /// (`host_max_elements` 0). A kernel reads it as any empty value, from
+    /// the placeholder (`access`). Never a
     /// block with an op a pending injected fault names: a fault is asked of
     /// a kernel, and counting blocks run here toward its `nth` would move
     /// it.
@@ -425,7 +431,8 @@ impl DeviceState {
     /// failure and are never pending (only uploads and other host blocks
     /// make host values), and it is far inside every limit.
     fn runs_on_host(&self, ops: &[OpIr], block: &Block, steps: &[Step]) -> bool {
-        let small = |shape: &[usize]| (1..=self.host_max_elements).contains(&shape::numel(shape));
+        let max = self.host_max_elements;
+        let small = |shape: &[usize]| max > 0 && shape::numel(shape) <= max;
         let on_host = |t: &TensorId| {
             matches!(
                 self.records.get(t).map(|r| &r.state),
@@ -460,7 +467,12 @@ impl DeviceState {
                 };
                 // A value the host holds is small already: only small
                 // blocks make one.
-                folds && op.inputs.iter().all(on_host)
+                let filled = |t: &TensorId| {
+                    self.records
+                        .get(t)
+                        .is_some_and(|r| shape::numel(&r.shape) > 0)
+                };
+                folds && op.inputs.iter().all(|t| on_host(t) && filled(t))
             }
             // A block that checks indices (a gather) runs as its kernel,
             // which makes them; the host checks numerics itself.
@@ -646,8 +658,11 @@ impl DeviceState {
             else {
                 continue;
             };
+            // An empty value is read from the placeholder (`access`).
             let bytes = shape::bytes(&record.shape);
-            *uploaded = Some(self.gpu.upload(&values.words, bytes, &mut self.stats));
+            if bytes > 0 {
+                *uploaded = Some(self.gpu.upload(&values.words, bytes, &mut self.stats));
+            }
         }
     }
 
@@ -858,11 +873,13 @@ pub(crate) fn access(
         } => Some(a.buffer.clone()),
         _ => None,
     };
+    let empty = shape::numel(&record.shape) == 0;
     let (buffer, layout) = match &record.state {
         State::Written {
             bytes: Bytes::Empty,
             ..
         } => (placeholder.clone(), Layout::contiguous(&record.shape)),
+        State::Host { .. } if empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
         State::Written {
             bytes: Bytes::View { base, layout },
             ..

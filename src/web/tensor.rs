@@ -689,8 +689,9 @@ fn read_now(
 
 /// Why `op` (`dataSync` or `arraySync`) cannot answer for `tensor` now.
 fn not_on_host(op: &'static str, tensor: &Tensor) -> JsValue {
-    // An empty tensor has no bytes, but a kernel's makes none: whether
-    // the GPU work it belongs to failed is known only asynchronously.
+    // An empty tensor a kernel made, or a view of one, has no bytes, but
+    // whether the GPU work it belongs to failed is known only
+    // asynchronously.
     let has = match tensor.size() {
         0 => "has no elements but is made on the GPU",
         _ => "has its bytes on the GPU",
@@ -702,7 +703,7 @@ fn not_on_host(op: &'static str, tensor: &Tensor) -> JsValue {
         format!(
             "{} of shape {:?} {has}, and WebGPU answers only asynchronously: \
              use `await tensor.{asynchronous}()` (the host answers synchronously \
-             only for values the page gave of 1 to `hostMaxElements` elements, \
+             only for values the page gave of at most `hostMaxElements` elements, \
              small work on them, and values this object's `data()` or `array()` \
              brought back)",
             tensor.id(),

@@ -1139,7 +1139,7 @@ test('dataSync and arraySync answer with the values an earlier data() or array()
   assert.equal(result.lost.kind, 'device-lost');
 });
 
-test('dataSync answers what the host holds, throws a TensorError for work that failed there and an Error naming dataSync for bytes on the GPU, work or values past hostMaxElements', async () => {
+test('dataSync answers what the host holds, empty values included, throws a TensorError for work that failed there and an Error naming dataSync for bytes on the GPU, work or values past hostMaxElements', async () => {
   const { result } = await inPage(browser, server, async ({ Device, TensorError }) => {
     const gpu = await Device.request({ debug: { checkNumerics: true } });
     const message = (f) => {
@@ -1155,6 +1155,7 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
     const flags = gpu.tensor([1, 0, 1], [3], 'bool');
     const big = gpu.ones([64, 64]).mul(2);
     const failed = gpu.tensor([1, -1]).log();
+    const kernelsOnly = await Device.request({ hostMaxElements: 0 });
     return {
       shape: Array.from(shape.dataSync()),
       isInt32Array: shape.dataSync() instanceof Int32Array,
@@ -1163,10 +1164,15 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
       big: message(() => big.dataSync()),
       bigLater: (await big.data())[0],
       given: message(() => gpu.tensor(new Float32Array(2000)).dataSync()),
-      empty: message(() => gpu.tensor([]).dataSync()),
+      empty: message(() => big.slice([0, 0], [0, 64]).dataSync()),
+      emptyGiven: Array.from(gpu.tensor([]).dataSync()),
+      emptyMade: Array.from(gpu.zeros([0, 3]).add(1).dataSync()),
+      emptyKernelsOnly: message(() => kernelsOnly.tensor([]).dataSync()),
       emptyLater: Array.from(await gpu.zeros([2, 0]).data()),
       failed: message(() => failed.dataSync()),
       kernels: gpu.stats().kernelsLaunched,
+      // After the count: a kernel reads the empty values the host holds.
+      emptyProduct: Array.from(await gpu.tensor([], [2, 0]).matmul(gpu.tensor([], [0, 3])).data()),
     };
   });
   assert.deepEqual(result.shape, [8, 12]);
@@ -1180,9 +1186,15 @@ test('dataSync answers what the host holds, throws a TensorError for work that f
   assert.equal(result.bigLater, 2, 'the asynchronous read after it gets the values');
   // Found by outside testing: values the page gave past hostMaxElements are
   // uploaded, and the message said they were computed there.
-  assert.match(result.given.message, /has its bytes on the GPU.*values the page gave of 1 to `hostMaxElements` elements/);
+  assert.match(result.given.message, /has its bytes on the GPU.*values the page gave of at most `hostMaxElements` elements/);
   // Found by outside testing: an empty tensor's refusal said it had bytes.
-  assert.match(result.empty.message, /dataSync: tensor #\d+ of shape \[0\] has no elements but is made on the GPU.*await tensor\.data\(\)/);
+  assert.match(result.empty.message, /dataSync: tensor #\d+ of shape \[0, 64\] has no elements but is made on the GPU.*await tensor\.data\(\)/);
+  // Found by outside testing: an empty tensor the page gave, or small work
+  // made, has nothing to wait for, and TF.js answers [] for it.
+  assert.deepEqual(result.emptyGiven, []);
+  assert.deepEqual(result.emptyMade, []);
+  assert.deepEqual(result.emptyProduct, [0, 0, 0, 0, 0, 0], 'a kernel reads empty values the host holds');
+  assert.match(result.emptyKernelsOnly.message, /has no elements but is made on the GPU/, 'a kernels-only device keeps even an empty tensor on the GPU');
   assert.deepEqual(result.emptyLater, []);
   assert.equal(result.failed.isTensorError, true);
   assert.equal(result.failed.kind, 'non-finite');

@@ -873,13 +873,14 @@ pub(crate) fn access(
         } => Some(a.buffer.clone()),
         _ => None,
     };
-    let empty = shape::numel(&record.shape) == 0;
     let (buffer, layout) = match &record.state {
         State::Written {
             bytes: Bytes::Empty,
             ..
         } => (placeholder.clone(), Layout::contiguous(&record.shape)),
-        State::Host { .. } if empty => (placeholder.clone(), Layout::contiguous(&record.shape)),
+        State::Host { .. } if shape::numel(&record.shape) == 0 => {
+            (placeholder.clone(), Layout::contiguous(&record.shape))
+        }
         State::Written {
             bytes: Bytes::View { base, layout },
             ..

@@ -48,14 +48,14 @@ pub struct ProfiledKernel {
 pub(crate) struct Taking {
     kernels: Vec<ProfiledKernel>,
     /// Where each kernel's launches wrote their times (`Traced::stamps`).
-    stamps: Vec<Vec<Option<(usize, u32)>>>,
+    stamps: Vec<Vec<(usize, u32)>>,
     bytes_at_start: u64,
 }
 
 /// A profile taken, its kernels' times still on their way from the GPU.
 pub(crate) struct Timing {
     profile: Profile,
-    stamps: Vec<Vec<Option<(usize, u32)>>>,
+    stamps: Vec<Vec<(usize, u32)>>,
     reads: Vec<PendingRead>,
     period: Option<f32>,
 }
@@ -90,7 +90,7 @@ impl Timing {
 /// has the sum: a partial time would read as a whole one.
 fn timed(
     mut profile: Profile,
-    stamps: &[Vec<Option<(usize, u32)>>],
+    stamps: &[Vec<(usize, u32)>],
     words: &[Option<Vec<u32>>],
     period: Option<f32>,
 ) -> Profile {
@@ -105,8 +105,7 @@ fn timed(
     for (kernel, stamps) in profile.kernels.iter_mut().zip(stamps) {
         let ticks: Option<u64> = stamps
             .iter()
-            .map(|&stamp| {
-                let (read, first) = stamp?;
+            .map(|&(read, first)| {
                 let (start, end) = (at(read, first as usize)?, at(read, first as usize + 1)?);
                 Some(end.saturating_sub(start))
             })

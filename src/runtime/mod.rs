@@ -253,8 +253,8 @@ pub struct Traced {
     pub wgsl: Vec<String>,
     /// Each of those launches' times: the read of its query set's
     /// timestamps (an index into `reads`) and the query its start went to
-    /// (its end to the next). `None` where a time is not to be had.
-    pub stamps: Vec<Option<(usize, u32)>>,
+    /// (its end to the next).
+    pub stamps: Vec<(usize, u32)>,
     /// The timestamps of each query set a submit wrote, in submit order.
     pub reads: Vec<PendingRead>,
     /// The current submit's query sets, each with how many of its queries
@@ -278,7 +278,7 @@ impl Traced {
         let (set, used) = self.sets.last_mut()?;
         let first = *used;
         *used += 2;
-        self.stamps.push(Some((read, first)));
+        self.stamps.push((read, first));
         Some((set, first))
     }
 }

@@ -187,9 +187,11 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # raised by 0.3 KB for a profile's submit of more than 2048 launches timed
 # in a second query set, an optimizer's refusal naming its lost device,
 # and empty values held by the host: with 0.1 KB of room
-# (two builds of the same source have differed by a byte of gzip).
+# (two builds of the same source have differed by a byte of gzip). Raised
+# by 0.1 KB for `data()` and `array()` whose every refusal rejects, as
+# TF.js's async reads' do (0.1 KB gzip).
 node -e '
-const BUDGET_GZIP = 281000;
+const BUDGET_GZIP = 281100;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

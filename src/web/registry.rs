@@ -301,12 +301,16 @@ export function guard_this(proto, className) {
   for (const name of Object.getOwnPropertyNames(proto)) {
     if (name === 'constructor') continue;
     const d = Object.getOwnPropertyDescriptor(proto, name);
+    // TF.js's reads are async functions: their refusals reject, and so do
+    // these, a wrong `this`'s included.
+    const rejects = name === 'data' || name === 'array';
     const check = (self) => {
       const how = self !== null && typeof self === 'object'
         ? `called on an object that is not a webfusion ${className}`
         : `called on ${describe(self)}, not a webfusion ${className}: call it on one (a method taken off its object loses it)`;
       const e = new TypeError(`${name}: ${how}`);
       e.op = name;
+      if (rejects) return Promise.reject(e);
       throw e;
     };
     if (typeof d.value === 'function') {
@@ -314,7 +318,7 @@ export function guard_this(proto, className) {
       // Fixed arity (no method takes more than five arguments: `conv2d`
       // and `conv1d` take five): a rest parameter and `apply` would cost
       // every op registered from JS.
-      const guarded = { [name](a, b, c, e, h) { if (Brand.kind(this) !== className) check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
+      const guarded = { [name](a, b, c, e, h) { if (Brand.kind(this) !== className) return check(this); active = guarded; return f.call(this, a, b, c, e, h); } }[name];
       d.value = guarded;
     } else if (d.get) {
       const g = d.get;
@@ -335,7 +339,8 @@ extern "C" {
     /// called on a foreign object fails inside the glue ("reading
     /// '__wbg_ptr'", "null pointer passed to rust") with nothing naming the
     /// op. Checked against the brand, its class included, it throws a
-    /// `TypeError` with `op` instead; and no Rust method reads one class's
+    /// `TypeError` with `op` instead (`data()` and `array()` reject with
+    /// it, as every refusal of theirs does); and no Rust method reads one class's
     /// struct from the other's object. On the prototype, once, at the
     /// class's first object, before `redirect_free`.
     fn guard_this(proto: &JsValue, class_name: &str);

@@ -133,8 +133,9 @@ impl JsTensor {
 
     /// A `Promise` of the values, row-major: a `Float32Array`, an
     /// `Int32Array`, or for a bool a `Uint8Array` of 0 and 1, as TF.js's.
+    /// Every refusal rejects, a disposed tensor's too (`read`).
     #[wasm_bindgen(unchecked_return_type = "Promise<TypedValues>")]
-    pub fn data(&self) -> Result<Promise, JsValue> {
+    pub fn data(&self) -> Promise {
         read(self, "data", |values, _| typed(values))
     }
 
@@ -166,7 +167,7 @@ impl JsTensor {
     /// `Promise` of the values as nested arrays of numbers (a number for a
     /// scalar; a bool's as 1 and 0, as TF.js gives them).
     #[wasm_bindgen(unchecked_return_type = "Promise<NestedNumbers>")]
-    pub fn array(&self) -> Result<Promise, JsValue> {
+    pub fn array(&self) -> Promise {
         read(self, "array", |values, shape| nest(&numbers(values), shape))
     }
 
@@ -645,16 +646,19 @@ impl JsTensor {
 /// from the values and the shape, which are then kept for `dataSync()`:
 /// `data()`'s and `array()`'s (`op`) one body (the read's future, copied
 /// into each, was 5 KB of wasm apiece).
+///
+/// A disposed tensor's refusal is the promise's rejection, not a throw:
+/// TF.js's `data()` and `array()` are `async` functions, so code written
+/// for it (`t.data().catch(...)`) sees every refusal there.
 #[inline(never)]
-fn read(
-    object: &JsTensor,
-    op: &'static str,
-    finish: fn(&Values, &[usize]) -> JsValue,
-) -> Result<Promise, JsValue> {
-    let tensor = object.tensor(op)?;
+fn read(object: &JsTensor, op: &'static str, finish: fn(&Values, &[usize]) -> JsValue) -> Promise {
+    let tensor = match object.tensor(op) {
+        Ok(tensor) => tensor,
+        Err(refusal) => return Promise::reject(&refusal),
+    };
     let key = object.handle.key;
     let asked_at = errors::site_if_captured(tensor.device());
-    Ok(super::promise(Box::pin(async move {
+    super::promise(Box::pin(async move {
         match tensor.read(asked_at).await {
             Ok(values) => {
                 let answer = finish(&values, tensor.shape());
@@ -663,7 +667,7 @@ fn read(
             }
             Err(e) => Err(errors::tensor(&e)),
         }
-    })))
+    }))
 }
 
 /// `dataSync()` or `arraySync()` (`op`): the values the host holds or a

@@ -108,7 +108,7 @@ test('to() on the same device gives a second object; disposing either leaves the
   assert.deepEqual(result, { sameId: true, aAfter: [2, 3], cAfter: [1, 2], distinct: true });
 });
 
-test('free() and Symbol.dispose release a tensor as dispose() does, and a later use throws that it was disposed', async () => {
+test('free() and Symbol.dispose release a tensor as dispose() does, and a later use throws that it was disposed (a read rejects, as TF.js\'s async reads do)', async () => {
   const { result } = await inPage(browser, server, async ({ Device, panicCount }, CAUGHT) => {
     const caught = eval(CAUGHT);
     // Every value in GPU memory (a default device keeps these in wasm).
@@ -129,11 +129,23 @@ test('free() and Symbol.dispose release a tensor as dispose() does, and a later 
     d.free();
     d.free();
     d.dispose();
+    // TF.js's data() and array() are async functions: a refusal is the
+    // promise's rejection, never a throw from the call.
+    const rejection = async (f) => {
+      const returned = f();
+      if (!(returned instanceof Promise)) return { returned: typeof returned };
+      return returned.then(() => null, (e) => ({ name: e.name, message: e.message, op: e.op, isError: e instanceof Error }));
+    };
+    const readThrew = caught(() => a.data().catch(() => {}));
+    const arrayThrew = caught(() => a.array().catch(() => {}));
     return {
+      readThrew,
+      arrayThrew,
+      freedRead: await rejection(() => a.data()),
+      freedArray: await rejection(() => a.array()),
       held,
       afterFree,
       freed: caught(() => a.exp()),
-      freedRead: caught(() => a.data()),
       freedShape: caught(() => a.shape),
       freedId: a.id,
       symbol: caught(() => b.add(1)),
@@ -149,7 +161,12 @@ test('free() and Symbol.dispose release a tensor as dispose() does, and a later 
   assert.match(result.freed.message, /^exp: tensor #\d+ was disposed$/);
   assert.equal(result.freed.name, 'Error');
   assert.equal(result.freed.op, 'exp');
+  assert.equal(result.readThrew, null, 'data() of a disposed tensor returns a promise, and throws nothing');
+  assert.equal(result.arrayThrew, null, 'array() of a disposed tensor returns a promise, and throws nothing');
   assert.match(result.freedRead.message, /^data: tensor #\d+ was disposed$/);
+  assert.equal(result.freedRead.isError, true);
+  assert.equal(result.freedRead.op, 'data');
+  assert.match(result.freedArray.message, /^array: tensor #\d+ was disposed$/);
   assert.match(result.freedShape.message, /^shape: tensor #\d+ was disposed$/);
   assert.equal(typeof result.freedId, 'number');
   assert.match(result.symbol.message, /^add: tensor #\d+ was disposed$/);
@@ -287,7 +304,7 @@ test('a method called with the other class as this is refused, naming the method
   assert.deepEqual(result.works, [3, 3]);
 });
 
-test('a method taken off its object, or called on a foreign this, throws a TypeError naming it, and the module keeps working', async () => {
+test('a method taken off its object, or called on a foreign this, throws a TypeError naming it (a read rejects with it), and the module keeps working', async () => {
   const { result } = await inPage(browser, server, async ({ Device, Tensor, panicCount }, CAUGHT) => {
     const caught = eval(CAUGHT);
     const gpu = await Device.request();
@@ -300,6 +317,9 @@ test('a method taken off its object, or called on a foreign this, throws a TypeE
       plainThis: caught(() => Tensor.prototype.exp.call({})),
       protoThis: caught(() => Tensor.prototype.exp.call(Object.create(Tensor.prototype))),
       getter: caught(() => Object.getOwnPropertyDescriptor(Tensor.prototype, 'size').get.call(undefined)),
+      readThrew: caught(() => { const read = t.data; read().catch(() => {}); }),
+      unboundRead: await (async () => { const read = t.data; return read().then(() => null, (e) => ({ name: e.name, op: e.op, message: e.message })); })(),
+      foreignArray: await Tensor.prototype.array.call({}).then(() => null, (e) => ({ name: e.name, op: e.op, message: e.message })),
       panics: panicCount(),
       works: Array.from(await t.add(1).data()),
     };
@@ -313,6 +333,12 @@ test('a method taken off its object, or called on a foreign this, throws a TypeE
   assert.equal(result.plainThis.message, 'exp: called on an object that is not a webfusion Tensor');
   assert.equal(result.protoThis.message, 'exp: called on an object that is not a webfusion Tensor');
   assert.equal(result.getter.op, 'size');
+  assert.equal(result.readThrew, null, 'data() taken off its object returns a promise, and throws nothing');
+  assert.deepEqual(result.unboundRead, {
+    name: 'TypeError', op: 'data',
+    message: 'data: called on undefined, not a webfusion Tensor: call it on one (a method taken off its object loses it)',
+  });
+  assert.deepEqual(result.foreignArray, { name: 'TypeError', op: 'array', message: 'array: called on an object that is not a webfusion Tensor' });
   assert.equal(result.panics, 0);
   assert.deepEqual(result.works, [2, 2]);
 });
@@ -345,7 +371,7 @@ test('tidy keeps tensors returned at any depth in arrays, plain objects, Maps an
         nested: Object.assign(Object.create(null), { deeper: { list: [1, 'a', null] } }),
       };
     });
-    const state = async (t) => t.data().then((v) => Array.from(v), (e) => e.message);
+    const state = async (t) => t.data().then((v) => Array.from(v), (e) => e.message.replace(/#\d+/, '#N'));
     const states = {};
     for (const [name, t] of Object.entries(made)) {
       try {

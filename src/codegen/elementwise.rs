@@ -458,10 +458,13 @@ fn expression(
     }
 }
 
-/// The int32 bounds a clamp of an int tensor applies: the ints within
-/// `[min, max]` (`as` saturates).
+/// The int32 bounds a clamp of an int tensor applies: each bound's whole
+/// part, toward zero (`as` saturates). TF.js's CPU clamps an int as a
+/// float and stores the value in an `Int32Array`, which truncates; for
+/// an int that is this clamp. (The ints within `[min, max]` are not:
+/// there may be none, `clamp(-2.5, -2.5)`.)
 pub fn int_bounds(min: f32, max: f32) -> (i32, i32) {
-    (min.ceil() as i32, max.floor() as i32)
+    (min.trunc() as i32, max.trunc() as i32)
 }
 
 /// Writes `x` (of dtype `from`) converted to `to`: the rules `OpKind::Cast`

@@ -446,11 +446,14 @@ const HELPERS: [(&str, &str); 18] = [
     // NaN (IEEE maxNum; SwiftShader does), and SwiftShader's `exp(NaN)` is
     // Infinity: a NaN would vanish into a number. TF.js propagates it, and
     // a NaN that vanished is a silent wrong value, so these test the bits.
+    // WGSL leaves the sign of two zeros' max and min to the GPU too; these
+    // take it from the bits, as `Math.max` (+0) and `Math.min` (-0) do.
     (
         "wf_max(",
         r"fn wf_max(a: f32, b: f32) -> f32 {
     let nan = (bitcast<u32>(a) & 0x7fffffffu) > wf_inf_bits || (bitcast<u32>(b) & 0x7fffffffu) > wf_inf_bits;
-    return select(max(a, b), bitcast<f32>(wf_nan_bits), nan);
+    let m = select(max(a, b), bitcast<f32>(bitcast<u32>(a) & bitcast<u32>(b)), a == b);
+    return select(m, bitcast<f32>(wf_nan_bits), nan);
 }
 ",
     ),
@@ -458,7 +461,8 @@ const HELPERS: [(&str, &str); 18] = [
         "wf_min(",
         r"fn wf_min(a: f32, b: f32) -> f32 {
     let nan = (bitcast<u32>(a) & 0x7fffffffu) > wf_inf_bits || (bitcast<u32>(b) & 0x7fffffffu) > wf_inf_bits;
-    return select(min(a, b), bitcast<f32>(wf_nan_bits), nan);
+    let m = select(min(a, b), bitcast<f32>(bitcast<u32>(a) | bitcast<u32>(b)), a == b);
+    return select(m, bitcast<f32>(wf_nan_bits), nan);
 }
 ",
     ),

@@ -447,18 +447,27 @@ fn cast(from: DType, to: DType, w: u32) -> u32 {
 }
 
 /// The kernels' `wf_max`: NaN in either operand gives NaN (TF.js's rule;
-/// Rust's `f32::max`, like WGSL's `max`, would give the other operand).
+/// Rust's `f32::max`, like WGSL's `max`, would give the other operand),
+/// and the larger zero is +0, as `Math.max` gives it (neither leaves the
+/// sign of two zeros' max defined: wasm's gave relu(-0) = -0).
 fn wgsl_max(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
+    } else if a == b {
+        // Equal values have equal bits, but for two zeros: the sign bit
+        // kept only where both have it.
+        f32::from_bits(a.to_bits() & b.to_bits())
     } else {
         a.max(b)
     }
 }
 
+/// The kernels' `wf_min`: `wgsl_max`'s rules, the smaller zero -0.
 fn wgsl_min(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
+    } else if a == b {
+        f32::from_bits(a.to_bits() | b.to_bits())
     } else {
         a.min(b)
     }
@@ -640,7 +649,12 @@ fn pow(a: f32, b: f32) -> f32 {
     } else if a >= 0.0 {
         a.powf(b)
     } else if fract(b) != 0.0 {
-        f32::NAN
+        // -Infinity's powers are defined at every exponent, as a limit:
+        // Math.pow(-Infinity, 1.5) is Infinity, and with -1.5 it is 0.
+        match a.is_infinite() {
+            true => f32::INFINITY.powf(b),
+            false => f32::NAN,
+        }
     } else {
         let m = (-a).powf(b);
         if fract(b * 0.5) != 0.0 { -m } else { m }

@@ -586,7 +586,8 @@ impl Tensor {
                 ),
             ));
         }
-        // An int stays an int, clamped to the ints within the bounds.
+        // An int stays an int, clamped to each bound's whole part, as
+        // TF.js's CPU stores its float clamp (`codegen::int_bounds`).
         self.device().admit("clamp", &[self])?;
         let dtype = arithmetic(self.dtype());
         let x = self.as_dtype(dtype)?;

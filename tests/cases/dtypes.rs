@@ -128,8 +128,24 @@ pub async fn int32_arithmetic_wraps_and_divides_as_tf_js_does() {
         assert_eq!(
             ints(&a.clamp(-6.5, 6.5).unwrap()).await,
             [6, 6, -6, 6, -6, 5, -6, 6],
-            "{name}: an int clamped to the ints within the bounds"
+            "{name}: an int clamped to the bounds' whole parts"
         );
+        // TF.js's CPU clamps an int as a float and stores it in an
+        // Int32Array, truncating: a bound's whole part, toward zero, even
+        // where no int lies within the bounds (this clamp gave -3 for
+        // clamp(-2.5, -2.5), below its min: found by outside testing).
+        let few = int_tensor(&gpu, &[-4, -3, 0, 3], None);
+        for (min, max, want) in [
+            (0.5, 2.5, [0, 0, 0, 2]),
+            (-2.5, -2.5, [-2, -2, -2, -2]),
+            (-2.5, -1.5, [-2, -2, -1, -1]),
+        ] {
+            assert_eq!(
+                ints(&few.clamp(min, max).unwrap()).await,
+                want,
+                "{name}: clamp({min}, {max}) of an int, as TF.js's CPU gives it"
+            );
+        }
         // Two's complement bits, the sign's included.
         let and = a.bitwise_and(&b).unwrap();
         assert_eq!(and.dtype(), DType::Int32);

@@ -38,6 +38,10 @@ macro_rules! all_cases {
         $run!(numerics, a_report_from_the_host_gives_the_operands_values_where_the_op_went_non_finite);
         $run!(numerics, quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_every_path);
         $run!(numerics, pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path);
+        $run!(
+            numerics,
+            a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_math_min_give_on_every_path
+        );
         $run!(numerics, a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own);
         $run!(
             numerics,

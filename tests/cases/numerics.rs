@@ -618,7 +618,7 @@ pub async fn quotients_by_zero_and_powers_of_zero_read_their_ieee_values_on_ever
 pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path() {
     let (inf, nan) = (f32::INFINITY, f32::NAN);
     // (base, exponent, Math.pow's value)
-    let cases: [(f32, f32, f32); 24] = [
+    let cases: [(f32, f32, f32); 28] = [
         (nan, 2.0, nan),
         (nan, 1.0, nan),
         (nan, 0.0, 1.0),
@@ -639,6 +639,12 @@ pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path()
         (-inf, 2.0, inf),
         (-inf, -3.0, -0.0),
         (-inf, -2.0, 0.0),
+        // A fraction's power of -Infinity is its limit, not NaN (the host
+        // gave NaN: found by outside testing).
+        (-inf, 1.5, inf),
+        (-inf, -1.5, 0.0),
+        (-0.0, 1.5, 0.0),
+        (-0.0, -1.5, inf),
         (-0.0, 3.0, -0.0),
         (-0.0, -3.0, -inf),
         (-8.0, 1.0 / 3.0, nan),
@@ -663,6 +669,39 @@ pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path()
                 "{name}: pow({}, {}) read {}, Math.pow gives {}",
                 base[i], exponent[i], got[i], want[i]
             );
+        }
+    }
+}
+
+/// Two zeros' max is +0 and their min -0, as JS's `Math.max` and
+/// `Math.min` (TF.js's) give them, on every path: relu(-0) read -0 on the
+/// host and +0 in kernels (found by outside testing), and WGSL leaves the
+/// sign to the GPU.
+pub async fn a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_math_min_give_on_every_path()
+ {
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            ..DeviceOptions::default()
+        })
+        .await;
+        let a = gpu.tensor(&[-0.0, 0.0, -0.0, 0.0], None).unwrap();
+        let b = gpu.tensor(&[0.0, -0.0, -0.0, 0.0], None).unwrap();
+        let cases = [
+            ("relu(a)", a.relu().unwrap(), [0.0, 0.0, 0.0, 0.0]),
+            (
+                "maximum(a, b)",
+                a.maximum(&b).unwrap(),
+                [0.0, 0.0, -0.0, 0.0],
+            ),
+            (
+                "minimum(a, b)",
+                a.minimum(&b).unwrap(),
+                [-0.0, -0.0, -0.0, 0.0],
+            ),
+        ];
+        for (what, t, want) in cases {
+            assert_eq!(bits(&floats(&t).await), bits(&want), "{name}: {what}");
         }
     }
 }

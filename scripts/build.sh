@@ -189,9 +189,12 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # and empty values held by the host: with 0.1 KB of room
 # (two builds of the same source have differed by a byte of gzip). Raised
 # by 0.1 KB for `data()` and `array()` whose every refusal rejects, as
-# TF.js's async reads' do (0.1 KB gzip).
+# TF.js's async reads' do (0.1 KB gzip), and by 0.1 KB for outside
+# testing's eighth round: -Infinity's fractional powers on the host, the
+# sign of two zeros' max and min from their bits (host and WGSL), and an
+# int clamp's bounds truncated as TF.js's.
 node -e '
-const BUDGET_GZIP = 281100;
+const BUDGET_GZIP = 281200;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

@@ -12,13 +12,13 @@ use super::kernel::*;
 
 /// A reduction's bindings up to its first output `out0`, and `out0`'s
 /// binding: the input (or the prologue's inputs and its function), and for a
-/// final argmax stage the partials' indices.
+/// final stage that carries `aux` (`Reducer::carries_aux`) the partials'.
 pub(super) fn reduce_bindings(
     prologue: Option<Group<'_>>,
     params: &mut Params,
     element: DType,
     out: DType,
-    final_argmax: bool,
+    final_aux: bool,
 ) -> (String, usize) {
     let (mut decls, mut binding) = match prologue {
         Some(group) => {
@@ -33,7 +33,7 @@ pub(super) fn reduce_bindings(
             2,
         ),
     };
-    if final_argmax {
+    if final_aux {
         decls += "@group(0) @binding(2) var<storage, read> in1: array<u32>;\n";
         binding = 3;
     }
@@ -103,10 +103,10 @@ pub enum Stage {
     /// The whole reduction in one launch: writes the final values.
     Whole,
     /// Partial results over `splits` chunks per output: writes raw partials
-    /// (and, for argmax, their indices into a second output).
+    /// (and, where the reducer carries `aux`, theirs into a second output).
     First { splits: usize },
-    /// Finishes partials laid out `[outputs, splits]`; argmax reads the
-    /// partials' indices from a second input.
+    /// Finishes partials laid out `[outputs, splits]`; a reducer that
+    /// carries `aux` reads the partials' from a second input.
     Final,
     /// One thread per output value, looping over all its elements (see
     /// `reduces_per_thread`): no shared memory, no barriers.
@@ -194,7 +194,7 @@ impl Fold {
             ReduceOp::Sum if int => plain("0", "acc = acc + x;"),
             ReduceOp::Sum => plain("0.0", "acc = acc + x;"),
             ReduceOp::Prod if int => plain("1", "acc = acc * x;"),
-            ReduceOp::Prod => plain("1.0", "acc = acc * x;"),
+            ReduceOp::Prod => Fold::product(stage),
             // Each element is divided before it is added, as TF.js's `mean`
             // does: a sum first would overflow where the mean is a float32
             // (two 3e38s), and a partial sum of quotients stays within the
@@ -233,6 +233,32 @@ impl Fold {
                 merge: "if ((bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits) { acc = x; } else if (x > acc) { aux = aux * exp(acc - x) + r; acc = x; } else if (x > ninf()) { aux = aux + r * exp(x - acc); }".to_string(),
                 finish: "acc + log(aux)".to_string(),
             },
+        }
+    }
+
+    /// A float's product, exact at a zero: `acc` folds the values that are
+    /// not zero, and `aux` records a zero (bit 0), a non-finite value (bit
+    /// 1) and the parity of the zeros' signs (bit 2). A zero among finite
+    /// values gives ±0 however far the others' product overflowed: folded
+    /// in, `[0, 1e4 x 20]` made `0 * Infinity`, NaN, where the product is 0
+    /// (found by outside testing; TF.js's CPU multiplies in float64). With
+    /// an infinity or a NaN a zero gives NaN, IEEE's `Infinity * 0`. The
+    /// flags are not in a partial's value, so a `First` stage writes them
+    /// too and the `Final` stage merges them (`Reducer::carries_aux`).
+    fn product(stage: Stage) -> Fold {
+        let merge = "aux = ((aux | r) & 3u) | ((aux ^ r) & 4u); acc = acc * x;";
+        let element = match stage {
+            Stage::Final => format!("let r = in1[at]; {merge}"),
+            _ => "let xb = bitcast<u32>(x); if ((xb & 0x7fffffffu) == 0u) { aux = (aux | 1u) ^ ((xb >> 29u) & 4u); } else { if ((xb & 0x7fffffffu) >= wf_inf_bits) { aux = aux | 2u; } acc = acc * x; }".to_string(),
+        };
+        Fold {
+            ty: DType::Float32,
+            out: DType::Float32,
+            init: "1.0",
+            aux: Some(("u32", "0u")),
+            element,
+            merge: merge.to_string(),
+            finish: "select(acc, select(bitcast<f32>((bitcast<u32>(acc) & 0x80000000u) ^ ((aux & 4u) << 29u)), bitcast<f32>(wf_nan_bits), (aux & 2u) != 0u), (aux & 1u) != 0u)".to_string(),
         }
     }
 
@@ -366,6 +392,17 @@ const I32_MIN: &str = "bitcast<i32>(0x80000000u)";
 const I32_MAX: &str = "2147483647";
 
 impl Reducer {
+    /// Whether a two-stage reduction of `element`s carries each partial's
+    /// `aux` to its final stage, in a second buffer of `u32`s: an argmax's
+    /// index, and a float product's flags (`Fold::product`), which the
+    /// partial's value alone does not hold.
+    pub fn carries_aux(self, element: DType) -> bool {
+        match self {
+            Reducer::Arg { .. } => true,
+            Reducer::Fold(op) => op == ReduceOp::Prod && element == DType::Float32,
+        }
+    }
+
     /// Its result as two parts whose sum it is, where one float would lose
     /// what an epilogue needs (see `AnchorParts::Split`): a logSumExp's max
     /// and the log of its sum, from the fold's state `acc` and `aux`.
@@ -658,7 +695,7 @@ fn with_epilogue(
 }
 
 /// The fold finished by writing its result: per output, or, in a `First`
-/// stage, per partial (an argmax's index into a second output).
+/// stage, per partial (a carried `aux` into a second output).
 fn written(
     folded: Folded,
     reducer: Reducer,
@@ -676,7 +713,7 @@ fn written(
         splits,
         ..
     } = folded;
-    let argmax = matches!(reducer, Reducer::Arg { .. });
+    let carried = reducer.carries_aux(fold.ty);
     if stage == Stage::PerThread {
         write_final(&mut body, &mut params, "    ", ("o", &fold.finish), checked);
         let (decls, _) = reduce_bindings(prologue, &mut params, fold.ty, fold.out, false);
@@ -684,15 +721,15 @@ fn written(
     }
     body += &fold.across_workgroup(threads, lanes.subgroups);
     body += "    if (lid == 0u) {\n";
-    let final_argmax = argmax && matches!(stage, Stage::Final);
+    let final_aux = carried && matches!(stage, Stage::Final);
     // A first stage writes raw partials, of the elements' dtype.
     let out = match stage {
         Stage::First { .. } => fold.ty,
         _ => fold.out,
     };
-    let (mut decls, binding) = reduce_bindings(prologue, &mut params, fold.ty, out, final_argmax);
+    let (mut decls, binding) = reduce_bindings(prologue, &mut params, fold.ty, out, final_aux);
     match stage {
-        Stage::First { .. } if argmax => {
+        Stage::First { .. } if carried => {
             let _ = writeln!(
                 decls,
                 "@group(0) @binding({}) var<storage, read_write> out1: array<u32>;",

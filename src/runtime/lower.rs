@@ -655,12 +655,14 @@ impl Lowering<'_> {
         refuse_broken(&last)?;
         let out = self.allocate(out_shape);
         let values = self.allocate(&partial_shape);
-        let indices = matches!(reducer, Reducer::Arg { .. }).then(|| self.allocate(&partial_shape));
+        let carried = reducer
+            .carries_aux(input.dtype)
+            .then(|| self.allocate(&partial_shape));
         let mut outputs = vec![&values];
-        outputs.extend(indices.as_ref());
+        outputs.extend(carried.as_ref());
         self.launch(&first, buffers, &outputs);
         let mut scratch = Vec::new();
-        for written in std::iter::once(values).chain(indices) {
+        for written in std::iter::once(values).chain(carried) {
             if let Written::Owned(a) = written {
                 scratch.push(a.buffer.clone());
                 self.retired.push(a);

@@ -42,6 +42,10 @@ macro_rules! all_cases {
             numerics,
             a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_math_min_give_on_every_path
         );
+        $run!(
+            numerics,
+            a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and_nan_with_an_infinity
+        );
         $run!(numerics, a_reduction_of_what_a_failed_op_made_is_no_root_of_its_own);
         $run!(
             numerics,

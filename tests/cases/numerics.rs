@@ -706,6 +706,61 @@ pub async fn a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_ma
     }
 }
 
+/// A float product holding a zero is ±0 however far the others' product
+/// overflows float32, and NaN with an infinity or a NaN (IEEE's `Infinity
+/// * 0`): `[0, 1e4 x 20]` read NaN, `0 * Infinity` of the overflowed rest
+/// (found by outside testing; TF.js's CPU multiplies in float64). In one
+/// launch per row, one thread per row, and two stages (rows past a
+/// workgroup's chunk, the zero in another chunk than the overflow).
+pub async fn a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and_nan_with_an_infinity()
+ {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let big = |n: usize| vec![1e4f32; n];
+    let row = |head: &[f32], n: usize, tail: &[f32]| -> Vec<f32> { [head, &big(n), tail].concat() };
+    // (row, its product), each row 23 long.
+    let rows: [(Vec<f32>, f32); 7] = [
+        (row(&[0.0], 20, &[1.0, 1.0]), 0.0),
+        (row(&[], 20, &[-0.0, 1.0, 1.0]), -0.0),
+        (row(&[-2.0, 0.0], 20, &[3.0]), -0.0),
+        (row(&[0.0, inf], 20, &[1.0]), nan),
+        (row(&[nan, 0.0], 20, &[1.0]), nan),
+        (row(&[], 23, &[]), inf),
+        (row(&[-0.0, -0.0], 1, &[0.5; 20]), 0.0),
+    ];
+    for (name, max) in [("host", 1024), ("kernels", 0)] {
+        let gpu = device_with(DeviceOptions {
+            host_max_elements: max,
+            check_numerics: false,
+            ..DeviceOptions::default()
+        })
+        .await;
+        let values: Vec<f32> = rows.iter().flat_map(|(r, _)| r.clone()).collect();
+        let want: Vec<f32> = rows.iter().map(|(_, p)| *p).collect();
+        let x = gpu.tensor(&values, Some(&[rows.len(), 23])).unwrap();
+        let got = floats(&x.prod(Some(&[1]), false).unwrap()).await;
+        assert_eq!(bits(&got), bits(&want), "{name}: a row each: {got:?}");
+        // Enough rows for one thread per row.
+        let many: Vec<f32> = (0..300).flat_map(|_| rows[0].0.clone()).collect();
+        let x = gpu.tensor(&many, Some(&[300, 23])).unwrap();
+        let got = floats(&x.prod(Some(&[1]), false).unwrap()).await;
+        assert!(
+            got.iter().all(|v| v.to_bits() == 0),
+            "{name}: 300 rows: {got:?}"
+        );
+        // Two stages: 20000 elements, the overflow in the first chunk, the
+        // zero (or an infinity and a zero) in a later one.
+        let mut long = vec![1e4f32; 20_000];
+        long[15_000] = 0.0;
+        let mut with_inf = long.clone();
+        with_inf[3] = inf;
+        let x = gpu
+            .tensor(&[long, with_inf].concat(), Some(&[2, 20_000]))
+            .unwrap();
+        let got = floats(&x.prod(Some(&[1]), false).unwrap()).await;
+        assert_eq!(bits(&got), bits(&[0.0, nan]), "{name}: two stages: {got:?}");
+    }
+}
+
 /// A reduction whose prologue reads a tensor an earlier kernel of the same
 /// submission flagged makes a non-finite value of that failure's: it is no
 /// root of its own (found by the random overflowing graphs).

@@ -192,12 +192,13 @@ node scripts/short-names.mjs pkg/webfusion_bg.wasm pkg/webfusion.js pkg/webfusio
 # TF.js's async reads' do (0.1 KB gzip), and by 0.1 KB for outside
 # testing's eighth round: -Infinity's fractional powers on the host, the
 # sign of two zeros' max and min from their bits (host and WGSL), and an
-# int clamp's bounds truncated as TF.js's; and by 0.4 KB for a float
-# product that is ±0 at a zero however far the rest overflows
-# (`Fold::product`: its flags, their WGSL, and the second buffer that
-# carries them between a long row's two stages).
+# int clamp's bounds truncated as TF.js's; and by 0.5 KB for float
+# products and running products that are ±0 at a zero however far the
+# rest overflows (`Fold::product`: its flags, their WGSL, and the second
+# buffer that carries them between a long row's two stages; the scan's
+# WGSL).
 node -e '
-const BUDGET_GZIP = 281600;
+const BUDGET_GZIP = 281700;
 const zlib = require("zlib");
 const fs = require("fs");
 let total = 0;

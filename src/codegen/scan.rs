@@ -53,11 +53,20 @@ pub fn scan(
         params.push(input.layout.strides[axis]),
         params.push(out.strides[axis]),
     );
-    let (init, combine) = match (op, input.dtype) {
-        (ScanOp::Sum, DType::Float32) => ("0.0", "acc + x"),
-        (ScanOp::Sum, _) => ("0", "acc + x"),
-        (ScanOp::Prod, DType::Float32) => ("1.0", "acc * x"),
-        (ScanOp::Prod, _) => ("1", "acc * x"),
+    // A float's running product is ±0 from a zero on, however far it had
+    // overflowed before: `0 * Infinity` made NaN of every product after
+    // the zero in `[1e4 x 20, 0, 2]`, where they are 0 (TF.js's CPU
+    // multiplies in float64). `nf` says a value was not finite, whose
+    // product with a zero is NaN, IEEE's, as before.
+    let (init, state, combine) = match (op, input.dtype) {
+        (ScanOp::Sum, DType::Float32) => ("0.0", "", "acc = acc + x;"),
+        (ScanOp::Sum, _) => ("0", "", "acc = acc + x;"),
+        (ScanOp::Prod, DType::Float32) => (
+            "1.0",
+            "    var nf = false;\n",
+            "let xb = bitcast<u32>(x); if ((xb & 0x7fffffffu) == 0u && !nf) { acc = bitcast<f32>((bitcast<u32>(acc) ^ xb) & 0x80000000u); } else { nf = nf || (xb & 0x7fffffffu) >= wf_inf_bits; acc = acc * x; }",
+        ),
+        (ScanOp::Prod, _) => ("1", "", "acc = acc * x;"),
     };
     let at = if reverse {
         format!("{n} - 1u - k")
@@ -65,9 +74,9 @@ pub fn scan(
         "k".to_string()
     };
     let store = if exclusive {
-        format!("out0[o] = acc; acc = {combine};")
+        format!("out0[o] = acc; {combine}")
     } else {
-        format!("acc = {combine}; out0[o] = acc;")
+        format!("{combine} out0[o] = acc;")
     };
     let load = if prologue.is_some() {
         format!("fused(src + a * {step_in}, 0.0)")
@@ -76,7 +85,7 @@ pub fn scan(
     };
     let _ = write!(
         body,
-        "    let src = {from};\n    let dst = {to};\n    var acc = {init};\n\
+        "    let src = {from};\n    let dst = {to};\n    var acc = {init};\n{state}\
          \x20   for (var k = 0u; k < {n}; k = k + 1u) {{\n\
          \x20       let a = {at};\n        let x = {load};\n\
          \x20       let o = dst + a * {step_out};\n        {store}\n    }}\n"

@@ -711,7 +711,8 @@ pub async fn a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_ma
 /// * 0`): `[0, 1e4 x 20]` read NaN, `0 * Infinity` of the overflowed rest
 /// (found by outside testing; TF.js's CPU multiplies in float64). In one
 /// launch per row, one thread per row, and two stages (rows past a
-/// workgroup's chunk, the zero in another chunk than the overflow).
+/// workgroup's chunk, the zero in another chunk than the overflow); and a
+/// running product from its zero on, inclusive and exclusive.
 pub async fn a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and_nan_with_an_infinity()
  {
     let (inf, nan) = (f32::INFINITY, f32::NAN);
@@ -758,6 +759,26 @@ pub async fn a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and
             .unwrap();
         let got = floats(&x.prod(Some(&[1]), false).unwrap()).await;
         assert_eq!(bits(&got), bits(&[0.0, nan]), "{name}: two stages: {got:?}");
+        // Running products: in order, overflowing to Infinity, then 0 from
+        // the zero on, the signs multiplied, NaN from an infinity on.
+        let line = row(&[], 20, &[0.0, 2.0, -1.0, inf, 3.0]);
+        let mut inclusive = Vec::new();
+        let mut acc = 1f32;
+        for &v in &line[..20] {
+            acc *= v;
+            inclusive.push(acc);
+        }
+        inclusive.extend([0.0, 0.0, -0.0, nan, nan]);
+        let exclusive: Vec<f32> = [&[1.0], &inclusive[..24]].concat();
+        let x = gpu.tensor(&line, None).unwrap();
+        let got = floats(&x.cumprod(0, false, false).unwrap()).await;
+        assert_eq!(bits(&got), bits(&inclusive), "{name}: cumprod: {got:?}");
+        let got = floats(&x.cumprod(0, true, false).unwrap()).await;
+        assert_eq!(
+            bits(&got),
+            bits(&exclusive),
+            "{name}: exclusive cumprod: {got:?}"
+        );
     }
 }
 

@@ -447,7 +447,9 @@ const HELPERS: [(&str, &str); 18] = [
     // Infinity: a NaN would vanish into a number. TF.js propagates it, and
     // a NaN that vanished is a silent wrong value, so these test the bits.
     // WGSL leaves the sign of two zeros' max and min to the GPU too; these
-    // take it from the bits, as `Math.max` (+0) and `Math.min` (-0) do.
+    // take it from the bits, as `Math.max` (+0) and `Math.min` (-0) do, and
+    // a clamp compares as TF.js's does, so a zero within its bounds keeps
+    // its sign.
     (
         "wf_max(",
         r"fn wf_max(a: f32, b: f32) -> f32 {
@@ -469,7 +471,7 @@ const HELPERS: [(&str, &str); 18] = [
     (
         "wf_clamp(",
         r"fn wf_clamp(x: f32, lo: f32, hi: f32) -> f32 {
-    return select(min(max(x, lo), hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
+    return select(select(select(x, lo, x < lo), hi, x > hi), x, (bitcast<u32>(x) & 0x7fffffffu) > wf_inf_bits);
 }
 ",
     ),

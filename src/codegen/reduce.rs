@@ -154,7 +154,8 @@ pub enum Fused<'a> {
 }
 
 /// How a reduction folds elements, as WGSL statements over its state `acc`
-/// (and `aux`: for argmax the index, for logSumExp the sum of exp(x - acc)).
+/// (and `aux`: for argmax the index, for logSumExp the sum of exp(x - acc),
+/// for a float product its flags).
 pub(super) struct Fold {
     /// What the elements, and `acc`, are.
     ty: DType,
@@ -238,7 +239,9 @@ impl Fold {
 
     /// A float's product, exact at a zero: `acc` folds the values that are
     /// not zero, and `aux` records a zero (bit 0), a non-finite value (bit
-    /// 1) and the parity of the zeros' signs (bit 2). A zero among finite
+    /// 1) and the parity of every value's sign (bit 2: a zero's sign is
+    /// that, not `acc`'s, which is NaN where an overflowed partial met an
+    /// underflowed one). A zero among finite
     /// values gives ±0 however far the others' product overflowed: folded
     /// in, `[0, 1e4 x 20]` made `0 * Infinity`, NaN, where the product is 0
     /// (found by outside testing; TF.js's CPU multiplies in float64). With
@@ -249,7 +252,7 @@ impl Fold {
         let merge = "aux = ((aux | r) & 3u) | ((aux ^ r) & 4u); acc = acc * x;";
         let element = match stage {
             Stage::Final => format!("let r = in1[at]; {merge}"),
-            _ => "let xb = bitcast<u32>(x); if ((xb & 0x7fffffffu) == 0u) { aux = (aux | 1u) ^ ((xb >> 29u) & 4u); } else { if ((xb & 0x7fffffffu) >= wf_inf_bits) { aux = aux | 2u; } acc = acc * x; }".to_string(),
+            _ => "let xb = bitcast<u32>(x); aux = aux ^ ((xb >> 29u) & 4u); if ((xb & 0x7fffffffu) == 0u) { aux = aux | 1u; } else { if ((xb & 0x7fffffffu) >= wf_inf_bits) { aux = aux | 2u; } acc = acc * x; }".to_string(),
         };
         Fold {
             ty: DType::Float32,
@@ -258,7 +261,7 @@ impl Fold {
             aux: Some(("u32", "0u")),
             element,
             merge: merge.to_string(),
-            finish: "select(acc, select(bitcast<f32>((bitcast<u32>(acc) & 0x80000000u) ^ ((aux & 4u) << 29u)), bitcast<f32>(wf_nan_bits), (aux & 2u) != 0u), (aux & 1u) != 0u)".to_string(),
+            finish: "select(acc, select(bitcast<f32>((aux & 4u) << 29u), bitcast<f32>(wf_nan_bits), (aux & 2u) != 0u), (aux & 1u) != 0u)".to_string(),
         }
     }
 
@@ -316,7 +319,8 @@ impl Fold {
     /// wider than the workgroup some of those run no thread of it and hold
     /// nothing WebGPU defines. On an H100 at 256 threads that took
     /// 0.95-0.96x the time of the tree for sums and maxima, but 1.02-1.12x
-    /// for folds with an `aux` (argMax, logSumExp, a softmax), whose merges
+    /// for folds with an `aux` (argMax, logSumExp, a softmax; a float
+    /// product's has one too, and keeps the tree with them), whose merges
     /// shuffle twice and call `exp`: those keep the tree
     /// (`examples/reduce_timing`).
     pub(super) fn across_workgroup(&self, threads: u32, subgroups: Option<Subgroups>) -> String {

@@ -34,7 +34,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use limits::{DeviceLimits, Refusal, refusal};
 
-use crate::ir::{OpIr, OpKind, TensorId};
+use crate::ir::{DType, OpIr, OpKind, ReduceOp, TensorId};
 
 /// One unit of a flush's work: each kind of kernel (or of work that needs
 /// none) is a variant of its own, so a new kind of kernel is a new variant
@@ -503,7 +503,7 @@ impl Group {
             && !write(t)
             && self.outside.get(&t) == Some(&1)
             && self.written == 1
-            && self.inputs.len() + reduction_outputs(&op.kind) + usize::from(self.numerics)
+            && self.inputs.len() + reduction_outputs(op) + usize::from(self.numerics)
                 <= max_storage_buffers
     }
 
@@ -655,7 +655,7 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> us
             let inputs = prologue
                 .as_ref()
                 .map_or(ops[*op].inputs.len(), |p| p.inputs.len());
-            inputs + reduction_outputs(&ops[*op].kind) + usize::from(check_numerics)
+            inputs + reduction_outputs(&ops[*op]) + usize::from(check_numerics)
         }
         // One copy kernel per input: its buffer and the output's.
         Block::Cat(_) => 2,
@@ -665,11 +665,16 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> us
     }
 }
 
-/// Outputs an op's kernel binds: an argmax split in two stages writes a
-/// value and an index per partial.
-fn reduction_outputs(kind: &OpKind) -> usize {
-    match kind {
+/// Outputs an op's kernel binds: a reduction split in two stages that
+/// carries each partial's state besides its value writes two per partial,
+/// an argmax (its index) and a float product (its flags: a zero, a
+/// non-finite value, the signs; `codegen::Reducer::carries_aux`).
+fn reduction_outputs(op: &OpIr) -> usize {
+    match op.kind {
         OpKind::ArgReduce { .. } => 2,
+        OpKind::Reduce {
+            op: ReduceOp::Prod, ..
+        } if op.dtype == DType::Float32 => 2,
         _ => 1,
     }
 }
@@ -687,7 +692,7 @@ fn row_reduction_input(
     let OpKind::Reduce { axes, .. } = &op.kind else {
         return None;
     };
-    if op.dtype != crate::ir::DType::Float32 {
+    if op.dtype != DType::Float32 {
         return None;
     }
     let input = shape_of(*op.inputs.first()?)?;
@@ -886,7 +891,7 @@ mod tests {
             upload(1, &[4, 8]),
             OpIr::of(
                 OpKind::Reduce {
-                    op: crate::ir::ReduceOp::LogSumExp,
+                    op: ReduceOp::LogSumExp,
                     axes: vec![1],
                 },
                 &[1],

@@ -402,9 +402,7 @@ fn compute<'a>(
             let (lo, hi) = crate::codegen::int_bounds(*min, *max);
             map(operand(0)?, &|w| (w as i32).max(lo).min(hi) as u32)
         }
-        OpKind::Clamp { min, max } => {
-            map(operand(0)?, &|w| f(wgsl_min(wgsl_max(fl(w), *min), *max)))
-        }
+        OpKind::Clamp { min, max } => map(operand(0)?, &|w| f(clamp(fl(w), *min, *max))),
         OpKind::OneHot { depth, on, off } => {
             let word = |v: f64| if int { v as i32 as u32 } else { f(v as f32) };
             let (on, off) = (word(*on), word(*off));
@@ -470,6 +468,18 @@ fn wgsl_min(a: f32, b: f32) -> f32 {
         f32::from_bits(a.to_bits() | b.to_bits())
     } else {
         a.min(b)
+    }
+}
+
+/// The kernels' `wf_clamp`: TF.js's comparisons, so a NaN passes and a
+/// zero within the bounds keeps its sign (`clamp(-0, 0, 6)` is -0).
+fn clamp(x: f32, min: f32, max: f32) -> f32 {
+    if x > max {
+        max
+    } else if x < min {
+        min
+    } else {
+        x
     }
 }
 

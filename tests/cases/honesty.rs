@@ -97,8 +97,21 @@ pub async fn every_block_kind_with_many_inputs_and_held_outputs_fits_the_binding
         }
         let arg = wide.arg_max(0).unwrap();
         drop(wide);
+        // A float product split in two stages: its flags are a second
+        // output per partial too.
+        let mut zeros = extra[0]
+            .broadcast_to(&[1100, 2, 4])
+            .unwrap()
+            .mul(0.0)
+            .unwrap();
+        for t in &extra[1..] {
+            zeros = zeros.mul(t).unwrap();
+        }
+        let product = zeros.prod(None, false).unwrap();
+        drop(zeros);
         close(&read(&total).await, &[8.0 * sum_extra]);
         assert_eq!(read(&arg).await, vec![0.0; 8]);
+        assert_eq!(read(&product).await, vec![0.0], "{k} inputs");
     }
     no_uncaptured_errors(&gpu);
 }

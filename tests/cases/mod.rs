@@ -40,7 +40,7 @@ macro_rules! all_cases {
         $run!(numerics, pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path);
         $run!(
             numerics,
-            a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_math_min_give_on_every_path
+            a_zero_s_sign_from_relu_maximum_minimum_and_clamp_is_what_js_and_tf_js_give_on_every_path
         );
         $run!(
             numerics,

@@ -674,10 +674,11 @@ pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path()
 }
 
 /// Two zeros' max is +0 and their min -0, as JS's `Math.max` and
-/// `Math.min` (TF.js's) give them, on every path: relu(-0) read -0 on the
-/// host and +0 in kernels (found by outside testing), and WGSL leaves the
-/// sign to the GPU.
-pub async fn a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_math_min_give_on_every_path()
+/// `Math.min` (TF.js's) give them, and a clamp keeps a zero within its
+/// bounds as TF.js's comparisons do, on every path: relu(-0) read -0 on
+/// the host and +0 in kernels (found by outside testing), and WGSL leaves
+/// the sign to the GPU.
+pub async fn a_zero_s_sign_from_relu_maximum_minimum_and_clamp_is_what_js_and_tf_js_give_on_every_path()
  {
     for (name, max) in [("host", 1024), ("kernels", 0)] {
         let gpu = device_with(DeviceOptions {
@@ -698,6 +699,16 @@ pub async fn a_zero_s_sign_from_relu_maximum_and_minimum_is_what_math_max_and_ma
                 "minimum(a, b)",
                 a.minimum(&b).unwrap(),
                 [-0.0, -0.0, -0.0, 0.0],
+            ),
+            (
+                "clamp(a, 0, 6)",
+                a.clamp(0.0, 6.0).unwrap(),
+                [-0.0, 0.0, -0.0, 0.0],
+            ),
+            (
+                "clamp(a, -1, 0)",
+                a.clamp(-1.0, 0.0).unwrap(),
+                [-0.0, 0.0, -0.0, 0.0],
             ),
         ];
         for (what, t, want) in cases {
@@ -751,14 +762,23 @@ pub async fn a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and
         // Two stages: 20000 elements, the overflow in the first chunk, the
         // zero (or an infinity and a zero) in a later one.
         let mut long = vec![1e4f32; 20_000];
-        long[15_000] = 0.0;
+        long[15_000] = -0.0;
         let mut with_inf = long.clone();
         with_inf[3] = inf;
         let x = gpu
             .tensor(&[long, with_inf].concat(), Some(&[2, 20_000]))
             .unwrap();
         let got = floats(&x.prod(Some(&[1]), false).unwrap()).await;
-        assert_eq!(bits(&got), bits(&[0.0, nan]), "{name}: two stages: {got:?}");
+        assert_eq!(
+            bits(&got),
+            bits(&[-0.0, nan]),
+            "{name}: two stages: {got:?}"
+        );
+        // As a row value an epilogue reads: each row less its product.
+        let x = gpu.tensor(&rows[0].0, Some(&[1, 23])).unwrap();
+        let less = x.sub(&x.prod(Some(&[1]), true).unwrap()).unwrap();
+        let got = floats(&less).await;
+        assert_eq!(bits(&got), bits(&rows[0].0), "{name}: an epilogue: {got:?}");
         // Running products: in order, overflowing to Infinity, then 0 from
         // the zero on, the signs multiplied, NaN from an infinity on.
         let line = row(&[], 20, &[0.0, 2.0, -1.0, inf, 3.0]);

@@ -238,16 +238,16 @@ impl Fold {
     }
 
     /// A float's product, exact at a zero: `acc` folds the values that are
-    /// not zero, and `aux` records a zero (bit 0), a non-finite value (bit
-    /// 1) and the parity of every value's sign (bit 2: a zero's sign is
-    /// that, not `acc`'s, which is NaN where an overflowed partial met an
-    /// underflowed one). A zero among finite
-    /// values gives ±0 however far the others' product overflowed: folded
-    /// in, `[0, 1e4 x 20]` made `0 * Infinity`, NaN, where the product is 0
-    /// (found by outside testing; TF.js's CPU multiplies in float64). With
-    /// an infinity or a NaN a zero gives NaN, IEEE's `Infinity * 0`. The
-    /// flags are not in a partial's value, so a `First` stage writes them
-    /// too and the `Final` stage merges them (`Reducer::carries_aux`).
+    /// not zero, and `aux` records a zero in bit 0, a non-finite value in
+    /// bit 1, and the parity of every value's sign in bit 2 (a zero's sign
+    /// is that, not `acc`'s, which is NaN where an overflowed partial met
+    /// an underflowed one). A zero among finite values gives ±0 however
+    /// far the others' product overflowed: folded in, `[0, 1e4 x 20]` made
+    /// `0 * Infinity`, NaN, where the product is 0 (found by outside
+    /// testing; TF.js's CPU multiplies in float64). With an infinity or a
+    /// NaN a zero gives NaN, IEEE's `Infinity * 0`. The flags are not in a
+    /// partial's value, so a `First` stage writes them too and the `Final`
+    /// stage merges them (`Reducer::carries_aux`).
     fn product(stage: Stage) -> Fold {
         let merge = "aux = ((aux | r) & 3u) | ((aux ^ r) & 4u); acc = acc * x;";
         let element = match stage {

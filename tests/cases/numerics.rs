@@ -718,9 +718,10 @@ pub async fn a_zero_s_sign_from_relu_maximum_minimum_and_clamp_is_what_js_and_tf
 }
 
 /// A float product holding a zero is ±0 however far the others' product
-/// overflows float32, and NaN with an infinity or a NaN (IEEE's `Infinity
-/// * 0`): `[0, 1e4 x 20]` read NaN, `0 * Infinity` of the overflowed rest
-/// (found by outside testing; TF.js's CPU multiplies in float64). In one
+/// overflows float32, and NaN with an infinity or a NaN (IEEE's
+/// `Infinity * 0`): `[0, 1e4 x 20]` read NaN, `0 * Infinity` of the
+/// overflowed rest (found by outside testing; TF.js's CPU multiplies in
+/// float64). In one
 /// launch per row, one thread per row, and two stages (rows past a
 /// workgroup's chunk, the zero in another chunk than the overflow); and a
 /// running product from its zero on, inclusive and exclusive.

@@ -398,12 +398,12 @@ const I32_MAX: &str = "2147483647";
 impl Reducer {
     /// Whether a two-stage reduction of `element`s carries each partial's
     /// `aux` to its final stage, in a second buffer of `u32`s: an argmax's
-    /// index, and a float product's flags (`Fold::product`), which the
+    /// index, and a fold's flags (`ReduceOp::carries_flags`), which the
     /// partial's value alone does not hold.
     pub fn carries_aux(self, element: DType) -> bool {
         match self {
             Reducer::Arg { .. } => true,
-            Reducer::Fold(op) => op == ReduceOp::Prod && element == DType::Float32,
+            Reducer::Fold(op) => op.carries_flags(element),
         }
     }
 

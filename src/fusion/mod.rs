@@ -34,7 +34,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use limits::{DeviceLimits, Refusal, refusal};
 
-use crate::ir::{DType, OpIr, OpKind, ReduceOp, TensorId};
+use crate::ir::{DType, OpIr, OpKind, TensorId};
 
 /// One unit of a flush's work: each kind of kernel (or of work that needs
 /// none) is a variant of its own, so a new kind of kernel is a new variant
@@ -666,15 +666,13 @@ pub fn storage_bindings(block: &Block, ops: &[OpIr], check_numerics: bool) -> us
 }
 
 /// Outputs an op's kernel binds: a reduction split in two stages that
-/// carries each partial's state besides its value writes two per partial,
-/// an argmax (its index) and a float product (its flags: a zero, a
-/// non-finite value, the signs; `codegen::Reducer::carries_aux`).
+/// hands each partial on with more than its value writes two per partial,
+/// an argmax (its index) and a fold that carries flags
+/// (`ReduceOp::carries_flags`).
 fn reduction_outputs(op: &OpIr) -> usize {
     match op.kind {
         OpKind::ArgReduce { .. } => 2,
-        OpKind::Reduce {
-            op: ReduceOp::Prod, ..
-        } if op.dtype == DType::Float32 => 2,
+        OpKind::Reduce { op: fold, .. } if fold.carries_flags(op.dtype) => 2,
         _ => 1,
     }
 }
@@ -891,7 +889,7 @@ mod tests {
             upload(1, &[4, 8]),
             OpIr::of(
                 OpKind::Reduce {
-                    op: ReduceOp::LogSumExp,
+                    op: crate::ir::ReduceOp::LogSumExp,
                     axes: vec![1],
                 },
                 &[1],

@@ -240,6 +240,16 @@ impl ReduceOp {
             ReduceOp::LogSumExp => "logSumExp",
         }
     }
+
+    /// Whether a fold of `dtype` values hands each partial on with flags
+    /// besides its value, so that a reduction split in two stages binds a
+    /// second output per partial (as an argmax binds its index): a float
+    /// product's, which says whether a zero and a non-finite value were
+    /// seen (`codegen`'s `Fold::product`). The planner counts that binding
+    /// (`fusion::reduction_outputs`), codegen and lowering make it.
+    pub fn carries_flags(self, dtype: DType) -> bool {
+        self == ReduceOp::Prod && dtype == DType::Float32
+    }
 }
 
 /// Which product a convolution computes, with `x` the NHWC images

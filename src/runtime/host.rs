@@ -486,7 +486,7 @@ fn clamp(x: f32, min: f32, max: f32) -> f32 {
 /// The kernels' `wf_tanh`: `tanh` of the input clamped to ±15, where it is
 /// ±1 in f32 already.
 fn tanh(x: f32) -> f32 {
-    wgsl_min(wgsl_max(x, -15.0), 15.0).tanh()
+    clamp(x, -15.0, 15.0).tanh()
 }
 
 fn unary(op: UnaryOp, x: f32) -> f32 {

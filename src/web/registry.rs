@@ -340,9 +340,9 @@ extern "C" {
     /// '__wbg_ptr'", "null pointer passed to rust") with nothing naming the
     /// op. Checked against the brand, its class included, it throws a
     /// `TypeError` with `op` instead (`data()` and `array()` reject with
-    /// it, as every refusal of theirs does); and no Rust method reads one class's
-    /// struct from the other's object. On the prototype, once, at the
-    /// class's first object, before `redirect_free`.
+    /// it, as every refusal of theirs does); and no Rust method reads one
+    /// class's struct from the other's object. On the prototype, once, at
+    /// the class's first object, before `redirect_free`.
     fn guard_this(proto: &JsValue, class_name: &str);
 
     /// Brands `object`, made by this module, with its table key and, a

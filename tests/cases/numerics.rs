@@ -10,8 +10,14 @@ use super::engine::{Seeded, device_with, kernels_only, read_err};
 /// A checking device that runs small work on the host, and one that runs
 /// every block as a kernel.
 async fn checking() -> Vec<(&'static str, Device)> {
+    paths(true).await
+}
+
+/// A device whose small work runs on the host, and a kernels-only one,
+/// each checking numerics or not.
+async fn paths(check_numerics: bool) -> Vec<(&'static str, Device)> {
     let host = DeviceOptions {
-        check_numerics: true,
+        check_numerics,
         ..DeviceOptions::default()
     };
     let kernels = DeviceOptions {
@@ -680,12 +686,7 @@ pub async fn pow_gives_what_js_math_pow_does_at_nan_and_infinity_on_every_path()
 /// the sign to the GPU.
 pub async fn a_zero_s_sign_from_relu_maximum_minimum_and_clamp_is_what_js_and_tf_js_give_on_every_path()
  {
-    for (name, max) in [("host", 1024), ("kernels", 0)] {
-        let gpu = device_with(DeviceOptions {
-            host_max_elements: max,
-            ..DeviceOptions::default()
-        })
-        .await;
+    for (name, gpu) in paths(false).await {
         let a = gpu.tensor(&[-0.0, 0.0, -0.0, 0.0], None).unwrap();
         let b = gpu.tensor(&[0.0, -0.0, -0.0, 0.0], None).unwrap();
         let cases = [
@@ -740,13 +741,7 @@ pub async fn a_product_holding_a_zero_is_zero_however_far_the_rest_overflows_and
         (row(&[], 23, &[]), inf),
         (row(&[-0.0, -0.0], 1, &[0.5; 20]), 0.0),
     ];
-    for (name, max) in [("host", 1024), ("kernels", 0)] {
-        let gpu = device_with(DeviceOptions {
-            host_max_elements: max,
-            check_numerics: false,
-            ..DeviceOptions::default()
-        })
-        .await;
+    for (name, gpu) in paths(false).await {
         let values: Vec<f32> = rows.iter().flat_map(|(r, _)| r.clone()).collect();
         let want: Vec<f32> = rows.iter().map(|(_, p)| *p).collect();
         let x = gpu.tensor(&values, Some(&[rows.len(), 23])).unwrap();
